@@ -1,0 +1,35 @@
+import type { FastifyReply } from 'fastify'
+import type { StopReason } from './schemas/run.js'
+
+/**
+ * The runs in flight, so that shutdown can stop them all and a client that leaves stops its own. Each run gets an
+ * AbortSignal whose reason says who stopped it.
+ */
+export class ActiveRuns {
+  readonly #controllers = new Set<AbortController>()
+
+  get size(): number {
+    return this.#controllers.size
+  }
+
+  /** Watches the reply's connection: closed before the response is written means the client is gone. */
+  begin(reply: FastifyReply): { signal: AbortSignal; end: () => void } {
+    const controller = new AbortController()
+    this.#controllers.add(controller)
+    const onClose = (): void => {
+      if (!reply.raw.writableEnded) controller.abort('client_gone' satisfies StopReason)
+    }
+    reply.raw.once('close', onClose)
+    return {
+      signal: controller.signal,
+      end: () => {
+        reply.raw.off('close', onClose)
+        this.#controllers.delete(controller)
+      }
+    }
+  }
+
+  stopAll(reason: StopReason): void {
+    for (const controller of this.#controllers) controller.abort(reason)
+  }
+}

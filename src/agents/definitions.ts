@@ -1,0 +1,47 @@
+import type { Config } from '../config.js'
+import { parseClaudeReport, type ParsedReport } from './report.js'
+
+export const TOOL_NAMES = ['crush_run', 'claude_run'] as const
+export type ToolName = (typeof TOOL_NAMES)[number]
+
+/** Everything that differs between agents; adding an agent is adding one entry to defineTools. */
+export interface AgentTool {
+  name: ToolName
+  agent: string
+  summary: string
+  bin: string
+  maxAgents: number
+  agentArgs(task: string): string[]
+  /** Turns what the agent printed into the answer a person reads, when the agent reports in a structured form. */
+  parseReport(output: string): ParsedReport | null
+}
+
+export function defineTools(config: Config): Record<ToolName, AgentTool> {
+  return {
+    crush_run: {
+      name: 'crush_run',
+      agent: 'crush',
+      summary: 'Run a task with Crush (`crush run`)',
+      bin: config.crush.bin,
+      maxAgents: config.crush.maxAgents,
+      // `crush run` approves its tools by itself in non-interactive mode; `--` ends cobra's flags.
+      agentArgs: (task) => ['run', ...config.crush.extraArgs, '--', task],
+      parseReport: () => null
+    },
+    claude_run: {
+      name: 'claude_run',
+      agent: 'claude',
+      summary: 'Run a task with Claude Code headless (`claude -p`)',
+      bin: config.claude.bin,
+      maxAgents: config.claude.maxAgents,
+      agentArgs: (task) => [
+        '-p',
+        '--output-format', 'json',
+        '--permission-mode', config.claude.permissionMode,
+        ...config.claude.extraArgs,
+        '--', task
+      ],
+      parseReport: parseClaudeReport
+    }
+  }
+}

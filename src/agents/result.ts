@@ -1,0 +1,26 @@
+import type { RunResult } from '../schemas/run.js'
+import type { AgentCommand } from './command.js'
+import type { AgentTool } from './definitions.js'
+import type { AgentRunOutcome } from './runner.js'
+
+/** The response of a run that started, whatever its end. */
+export function toRunResult(tool: AgentTool, command: AgentCommand, outcome: AgentRunOutcome): RunResult {
+  const printed = outcome.output.toString()
+  const parsed = tool.parseReport(printed)
+  const timedOut = outcome.stopReason === 'timeout'
+  return {
+    tool: tool.name,
+    ok: outcome.exitCode === 0 && outcome.stopReason === null && parsed?.report.is_error !== true,
+    exit_code: outcome.exitCode,
+    signal: outcome.signal,
+    timed_out: timedOut,
+    stop_reason: outcome.stopReason,
+    duration_ms: outcome.durationMs,
+    // A report without an answer (claude's error subtypes) would leave nothing to read: show what was printed instead.
+    output: parsed?.text || printed,
+    output_truncated: outcome.output.truncated,
+    output_bytes: outcome.output.totalBytes,
+    command: [command.file, ...command.args],
+    agent_report: parsed?.report ?? null
+  }
+}

@@ -1,0 +1,66 @@
+import type { FastifyBaseLogger } from 'fastify'
+import type { Config } from '../config.js'
+import { AgentNotInstalled, AgentSpawnFailed } from '../errors.js'
+import type { RunParams, RunResult } from '../schemas/run.js'
+import { buildAgentCommand, type AgentCommand } from './command.js'
+import type { AgentTool } from './definitions.js'
+import { toRunResult } from './result.js'
+import { AgentSpawnError, runAgent } from './runner.js'
+import { assertHostDirectory } from './workspace.js'
+
+export interface RunContext {
+  config: Config
+  env: NodeJS.ProcessEnv
+  signal: AbortSignal
+  log: FastifyBaseLogger
+}
+
+export function commandFor(tool: AgentTool, params: RunParams, config: Config): AgentCommand {
+  return buildAgentCommand({
+    params,
+    agentBin: tool.bin,
+    agentArgs: tool.agentArgs(params.task),
+    hostPlatform: config.hostPlatform,
+    wslBin: config.wslBin
+  })
+}
+
+/** Spawns the agent for a validated request holding a slot, and maps its end to the response. */
+export async function runTool(tool: AgentTool, params: RunParams, context: RunContext): Promise<RunResult> {
+  const { config, log } = context
+  const command = commandFor(tool, params, config)
+  try {
+    const outcome = await runAgent({
+      command,
+      env: context.env,
+      timeoutMs: params.timeout * 1000,
+      killGraceMs: config.killGraceMs,
+      outputLimitBytes: config.outputLimitBytes,
+      signal: context.signal,
+      onSpawn: (pid) => log.info({ tool: tool.name, pid, file: command.file, cwd: command.cwd }, 'agent run started')
+    })
+    const result = toRunResult(tool, command, outcome)
+    log.info(
+      {
+        tool: tool.name,
+        pid: outcome.pid,
+        exit_code: result.exit_code,
+        signal: result.signal,
+        stop_reason: result.stop_reason,
+        duration_ms: result.duration_ms,
+        output_bytes: result.output_bytes,
+        ok: result.ok
+      },
+      'agent run ended'
+    )
+    return result
+  } catch (error) {
+    if (!(error instanceof AgentSpawnError)) throw error
+    // spawn says ENOENT both for a missing binary and for a directory removed since it was checked.
+    if (error.errno === 'ENOENT' && command.cwd !== undefined) await assertHostDirectory(command.cwd)
+    log.warn({ tool: tool.name, file: command.file, err: error }, 'agent could not be started')
+    throw error.errno === 'ENOENT'
+      ? new AgentNotInstalled(tool.agent, command.file)
+      : new AgentSpawnFailed(tool.agent, error.message)
+  }
+}

@@ -1,0 +1,70 @@
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import { randomUUID } from 'node:crypto'
+import { ActiveRuns } from './active-runs.js'
+import { defineTools } from './agents/definitions.js'
+import type { Config } from './config.js'
+import { registerErrorHandlers } from './errors.js'
+import toolRoutes from './routes/tools.js'
+import { MemorySlotLimiter, type SlotLimiter } from './slots/limiter.js'
+
+/** A JSON body of the largest accepted task: 30,000 characters, each at most a 6-byte `\uXXXX` escape, plus fields. */
+export const BODY_LIMIT_BYTES = 256 * 1024
+
+export interface AppOptions {
+  /** Overrides the logger built from config (tests pass false or a stream). */
+  logger?: FastifyServerOptions['logger']
+  /** Environment the agents inherit. */
+  agentEnv?: NodeJS.ProcessEnv
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    slots: SlotLimiter
+    activeRuns: ActiveRuns
+  }
+}
+
+export function loggerOptions(config: Config): FastifyServerOptions['logger'] {
+  const base = { level: config.logLevel, redact: ['req.headers.authorization'] }
+  // Pretty lines are for people at a terminal; anything else (files, collectors) gets pino's JSON.
+  return process.stdout.isTTY ? { ...base, transport: { target: 'pino-pretty' } } : base
+}
+
+export async function buildApp(config: Config, options: AppOptions = {}): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: options.logger ?? loggerOptions(config),
+    bodyLimit: BODY_LIMIT_BYTES,
+    requestIdHeader: 'x-request-id',
+    genReqId: () => randomUUID(),
+    // A run may last 30 minutes: no server-side timer may cut the response short.
+    connectionTimeout: 0,
+    requestTimeout: 0,
+    forceCloseConnections: 'idle',
+    ajv: {
+      // Unknown fields are an error, not something to drop silently; and a string is not a number.
+      customOptions: { removeAdditional: false, coerceTypes: false }
+    }
+  }).withTypeProvider<TypeBoxTypeProvider>()
+
+  // Fastify also parses text/plain by default; this API speaks JSON only, so anything else is a 415.
+  app.removeContentTypeParser('text/plain')
+
+  const tools = defineTools(config)
+  const slots = new MemorySlotLimiter({ crush_run: config.crush.maxAgents, claude_run: config.claude.maxAgents })
+  const activeRuns = new ActiveRuns()
+  app.decorate('slots', slots)
+  app.decorate('activeRuns', activeRuns)
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id)
+  })
+  // Before the server stops accepting, stop every agent so their requests answer with what the agents did.
+  app.addHook('preClose', async () => {
+    activeRuns.stopAll('shutdown')
+  })
+
+  registerErrorHandlers(app)
+  await app.register(toolRoutes, { config, tools, slots, activeRuns, agentEnv: options.agentEnv ?? process.env })
+  return app
+}

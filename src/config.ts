@@ -1,0 +1,86 @@
+import envSchema from 'env-schema'
+import { Type, type Static } from '@sinclair/typebox'
+
+/** The platforms whose argv shape differs: only Windows hosts wrap the agent in wsl.exe. */
+export const HOST_PLATFORMS = ['aix', 'android', 'darwin', 'freebsd', 'haiku', 'linux', 'openbsd', 'sunos', 'win32', 'cygwin', 'netbsd'] as const
+
+export const CLAUDE_PERMISSION_MODES = ['acceptEdits', 'auto', 'bypassPermissions', 'default', 'dontAsk', 'plan'] as const
+
+const ExtraArgs = Type.String({
+  default: '[]',
+  description: 'JSON array of strings appended to the agent options, e.g. ["--model","sonnet"]; JSON so no shell-style splitting is needed'
+})
+
+const EnvSchema = Type.Object({
+  HOST: Type.String({ default: '127.0.0.1' }),
+  PORT: Type.Integer({ default: 8080, minimum: 0, maximum: 65535 }),
+  LOG_LEVEL: Type.Union(
+    ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
+    { default: 'info' }
+  ),
+  CRUSH_BIN: Type.String({ default: 'crush', minLength: 1 }),
+  CLAUDE_BIN: Type.String({ default: 'claude', minLength: 1 }),
+  WSL_BIN: Type.String({ default: 'wsl', minLength: 1 }),
+  MAX_CRUSH_AGENTS: Type.Integer({ default: 2, minimum: 1, maximum: 1000 }),
+  MAX_CLAUDE_AGENTS: Type.Integer({ default: 2, minimum: 1, maximum: 1000 }),
+  AGENT_HOST_PLATFORM: Type.Optional(Type.Union(HOST_PLATFORMS.map((platform) => Type.Literal(platform)))),
+  AGENT_KILL_GRACE_MS: Type.Integer({ default: 5000, minimum: 0, maximum: 600_000 }),
+  AGENT_OUTPUT_LIMIT_BYTES: Type.Integer({ default: 1_048_576, minimum: 1024, maximum: 256 * 1_048_576 }),
+  CRUSH_EXTRA_ARGS: ExtraArgs,
+  CLAUDE_EXTRA_ARGS: ExtraArgs,
+  CLAUDE_PERMISSION_MODE: Type.Union(CLAUDE_PERMISSION_MODES.map((mode) => Type.Literal(mode)), { default: 'bypassPermissions' })
+})
+
+type RawEnv = Static<typeof EnvSchema>
+
+export interface Config {
+  host: string
+  port: number
+  logLevel: string
+  hostPlatform: NodeJS.Platform
+  killGraceMs: number
+  outputLimitBytes: number
+  wslBin: string
+  crush: { bin: string; maxAgents: number; extraArgs: string[] }
+  claude: { bin: string; maxAgents: number; extraArgs: string[]; permissionMode: string }
+}
+
+/**
+ * Reads the configuration once at start. A bad value throws an Error naming the variable, so the server stops before it
+ * listens. Without an explicit source, `.env` (if present) is merged under the real environment.
+ */
+export function loadConfig(source?: Record<string, string | undefined>): Config {
+  const env = envSchema<RawEnv>({
+    schema: EnvSchema,
+    ...(source === undefined ? { dotenv: { quiet: true } } : { env: false, data: source })
+  })
+  return {
+    host: env.HOST,
+    port: env.PORT,
+    logLevel: env.LOG_LEVEL,
+    hostPlatform: env.AGENT_HOST_PLATFORM ?? process.platform,
+    killGraceMs: env.AGENT_KILL_GRACE_MS,
+    outputLimitBytes: env.AGENT_OUTPUT_LIMIT_BYTES,
+    wslBin: env.WSL_BIN,
+    crush: { bin: env.CRUSH_BIN, maxAgents: env.MAX_CRUSH_AGENTS, extraArgs: parseExtraArgs('CRUSH_EXTRA_ARGS', env.CRUSH_EXTRA_ARGS) },
+    claude: {
+      bin: env.CLAUDE_BIN,
+      maxAgents: env.MAX_CLAUDE_AGENTS,
+      extraArgs: parseExtraArgs('CLAUDE_EXTRA_ARGS', env.CLAUDE_EXTRA_ARGS),
+      permissionMode: env.CLAUDE_PERMISSION_MODE
+    }
+  }
+}
+
+export function parseExtraArgs(variable: string, raw: string): string[] {
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(raw)
+  } catch {
+    // reported below with the same message as a well-formed value of the wrong type
+  }
+  if (!Array.isArray(parsed) || !parsed.every((item) => typeof item === 'string')) {
+    throw new Error(`${variable} must be a JSON array of strings, e.g. ["--model","sonnet"]; got ${JSON.stringify(raw)}`)
+  }
+  return parsed
+}

@@ -1,0 +1,84 @@
+import createError from '@fastify/error'
+import type { FastifyError, FastifyInstance } from 'fastify'
+import { STATUS_CODES } from 'node:http'
+import type { ErrorResponse } from './schemas/error.js'
+
+export const AgentLimitReached = createError<'AGENT_LIMIT_REACHED', 429, [number]>(
+  'AGENT_LIMIT_REACHED',
+  'Limite de %s agents atteinte',
+  429
+)
+export const CwdNotFound = createError<'CWD_NOT_FOUND', 400, [string]>('CWD_NOT_FOUND', 'body/cwd: %s does not exist', 400)
+export const CwdNotADirectory = createError<'CWD_NOT_A_DIRECTORY', 400, [string]>(
+  'CWD_NOT_A_DIRECTORY',
+  'body/cwd: %s is not a directory',
+  400
+)
+export const AgentNotInstalled = createError<'AGENT_NOT_INSTALLED', 503, [string, string]>(
+  'AGENT_NOT_INSTALLED',
+  'The %s agent is not installed here: %s was not found on PATH',
+  503
+)
+export const AgentSpawnFailed = createError<'AGENT_SPAWN_FAILED', 503, [string, string]>(
+  'AGENT_SPAWN_FAILED',
+  'The %s agent could not be started: %s',
+  503
+)
+
+/** Server-side conditions a caller can act on (install the agent, retry later); every other 5xx stays opaque. */
+const EXPOSED_SERVER_ERRORS = new Set(['AGENT_NOT_INSTALLED', 'AGENT_SPAWN_FAILED'])
+
+/** Fastify's own client errors, renamed into the service's vocabulary. */
+const PUBLIC_CODES: Record<string, string> = {
+  FST_ERR_CTP_BODY_TOO_LARGE: 'BODY_TOO_LARGE',
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'UNSUPPORTED_MEDIA_TYPE',
+  FST_ERR_CTP_EMPTY_JSON_BODY: 'INVALID_JSON',
+  FST_ERR_CTP_INVALID_JSON_BODY: 'INVALID_JSON',
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'INVALID_CONTENT_LENGTH',
+  FST_ERR_VALIDATION: 'VALIDATION_ERROR'
+}
+
+export function errorBody(statusCode: number, code: string, message: string): ErrorResponse {
+  return { statusCode, error: STATUS_CODES[statusCode] ?? 'Error', code, message }
+}
+
+type ValidationIssue = NonNullable<FastifyError['validation']>[number]
+
+/** Ajv says "must NOT have additional properties" without naming the property; a caller needs the name. */
+export function describeValidationIssue(context: string, issue: ValidationIssue): string {
+  const path = `${context}${issue.instancePath}`
+  if (issue.keyword === 'additionalProperties') {
+    return `${path}/${String(issue.params['additionalProperty'])} is not an accepted field`
+  }
+  if (issue.keyword === 'required') {
+    return `${path}/${String(issue.params['missingProperty'])} is required`
+  }
+  return `${path} ${issue.message ?? 'is invalid'}`
+}
+
+export function toErrorResponse(error: FastifyError): ErrorResponse {
+  if (error.validation && error.validation.length > 0) {
+    const message = error.validation
+      .map((issue) => describeValidationIssue(error.validationContext ?? 'body', issue))
+      .join('; ')
+    return errorBody(400, 'VALIDATION_ERROR', message)
+  }
+  const statusCode = error.statusCode ?? 500
+  if (statusCode >= 500 && !EXPOSED_SERVER_ERRORS.has(error.code)) {
+    return errorBody(500, 'INTERNAL_ERROR', 'Internal server error')
+  }
+  return errorBody(statusCode, PUBLIC_CODES[error.code] ?? error.code ?? 'BAD_REQUEST', error.message)
+}
+
+export function registerErrorHandlers(app: FastifyInstance): void {
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const body = toErrorResponse(error)
+    if (body.statusCode >= 500) {
+      request.log.error({ err: error }, 'request failed')
+    }
+    return reply.code(body.statusCode).send(body)
+  })
+  app.setNotFoundHandler((request, reply) =>
+    reply.code(404).send(errorBody(404, 'ROUTE_NOT_FOUND', `Route ${request.method} ${request.url} not found`))
+  )
+}

@@ -1,0 +1,55 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { ActiveRuns } from '../active-runs.js'
+import { TOOL_NAMES, type AgentTool } from '../agents/definitions.js'
+import { runTool } from '../agents/run-tool.js'
+import { runsInWsl } from '../agents/command.js'
+import { assertHostDirectory } from '../agents/workspace.js'
+import type { Config } from '../config.js'
+import { AgentLimitReached } from '../errors.js'
+import { ErrorResponse } from '../schemas/error.js'
+import { RunParams, RunResult } from '../schemas/run.js'
+import type { SlotLimiter } from '../slots/limiter.js'
+
+export interface ToolRoutesOptions {
+  config: Config
+  tools: Record<string, AgentTool>
+  slots: SlotLimiter
+  activeRuns: ActiveRuns
+  agentEnv: NodeJS.ProcessEnv
+}
+
+const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { config, tools, slots, activeRuns, agentEnv }) => {
+  for (const name of TOOL_NAMES) {
+    const tool = tools[name]!
+    app.post(
+      `/tools/${name}`,
+      {
+        schema: {
+          summary: tool.summary,
+          body: RunParams,
+          response: {
+            200: RunResult,
+            400: ErrorResponse,
+            429: ErrorResponse,
+            503: ErrorResponse
+          }
+        }
+      },
+      async (request, reply) => {
+        const params = request.body
+        if (params.cwd !== undefined && !runsInWsl(params, config.hostPlatform)) await assertHostDirectory(params.cwd)
+        const lease = await slots.acquire(name)
+        if (lease === null) throw new AgentLimitReached(slots.limit(name))
+        const run = activeRuns.begin(reply)
+        try {
+          return await runTool(tool, params, { config, env: agentEnv, signal: run.signal, log: request.log })
+        } finally {
+          run.end()
+          lease.release()
+        }
+      }
+    )
+  }
+}
+
+export default toolRoutes

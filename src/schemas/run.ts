@@ -1,0 +1,74 @@
+import { Type, type Static } from '@sinclair/typebox'
+
+/**
+ * Linux refuses a single argv string over 128 KiB (MAX_ARG_STRLEN). A character takes at most 4 bytes in UTF-8, so
+ * 30,000 characters stay under 120,000 bytes whatever the script.
+ */
+export const TASK_MAX_CHARS = 30_000
+export const TIMEOUT_MAX_SECONDS = 1800
+
+const WslName = (description: string) =>
+  Type.String({ pattern: '^[a-zA-Z0-9._-]+$', maxLength: 64, description })
+
+export const RunParams = Type.Object(
+  {
+    task: Type.String({
+      minLength: 1,
+      maxLength: TASK_MAX_CHARS,
+      description: `The prompt for the agent, passed as one argv element (at most ${TASK_MAX_CHARS} characters).`
+    }),
+    timeout: Type.Integer({
+      minimum: 1,
+      maximum: TIMEOUT_MAX_SECONDS,
+      default: TIMEOUT_MAX_SECONDS,
+      description: 'Seconds before the agent and all its processes are stopped.'
+    }),
+    cwd: Type.Optional(
+      Type.String({
+        minLength: 1,
+        pattern: '^(/|[A-Za-z]:[\\\\/])',
+        description: 'Absolute working directory. Outside WSL it must exist on the host; with wsl_distro it is a path inside the distro.'
+      })
+    ),
+    wsl_distro: Type.Optional(WslName('Windows hosts only: run the agent inside this WSL distro.')),
+    wsl_user: Type.Optional(WslName('Windows hosts only: the distro user (the distro default otherwise). Requires wsl_distro.'))
+  },
+  {
+    additionalProperties: false,
+    dependencies: { wsl_user: ['wsl_distro'] }
+  }
+)
+export type RunParams = Static<typeof RunParams>
+
+export const AgentReport = Type.Object(
+  {
+    is_error: Type.Boolean(),
+    subtype: Type.Optional(Type.String()),
+    session_id: Type.Optional(Type.String()),
+    num_turns: Type.Optional(Type.Integer()),
+    total_cost_usd: Type.Optional(Type.Number()),
+    duration_ms: Type.Optional(Type.Number()),
+    duration_api_ms: Type.Optional(Type.Number())
+  },
+  { description: "What the agent reported about its own run (claude's JSON report)." }
+)
+export type AgentReport = Static<typeof AgentReport>
+
+export const StopReason = Type.Union([Type.Literal('timeout'), Type.Literal('client_gone'), Type.Literal('shutdown')])
+export type StopReason = Static<typeof StopReason>
+
+export const RunResult = Type.Object({
+  tool: Type.String(),
+  ok: Type.Boolean({ description: 'Exit code 0, not stopped, and no error reported by the agent.' }),
+  exit_code: Type.Union([Type.Integer(), Type.Null()], { description: 'null when a signal ended the agent' }),
+  signal: Type.Union([Type.String(), Type.Null()]),
+  timed_out: Type.Boolean(),
+  stop_reason: Type.Union([StopReason, Type.Null()], { description: 'Why the service stopped the agent, if it did.' }),
+  duration_ms: Type.Integer(),
+  output: Type.String({ description: "stdout and stderr merged in arrival order (claude: the report's answer text)." }),
+  output_truncated: Type.Boolean(),
+  output_bytes: Type.Integer({ description: 'Bytes the agent wrote in all, including any left out of output.' }),
+  command: Type.Array(Type.String(), { description: 'The argv that ran.' }),
+  agent_report: Type.Union([AgentReport, Type.Null()])
+})
+export type RunResult = Static<typeof RunResult>

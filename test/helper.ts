@@ -1,0 +1,82 @@
+import type { FastifyInstance } from 'fastify'
+import { execFileSync } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import type { Test } from 'tap'
+import { buildApp } from '../src/app.js'
+import { loadConfig, type Config } from '../src/config.js'
+import type { RunResult } from '../src/schemas/run.js'
+
+export const FIXTURE_BIN = fileURLToPath(new URL('./fixtures/bin', import.meta.url))
+export const REAL_CLAUDE_BIN = fileURLToPath(new URL('../node_modules/.bin/claude', import.meta.url))
+
+/** The environment agents get in tests: the stand-ins first on PATH, so the default binary names find them. */
+export function standInEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
+  // tap's NODE_OPTIONS load its TypeScript and coverage hooks: the stand-ins are plain Node scripts and run without.
+  const { NODE_OPTIONS: _tapHooks, ...inherited } = process.env
+  return { ...inherited, PATH: `${FIXTURE_BIN}:${process.env['PATH'] ?? ''}`, ...extra }
+}
+
+export function testConfig(overrides: Record<string, string> = {}): Config {
+  return loadConfig({ LOG_LEVEL: 'silent', AGENT_KILL_GRACE_MS: '200', ...overrides })
+}
+
+export async function build(
+  t: Test,
+  overrides: Record<string, string> = {},
+  agentEnv: NodeJS.ProcessEnv = standInEnv()
+): Promise<FastifyInstance> {
+  const app = await buildApp(testConfig(overrides), { logger: false, agentEnv })
+  t.teardown(() => app.close())
+  return app
+}
+
+/** A real listening server on a free loopback port. */
+export async function listen(t: Test, app: FastifyInstance): Promise<string> {
+  const address = await app.listen({ host: '127.0.0.1', port: 0 })
+  t.teardown(() => app.close())
+  return address
+}
+
+export function tempDir(t: Test): string {
+  const dir = mkdtempSync(join(tmpdir(), 'agent-runner-test-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
+export async function post(app: FastifyInstance, tool: string, body: unknown) {
+  const response = await app.inject({ method: 'POST', url: `/tools/${tool}`, payload: body as object })
+  return { status: response.statusCode, body: response.json(), headers: response.headers }
+}
+
+/** What a stand-in agent received, from its echo. */
+export function echoed(result: RunResult): { argv: string[]; prompt: string; cwd: string } {
+  const line = result.output.split('\n').find((candidate) => candidate.startsWith('{"agent"'))
+  if (line === undefined) throw new Error(`no echo in output: ${result.output}`)
+  return JSON.parse(line)
+}
+
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** Processes whose command line mentions a marker, to prove none is left behind. */
+export function processesMatching(marker: string): string[] {
+  const listing = execFileSync('ps', ['-eo', 'pid=,args='], { encoding: 'utf8' })
+  return listing.split('\n').filter((line) => line.includes(marker) && !line.includes('ps -eo'))
+}
+
+export async function waitFor(predicate: () => boolean, timeoutMs = 5000, what = 'condition'): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!predicate()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+}
