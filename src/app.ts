@@ -59,9 +59,15 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id)
   })
-  // Before the server stops accepting, stop every agent so their requests answer with what the agents did.
+  // Before the server stops accepting, stop every agent so their requests answer with what the agents did; those
+  // answers close their connections, or a keep-alive client would hold the shutdown open.
+  let closing = false
   app.addHook('preClose', async () => {
+    closing = true
     activeRuns.stopAll('shutdown')
+  })
+  app.addHook('onSend', async (_request, reply) => {
+    if (closing) reply.header('connection', 'close')
   })
 
   registerErrorHandlers(app)

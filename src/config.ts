@@ -11,7 +11,7 @@ const ExtraArgs = Type.String({
   description: 'JSON array of strings appended to the agent options, e.g. ["--model","sonnet"]; JSON so no shell-style splitting is needed'
 })
 
-const EnvSchema = Type.Object({
+export const EnvSchema = Type.Object({
   HOST: Type.String({ default: '127.0.0.1' }),
   PORT: Type.Integer({ default: 8080, minimum: 0, maximum: 65535 }),
   LOG_LEVEL: Type.Union(

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import { execFileSync } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -58,13 +58,19 @@ export function echoed(result: RunResult): { argv: string[]; prompt: string; cwd
   return JSON.parse(line)
 }
 
+/** A zombie waiting for init to reap it is dead for our purposes, though kill(pid, 0) still succeeds on it. */
 export function isAlive(pid: number): boolean {
   try {
-    process.kill(pid, 0)
-    return true
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z'
   } catch {
     return false
   }
+}
+
+export async function readPidFile(path: string, timeoutMs = 10_000): Promise<number> {
+  await waitFor(() => existsSync(path) && readFileSync(path, 'utf8') !== '', timeoutMs, `pid file ${path}`)
+  return Number(readFileSync(path, 'utf8'))
 }
 
 /** Processes whose command line mentions a marker, to prove none is left behind. */

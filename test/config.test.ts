@@ -1,0 +1,44 @@
+import t from 'tap'
+import { loadConfig } from '../src/config.js'
+
+t.test('defaults', async (t) => {
+  const config = loadConfig({})
+  t.match(config, {
+    host: '127.0.0.1',
+    port: 8080,
+    logLevel: 'info',
+    hostPlatform: process.platform,
+    killGraceMs: 5000,
+    outputLimitBytes: 1_048_576,
+    wslBin: 'wsl',
+    crush: { bin: 'crush', maxAgents: 2, extraArgs: [] },
+    claude: { bin: 'claude', maxAgents: 2, extraArgs: [], permissionMode: 'bypassPermissions' }
+  })
+})
+
+t.test('values from the environment', async (t) => {
+  const config = loadConfig({
+    HOST: '0.0.0.0',
+    PORT: '9000',
+    AGENT_HOST_PLATFORM: 'win32',
+    MAX_CLAUDE_AGENTS: '5',
+    CLAUDE_EXTRA_ARGS: '["--model", "opus"]'
+  })
+  t.match(config, { host: '0.0.0.0', port: 9000, hostPlatform: 'win32', claude: { maxAgents: 5, extraArgs: ['--model', 'opus'] } })
+})
+
+t.test('a bad value is refused with the variable named', async (t) => {
+  const bad: Record<string, string> = {
+    PORT: '70000',
+    LOG_LEVEL: 'loud',
+    MAX_CRUSH_AGENTS: 'two',
+    AGENT_KILL_GRACE_MS: '-1',
+    AGENT_OUTPUT_LIMIT_BYTES: '10',
+    CLAUDE_PERMISSION_MODE: 'yolo',
+    CRUSH_EXTRA_ARGS: '["--quiet", 3]',
+    CLAUDE_EXTRA_ARGS: 'not json'
+  }
+  for (const [variable, value] of Object.entries(bad)) {
+    t.throws(() => loadConfig({ [variable]: value }), new RegExp(variable), `${variable}=${value}`)
+  }
+})

@@ -1,0 +1,87 @@
+import t, { type Test } from 'tap'
+import { spawn, type ChildProcess } from 'node:child_process'
+import { once } from 'node:events'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { isAlive, readPidFile, standInEnv, tempDir } from './helper.js'
+
+// The compiled entry point, as `npm start` runs it (npm test builds first).
+const SERVER = fileURLToPath(new URL('../dist/server.js', import.meta.url))
+
+interface Started {
+  child: ChildProcess
+  base: string
+  logs: Array<Record<string, unknown>>
+}
+
+async function startServer(t: Test, env: NodeJS.ProcessEnv, cwd?: string): Promise<Started> {
+  const child = spawn(process.execPath, [SERVER], { env: standInEnv({ PORT: '0', ...env }), cwd, stdio: ['ignore', 'pipe', 'pipe'] })
+  t.teardown(() => child.kill('SIGKILL'))
+  const logs: Array<Record<string, unknown>> = []
+  let pending = ''
+  const base = await new Promise<string>((resolve, reject) => {
+    child.stdout!.on('data', (chunk: Buffer) => {
+      pending += chunk.toString()
+      const lines = pending.split('\n')
+      pending = lines.pop()!
+      for (const line of lines) {
+        const entry = JSON.parse(line)
+        logs.push(entry)
+        const listening = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(entry.msg)
+        if (listening) resolve(listening[1]!)
+      }
+    })
+    child.once('exit', (code) => reject(new Error(`server exited with ${code}`)))
+  })
+  return { child, base, logs }
+}
+
+const postJson = (base: string, path: string, body: unknown) =>
+  fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })
+
+t.test('SIGTERM: stop accepting, stop the agents, answer their requests, exit 0', async (t) => {
+  const pidFile = join(tempDir(t), 'agent.pid')
+  const { child, base, logs } = await startServer(t, { AGENT_KILL_GRACE_MS: '300', LOG_LEVEL: 'info' })
+  const pending = postJson(base, '/tools/crush_run', { task: `@write-pid ${pidFile} 60000` })
+  const agent = await readPidFile(pidFile)
+  const exited = once(child, 'exit')
+  child.kill('SIGTERM')
+
+  const response = await pending
+  t.equal(response.status, 200)
+  t.match(await response.json(), { stop_reason: 'shutdown', ok: false })
+  const [code, signal] = await exited
+  t.equal(code, 0, 'exit code 0')
+  t.equal(signal, null)
+  t.notOk(isAlive(agent), 'the agent is gone')
+  await t.rejects(postJson(base, '/tools/crush_run', { task: 'late' }), 'no longer accepting')
+
+  const started = logs.find((entry) => entry['msg'] === 'agent run started')
+  const ended = logs.find((entry) => entry['msg'] === 'agent run ended')
+  t.match(started, { tool: 'crush_run', pid: agent, reqId: String })
+  t.match(ended, { tool: 'crush_run', pid: agent, reqId: started?.['reqId'], exit_code: 1, duration_ms: Number, stop_reason: 'shutdown' })
+  t.notOk(JSON.stringify(logs).includes('@write-pid'), 'the task itself is not logged')
+})
+
+t.test('a bad configuration value stops the server with a message naming the variable', async (t) => {
+  for (const [variable, value] of [['PORT', 'eighty'], ['MAX_CRUSH_AGENTS', '0'], ['AGENT_HOST_PLATFORM', 'plan9'], ['CLAUDE_EXTRA_ARGS', '--model sonnet']]) {
+    const child = spawn(process.execPath, [SERVER], { env: standInEnv({ [variable]: value }), stdio: ['ignore', 'pipe', 'pipe'] })
+    let stderr = ''
+    child.stderr!.on('data', (chunk) => (stderr += chunk))
+    const [code] = await once(child, 'exit')
+    t.equal(code, 1, `${variable}=${value} stops the server`)
+    t.match(stderr, new RegExp(`invalid configuration: .*${variable}`), `the message names ${variable}`)
+  }
+})
+
+t.test('.env in the working directory is read, under the real environment', async (t) => {
+  const dir = tempDir(t)
+  writeFileSync(join(dir, '.env'), 'MAX_CRUSH_AGENTS=7\nPORT=1\n')
+  const { base } = await startServer(t, { PORT: '0' }, dir)
+  // MAX_CRUSH_AGENTS came from .env (it shows in the 429 message); PORT=0 from the environment won over PORT=1.
+  const runs = Array.from({ length: 8 }, () => postJson(base, '/tools/crush_run', { task: '@sleep 1000' }))
+  const statuses = await Promise.all(runs.map(async (run) => (await run).status))
+  t.same(statuses.filter((status) => status === 429).length, 1)
+  t.same(statuses.filter((status) => status === 200).length, 7)
+})
