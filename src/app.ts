@@ -3,10 +3,12 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { randomUUID } from 'node:crypto'
 import { ActiveRuns } from './active-runs.js'
 import { defineTools } from './agents/definitions.js'
+import { buildAgentEnv } from './agents/environment.js'
 import type { Config } from './config.js'
 import { registerErrorHandlers } from './errors.js'
 import toolRoutes from './routes/tools.js'
 import { MemorySlotLimiter, type SlotLimiter } from './slots/limiter.js'
+import { SudoProbe } from './sudo/probe.js'
 
 /** A JSON body of the largest accepted task: 30,000 characters, each at most a 6-byte `\uXXXX` escape, plus fields. */
 export const BODY_LIMIT_BYTES = 256 * 1024
@@ -71,6 +73,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   })
 
   registerErrorHandlers(app)
-  await app.register(toolRoutes, { config, tools, slots, activeRuns, agentEnv: options.agentEnv ?? process.env })
+  const agentEnv = buildAgentEnv(options.agentEnv ?? process.env)
+  const sudoProbe = new SudoProbe(config.sudoProbeTtlMs, agentEnv)
+  await app.register(toolRoutes, { config, tools, slots, activeRuns, agentEnv, sudoProbe })
   return app
 }

@@ -28,6 +28,7 @@ export const EnvSchema = Type.Object({
   AGENT_OUTPUT_LIMIT_BYTES: Type.Integer({ default: 1_048_576, minimum: 1024, maximum: 256 * 1_048_576 }),
   CRUSH_EXTRA_ARGS: ExtraArgs,
   CLAUDE_EXTRA_ARGS: ExtraArgs,
+  SUDO_PROBE_TTL_MS: Type.Integer({ default: 300_000, minimum: 1, maximum: 86_400_000 }),
   CLAUDE_PERMISSION_MODE: Type.Union(CLAUDE_PERMISSION_MODES.map((mode) => Type.Literal(mode)), { default: 'bypassPermissions' })
 })
 
@@ -40,6 +41,7 @@ export interface Config {
   hostPlatform: NodeJS.Platform
   killGraceMs: number
   outputLimitBytes: number
+  sudoProbeTtlMs: number
   wslBin: string
   crush: { bin: string; maxAgents: number; extraArgs: string[] }
   claude: { bin: string; maxAgents: number; extraArgs: string[]; permissionMode: string }
@@ -61,6 +63,7 @@ export function loadConfig(source?: Record<string, string | undefined>): Config 
     hostPlatform: env.AGENT_HOST_PLATFORM ?? process.platform,
     killGraceMs: env.AGENT_KILL_GRACE_MS,
     outputLimitBytes: env.AGENT_OUTPUT_LIMIT_BYTES,
+    sudoProbeTtlMs: env.SUDO_PROBE_TTL_MS,
     wslBin: env.WSL_BIN,
     crush: { bin: env.CRUSH_BIN, maxAgents: env.MAX_CRUSH_AGENTS, extraArgs: parseExtraArgs('CRUSH_EXTRA_ARGS', env.CRUSH_EXTRA_ARGS) },
     claude: {

@@ -1,10 +1,10 @@
-import type { RunResult } from '../schemas/run.js'
+import type { RunResult, SudoReport } from '../schemas/run.js'
 import type { AgentCommand } from './command.js'
 import type { AgentTool } from './definitions.js'
 import type { AgentRunOutcome } from './runner.js'
 
 /** The response of a run that started, whatever its end. */
-export function toRunResult(tool: AgentTool, command: AgentCommand, outcome: AgentRunOutcome): RunResult {
+export function toRunResult(tool: AgentTool, command: AgentCommand, outcome: AgentRunOutcome, sudo: SudoReport): RunResult {
   const printed = outcome.output.toString()
   const parsed = tool.parseReport(printed)
   const timedOut = outcome.stopReason === 'timeout'
@@ -21,6 +21,7 @@ export function toRunResult(tool: AgentTool, command: AgentCommand, outcome: Age
     output_truncated: outcome.output.truncated,
     output_bytes: outcome.output.totalBytes,
     command: [command.file, ...command.args],
-    agent_report: parsed?.report ?? null
+    agent_report: parsed?.report ?? null,
+    sudo
   }
 }

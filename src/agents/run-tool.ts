@@ -1,8 +1,12 @@
 import type { FastifyBaseLogger } from 'fastify'
+import { userInfo } from 'node:os'
 import type { Config } from '../config.js'
 import { AgentNotInstalled, AgentSpawnFailed } from '../errors.js'
 import type { RunParams, RunResult } from '../schemas/run.js'
-import { buildAgentCommand, type AgentCommand } from './command.js'
+import { SudoPasswordDetector } from '../sudo/detector.js'
+import { sudoPasswordMessage } from '../sudo/message.js'
+import type { SudoContext, SudoProbe } from '../sudo/probe.js'
+import { buildAgentCommand, runsInWsl, type AgentCommand } from './command.js'
 import type { AgentTool } from './definitions.js'
 import { toRunResult } from './result.js'
 import { AgentSpawnError, runAgent } from './runner.js'
@@ -11,6 +15,7 @@ import { assertHostDirectory } from './workspace.js'
 export interface RunContext {
   config: Config
   env: NodeJS.ProcessEnv
+  sudoProbe: SudoProbe
   signal: AbortSignal
   log: FastifyBaseLogger
 }
@@ -25,10 +30,19 @@ export function commandFor(tool: AgentTool, params: RunParams, config: Config): 
   })
 }
 
+export function sudoContextFor(params: RunParams, config: Config, env: NodeJS.ProcessEnv): SudoContext {
+  return runsInWsl(params, config.hostPlatform)
+    ? { kind: 'wsl', wslBin: config.wslBin, distro: params.wsl_distro!, user: params.wsl_user }
+    : { kind: 'host', path: env['PATH'] ?? '' }
+}
+
 /** Spawns the agent for a validated request holding a slot, and maps its end to the response. */
 export async function runTool(tool: AgentTool, params: RunParams, context: RunContext): Promise<RunResult> {
   const { config, log } = context
   const command = commandFor(tool, params, config)
+  const sudoContext = sudoContextFor(params, config, context.env)
+  const sudoStatus = await context.sudoProbe.status(sudoContext)
+  const sudoFailure = new SudoPasswordDetector()
   try {
     const outcome = await runAgent({
       command,
@@ -37,9 +51,14 @@ export async function runTool(tool: AgentTool, params: RunParams, context: RunCo
       killGraceMs: config.killGraceMs,
       outputLimitBytes: config.outputLimitBytes,
       signal: context.signal,
-      onSpawn: (pid) => log.info({ tool: tool.name, pid, file: command.file, cwd: command.cwd }, 'agent run started')
+      onSpawn: (pid) => log.info({ tool: tool.name, pid, file: command.file, cwd: command.cwd }, 'agent run started'),
+      onOutput: (chunk) => sudoFailure.push(chunk)
     })
-    const result = toRunResult(tool, command, outcome)
+    const result = toRunResult(tool, command, outcome, {
+      status: sudoStatus,
+      password_needed: sudoFailure.detected,
+      message: sudoFailure.detected ? sudoPasswordMessage(sudoContext, userInfo().username) : null
+    })
     log.info(
       {
         tool: tool.name,
@@ -49,7 +68,8 @@ export async function runTool(tool: AgentTool, params: RunParams, context: RunCo
         stop_reason: result.stop_reason,
         duration_ms: result.duration_ms,
         output_bytes: result.output_bytes,
-        ok: result.ok
+        ok: result.ok,
+        sudo_password_needed: sudoFailure.detected
       },
       'agent run ended'
     )

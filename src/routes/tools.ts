@@ -9,6 +9,7 @@ import { AgentLimitReached } from '../errors.js'
 import { ErrorResponse } from '../schemas/error.js'
 import { RunParams, RunResult } from '../schemas/run.js'
 import type { SlotLimiter } from '../slots/limiter.js'
+import type { SudoProbe } from '../sudo/probe.js'
 
 export interface ToolRoutesOptions {
   config: Config
@@ -16,9 +17,10 @@ export interface ToolRoutesOptions {
   slots: SlotLimiter
   activeRuns: ActiveRuns
   agentEnv: NodeJS.ProcessEnv
+  sudoProbe: SudoProbe
 }
 
-const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { config, tools, slots, activeRuns, agentEnv }) => {
+const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { config, tools, slots, activeRuns, agentEnv, sudoProbe }) => {
   for (const name of TOOL_NAMES) {
     const tool = tools[name]!
     app.post(
@@ -42,7 +44,7 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { c
         if (lease === null) throw new AgentLimitReached(slots.limit(name))
         const run = activeRuns.begin(reply)
         try {
-          return await runTool(tool, params, { config, env: agentEnv, signal: run.signal, log: request.log })
+          return await runTool(tool, params, { config, env: agentEnv, sudoProbe, signal: run.signal, log: request.log })
         } finally {
           run.end()
           lease.release()

@@ -57,6 +57,19 @@ export type AgentReport = Static<typeof AgentReport>
 export const StopReason = Type.Union([Type.Literal('timeout'), Type.Literal('client_gone'), Type.Literal('shutdown')])
 export type StopReason = Static<typeof StopReason>
 
+export const SudoStatus = Type.Union(
+  [Type.Literal('passwordless'), Type.Literal('password_required'), Type.Literal('not_installed')],
+  { description: 'Whether sudo works without a password where the agent runs (probed before the run, cached).' }
+)
+export type SudoStatus = Static<typeof SudoStatus>
+
+export const SudoReport = Type.Object({
+  status: SudoStatus,
+  password_needed: Type.Boolean({ description: 'The agent ran sudo during this run and sudo refused for want of a password.' }),
+  message: Type.Union([Type.String(), Type.Null()], { description: 'What to do about it, in French; null when nothing happened.' })
+})
+export type SudoReport = Static<typeof SudoReport>
+
 export const RunResult = Type.Object({
   tool: Type.String(),
   ok: Type.Boolean({ description: 'Exit code 0, not stopped, and no error reported by the agent.' }),
@@ -69,6 +82,7 @@ export const RunResult = Type.Object({
   output_truncated: Type.Boolean(),
   output_bytes: Type.Integer({ description: 'Bytes the agent wrote in all, including any left out of output.' }),
   command: Type.Array(Type.String(), { description: 'The argv that ran.' }),
-  agent_report: Type.Union([AgentReport, Type.Null()])
+  agent_report: Type.Union([AgentReport, Type.Null()]),
+  sudo: SudoReport
 })
 export type RunResult = Static<typeof RunResult>

@@ -1,0 +1,80 @@
+import { spawn } from 'node:child_process'
+import { constants } from 'node:fs'
+import { access } from 'node:fs/promises'
+import { delimiter, join } from 'node:path'
+import { LRUCache } from 'lru-cache'
+import type { SudoStatus } from '../schemas/run.js'
+
+/** Where the agent will run: on the host with its PATH, or inside a WSL distro as a user. */
+export type SudoContext =
+  | { kind: 'host'; path: string }
+  | { kind: 'wsl'; wslBin: string; distro: string; user: string | undefined }
+
+/** A probe that hangs (a sudo misconfigured to wait) must not hold the run: past this it counts as needing a password. */
+const PROBE_TIMEOUT_MS = 10_000
+
+/**
+ * Inside the distro, one fixed script (no request data in it) answers both questions: is sudo on the distro's PATH,
+ * and does it work without a password. 127 is the shell's own "not found" status.
+ */
+const WSL_PROBE_SCRIPT = 'command -v sudo >/dev/null 2>&1 || exit 127; exec sudo -n true'
+
+export async function findOnPath(name: string, path: string): Promise<string | undefined> {
+  for (const dir of path.split(delimiter)) {
+    if (dir === '') continue
+    const candidate = join(dir, name)
+    try {
+      await access(candidate, constants.X_OK)
+      return candidate
+    } catch {
+      // not in this directory
+    }
+  }
+  return undefined
+}
+
+/** Runs a probe command with no stdin and no terminal (its own session), so sudo -n can only answer, never ask. */
+async function exitCodeOf(file: string, args: string[], env: NodeJS.ProcessEnv): Promise<number | null> {
+  const child = spawn(file, args, { env, stdio: 'ignore', detached: process.platform !== 'win32', timeout: PROBE_TIMEOUT_MS })
+  return new Promise((resolve) => {
+    child.once('error', () => resolve(null))
+    child.once('exit', (code) => resolve(code))
+  })
+}
+
+export function contextKey(context: SudoContext): string {
+  return context.kind === 'host' ? `host\0${context.path}` : `wsl\0${context.distro}\0${context.user ?? ''}`
+}
+
+export async function probeSudo(context: SudoContext, env: NodeJS.ProcessEnv): Promise<SudoStatus> {
+  if (context.kind === 'host') {
+    const sudo = await findOnPath('sudo', context.path)
+    if (sudo === undefined) return 'not_installed'
+    return (await exitCodeOf(sudo, ['-n', 'true'], env)) === 0 ? 'passwordless' : 'password_required'
+  }
+  const args = ['-d', context.distro, ...(context.user === undefined ? [] : ['-u', context.user]), '--exec', 'sh', '-c', WSL_PROBE_SCRIPT]
+  const code = await exitCodeOf(context.wslBin, args, env)
+  // null: wsl itself could not start, so no sudo can be reached there (the run will report the missing wsl).
+  if (code === 127 || code === null) return 'not_installed'
+  return code === 0 ? 'passwordless' : 'password_required'
+}
+
+/**
+ * NeedsSudoPassword, cached per context for a bounded time: sudoers rarely change, and a probe costs a process (or a
+ * WSL round trip). Concurrent runs in one context share one probe.
+ */
+export class SudoProbe {
+  readonly #cache: LRUCache<string, SudoStatus, { target: SudoContext }>
+
+  constructor(ttlMs: number, env: NodeJS.ProcessEnv) {
+    this.#cache = new LRUCache<string, SudoStatus, { target: SudoContext }>({
+      max: 256,
+      ttl: ttlMs,
+      fetchMethod: (_key, _stale, { context }) => probeSudo(context.target, env)
+    })
+  }
+
+  async status(target: SudoContext): Promise<SudoStatus> {
+    return (await this.#cache.fetch(contextKey(target), { context: { target } }))!
+  }
+}

@@ -1,0 +1,124 @@
+import t, { type Test } from 'tap'
+import { existsSync, mkdirSync, readFileSync, symlinkSync } from 'node:fs'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { RunParams } from '../src/schemas/run.js'
+import { SudoPasswordDetector } from '../src/sudo/detector.js'
+import { build, FIXTURE_BIN, post, standInEnv, tempDir } from './helper.js'
+
+const SUDO_DIR = {
+  passwordless: fileURLToPath(new URL('./fixtures/sudo-passwordless', import.meta.url)),
+  password: fileURLToPath(new URL('./fixtures/sudo-password', import.meta.url))
+}
+
+/**
+ * A PATH holding only the stand-ins, node, and the chosen sudo (or none): the real machine's sudo, if any, never counts.
+ */
+function agentEnvWithSudo(t: Test, sudo: keyof typeof SUDO_DIR | 'absent', extra: NodeJS.ProcessEnv = {}) {
+  const dir = tempDir(t)
+  const tools = join(dir, 'tools')
+  mkdirSync(tools)
+  symlinkSync(process.execPath, join(tools, 'node'))
+  symlinkSync('/bin/sh', join(tools, 'sh'))
+  symlinkSync('/bin/true', join(tools, 'true'))
+  const log = join(dir, 'sudo.log')
+  const path = [...(sudo === 'absent' ? [] : [SUDO_DIR[sudo]]), FIXTURE_BIN, tools].join(':')
+  return { env: standInEnv({ PATH: path, SUDO_STAND_IN_LOG: log, ...extra }), calls: () => sudoCalls(log) }
+}
+
+function sudoCalls(log: string): Array<{ mode: string; argv: string[]; distro: string | null; user: string | null }> {
+  if (!existsSync(log)) return []
+  return readFileSync(log, 'utf8').trim().split('\n').map((line) => JSON.parse(line))
+}
+
+const probes = (calls: ReturnType<typeof sudoCalls>) => calls.filter((call) => call.argv.join(' ') === '-n true')
+
+t.test('the probe tells the three states on the host, in every response', async (t) => {
+  for (const [sudo, expected] of [['passwordless', 'passwordless'], ['password', 'password_required'], ['absent', 'not_installed']] as const) {
+    const { env } = agentEnvWithSudo(t, sudo)
+    const app = await build(t, {}, env)
+    for (const tool of ['crush_run', 'claude_run']) {
+      const { status, body } = await post(app, tool, { task: 'hello' })
+      t.equal(status, 200)
+      t.same(body.sudo, { status: expected, password_needed: false, message: null }, `${tool} with sudo ${sudo}`)
+    }
+  }
+})
+
+t.test('inside WSL the probe runs through wsl as the distro user', async (t) => {
+  for (const [sudo, expected] of [['passwordless', 'passwordless'], ['password', 'password_required'], ['absent', 'not_installed']] as const) {
+    const { env, calls } = agentEnvWithSudo(t, sudo)
+    const app = await build(t, { AGENT_HOST_PLATFORM: 'win32' }, env)
+    const { body } = await post(app, 'crush_run', { task: 'hello', wsl_distro: 'Ubuntu', wsl_user: 'dev' })
+    t.equal(body.sudo.status, expected, `wsl with sudo ${sudo}`)
+    if (sudo !== 'absent') t.match(probes(calls()), [{ distro: 'Ubuntu', user: 'dev' }], 'probed inside the distro as wsl_user')
+  }
+})
+
+t.test('an agent whose sudo needs a password ends at once, and the response says why and what to do', async (t) => {
+  for (const lang of ['C.UTF-8', 'fr_FR.UTF-8']) {
+    // An askpass helper and a display in the service's environment must not give sudo a way to prompt.
+    const { env } = agentEnvWithSudo(t, 'password', { LANG: lang, SUDO_ASKPASS: '/usr/bin/ssh-askpass', DISPLAY: ':0' })
+    const app = await build(t, {}, env)
+    for (const tool of ['crush_run', 'claude_run']) {
+      const { body } = await post(app, tool, { task: '@sudo apt-get install -y ripgrep', timeout: 60 })
+      t.match(body, { timed_out: false, stop_reason: null, exit_code: 0 }, `${tool} (${lang}): sudo failed instead of waiting`)
+      t.match(body.output, /sudo exited 1/)
+      t.equal(body.sudo.status, 'password_required')
+      t.equal(body.sudo.password_needed, true)
+      t.match(body.sudo.message, /L’agent a tenté d’utiliser sudo.*mot de passe.*NOPASSWD.*n’ait pas besoin de sudo/)
+      t.match(body.sudo.message, /sur l’hôte/)
+    }
+  }
+})
+
+t.test('inside WSL the message names the distro and the user', async (t) => {
+  const { env } = agentEnvWithSudo(t, 'password')
+  const app = await build(t, { AGENT_HOST_PLATFORM: 'win32' }, env)
+  const { body } = await post(app, 'crush_run', { task: '@sudo ls /root', wsl_distro: 'Debian', wsl_user: 'alice' })
+  t.equal(body.sudo.password_needed, true)
+  t.match(body.sudo.message, /l’utilisateur « alice » dans la distribution WSL « Debian »/)
+})
+
+t.test('passwordless sudo runs as usual and no message appears', async (t) => {
+  const { env, calls } = agentEnvWithSudo(t, 'passwordless')
+  const app = await build(t, {}, env)
+  const { body } = await post(app, 'crush_run', { task: '@sudo node -e process.exit(0)' })
+  t.match(body.output, /sudo exited 0/)
+  t.same(body.sudo, { status: 'passwordless', password_needed: false, message: null })
+  t.ok(calls().some((call) => call.argv[0] === 'node'), 'the agent’s sudo call went through')
+})
+
+t.test('the probe is cached per context for a bounded time', async (t) => {
+  const { env, calls } = agentEnvWithSudo(t, 'passwordless')
+  const app = await build(t, { AGENT_HOST_PLATFORM: 'win32', SUDO_PROBE_TTL_MS: '1500' }, env)
+  await Promise.all([1, 2, 3].map(() => post(app, 'crush_run', { task: 'x' })))
+  await post(app, 'crush_run', { task: 'x' })
+  t.equal(probes(calls()).length, 1, 'one probe for four host runs, three of them concurrent')
+  await post(app, 'crush_run', { task: 'x', wsl_distro: 'Ubuntu', wsl_user: 'a' })
+  await post(app, 'crush_run', { task: 'x', wsl_distro: 'Ubuntu', wsl_user: 'b' })
+  await post(app, 'crush_run', { task: 'x', wsl_distro: 'Ubuntu', wsl_user: 'a' })
+  t.equal(probes(calls()).length, 3, 'one more per distro user')
+  await new Promise((resolve) => setTimeout(resolve, 1600))
+  await post(app, 'crush_run', { task: 'x' })
+  t.equal(probes(calls()).length, 4, 'probed again once the answer expired')
+})
+
+t.test('the detector: sudo’s messages in both languages, across chunk boundaries, and nothing else', async (t) => {
+  const detects = (...chunks: string[]) => {
+    const detector = new SudoPasswordDetector()
+    for (const chunk of chunks) detector.push(Buffer.from(chunk))
+    return detector.detected
+  }
+  t.ok(detects('sudo: a password is required\n'))
+  t.ok(detects('noise\nsudo: a term', 'inal is required to read the password; either use…\n'))
+  t.ok(detects('sudo: no tty present and no askpass program specified\n'))
+  t.ok(detects('sudo: il est nécessaire de saisir un mot de passe\n'))
+  t.ok(detects("sudo: un terminal est requis pour lire le mot de passe; utilisez soit l'option -S\n"))
+  t.notOk(detects('To log in, a password is required.\n'), 'not without sudo speaking')
+  t.notOk(detects('sudo: 3 incorrect password attempts\n'.replace('3 incorrect', 'ls: not a sudo prompt')))
+})
+
+t.test('no field can carry a password', async (t) => {
+  t.same(Object.keys(RunParams.properties).filter((name) => /pass|secret|token|cred/i.test(name)), [])
+})
