@@ -56,6 +56,17 @@ t.test('an agent ignoring SIGINT and SIGTERM is killed after two grace periods, 
   t.pass('no process left behind')
 })
 
+t.test('a process that left the group cannot hold the response open', async (t) => {
+  const pidFile = join(tempDir(t), 'escaped.pid')
+  const app = await build(t)
+  const { status, body } = await post(app, 'crush_run', { task: `@escape ${pidFile}`, timeout: 60 })
+  const escaped = await readPidFile(pidFile)
+  t.teardown(() => process.kill(escaped, 'SIGKILL'))
+  t.equal(status, 200)
+  t.match(body, { ok: true, exit_code: 0, timed_out: false, output: /escaped/ })
+  t.equal(app.slots.inUse('crush_run'), 0)
+})
+
 t.test('a client that disconnects stops its agent and frees the slot', async (t) => {
   const pidFile = join(tempDir(t), 'agent.pid')
   const app = await build(t, { MAX_CRUSH_AGENTS: '1' })
