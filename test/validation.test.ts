@@ -29,6 +29,8 @@ t.test('invalid bodies get a 400 naming the field, start nothing and take no slo
     ['timeout over 1800', { task: 'x', timeout: 1801 }, /timeout must be <= 1800/],
     ['timeout not an integer', { task: 'x', timeout: 1.5 }, /timeout must be integer/],
     ['timeout as a string', { task: 'x', timeout: '60' }, /timeout must be integer/],
+    ['task with a NUL byte', { task: 'a\u0000b' }, /task must match pattern/],
+    ['cwd with a NUL byte', { task: 'x', cwd: '/tmp/\u0000' }, /cwd must match pattern/],
     ['relative cwd', { task: 'x', cwd: 'relative/dir' }, /cwd must match pattern/],
     ['wsl_distro with a space', { task: 'x', wsl_distro: 'Ubuntu 22' }, /wsl_distro must match pattern/],
     ['wsl_distro injection', { task: 'x', wsl_distro: 'a;rm -rf /' }, /wsl_distro must match pattern/],
