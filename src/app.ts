@@ -6,6 +6,8 @@ import { defineTools } from './agents/definitions.js'
 import { buildAgentEnv } from './agents/environment.js'
 import type { Config } from './config.js'
 import { registerErrorHandlers } from './errors.js'
+import { requireBearerToken } from './auth.js'
+import healthRoutes from './routes/health.js'
 import toolRoutes from './routes/tools.js'
 import { MemorySlotLimiter, type SlotLimiter } from './slots/limiter.js'
 import { SudoProbe } from './sudo/probe.js'
@@ -75,6 +77,10 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   registerErrorHandlers(app)
   const agentEnv = buildAgentEnv(options.agentEnv ?? process.env)
   const sudoProbe = new SudoProbe(config.sudoProbeTtlMs, agentEnv)
-  await app.register(toolRoutes, { config, tools, slots, activeRuns, agentEnv, sudoProbe })
+  await app.register(async (authenticated) => {
+    await requireBearerToken(authenticated, config.apiTokens)
+    await authenticated.register(toolRoutes, { config, tools, slots, activeRuns, agentEnv, sudoProbe })
+  })
+  await app.register(healthRoutes, { tools: Object.values(tools), agentEnv })
   return app
 }

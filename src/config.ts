@@ -13,6 +13,8 @@ const ExtraArgs = Type.String({
 
 export const EnvSchema = Type.Object({
   HOST: Type.String({ default: '127.0.0.1' }),
+  API_TOKENS: Type.String({ default: '' }),
+  ALLOW_UNAUTHENTICATED: Type.Boolean({ default: false }),
   PORT: Type.Integer({ default: 8080, minimum: 0, maximum: 65535 }),
   LOG_LEVEL: Type.Union(
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
@@ -36,6 +38,8 @@ type RawEnv = Static<typeof EnvSchema>
 
 export interface Config {
   host: string
+  /** Bearer tokens accepted on /tools and /runs; empty means no authentication. */
+  apiTokens: string[]
   port: number
   logLevel: string
   hostPlatform: NodeJS.Platform
@@ -56,8 +60,9 @@ export function loadConfig(source?: Record<string, string | undefined>): Config 
     schema: EnvSchema,
     ...(source === undefined ? { dotenv: { quiet: true } } : { env: false, data: source })
   })
-  return {
+  const config: Config = {
     host: env.HOST,
+    apiTokens: env.API_TOKENS.split(',').map((token) => token.trim()).filter((token) => token !== ''),
     port: env.PORT,
     logLevel: env.LOG_LEVEL,
     hostPlatform: env.AGENT_HOST_PLATFORM ?? process.platform,
@@ -73,6 +78,25 @@ export function loadConfig(source?: Record<string, string | undefined>): Config 
       permissionMode: env.CLAUDE_PERMISSION_MODE
     }
   }
+  assertSafeExposure(config, env.ALLOW_UNAUTHENTICATED)
+  return config
+}
+
+export function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || host === '[::1]' || /^127(\.\d{1,3}){3}$/.test(host)
+}
+
+/**
+ * Whoever reaches the service can make an agent edit files and run commands: listening beyond loopback without a
+ * token has to be asked for by name.
+ */
+export function assertSafeExposure(config: Config, allowUnauthenticated: boolean): void {
+  if (isLoopback(config.host) || config.apiTokens.length > 0 || allowUnauthenticated) return
+  throw new Error(
+    `HOST=${config.host} is reachable from other machines and API_TOKENS is empty: anyone who can connect could run ` +
+      'agents that edit files and execute commands. Set API_TOKENS, or ALLOW_UNAUTHENTICATED=true if something in front ' +
+      'of the service authenticates callers.'
+  )
 }
 
 export function parseExtraArgs(variable: string, raw: string): string[] {

@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from '@sinclair/typebox'
 import type { ActiveRuns } from '../active-runs.js'
 import { TOOL_NAMES, type AgentTool } from '../agents/definitions.js'
 import { runTool } from '../agents/run-tool.js'
@@ -20,7 +21,27 @@ export interface ToolRoutesOptions {
   sudoProbe: SudoProbe
 }
 
+const ToolStatus = Type.Object({
+  name: Type.String(),
+  agent: Type.String(),
+  limit: Type.Integer(),
+  in_use: Type.Integer(),
+  free: Type.Integer()
+})
+
 const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { config, tools, slots, activeRuns, agentEnv, sudoProbe }) => {
+  app.get(
+    '/tools',
+    { schema: { summary: 'Each tool with its limit and its slots in use and free', response: { 200: Type.Object({ tools: Type.Array(ToolStatus) }) } } },
+    async () => ({
+      tools: TOOL_NAMES.map((name) => {
+        const limit = slots.limit(name)
+        const inUse = slots.inUse(name)
+        return { name, agent: tools[name]!.agent, limit, in_use: inUse, free: Math.max(0, limit - inUse) }
+      })
+    })
+  )
+
   for (const name of TOOL_NAMES) {
     const tool = tools[name]!
     app.post(

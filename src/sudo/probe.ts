@@ -1,8 +1,6 @@
 import { spawn } from 'node:child_process'
-import { constants } from 'node:fs'
-import { access } from 'node:fs/promises'
-import { delimiter, join } from 'node:path'
 import { LRUCache } from 'lru-cache'
+import { findOnPath } from '../agents/locate.js'
 import type { SudoStatus } from '../schemas/run.js'
 
 /** Where the agent will run: on the host with its PATH, or inside a WSL distro as a user. */
@@ -18,20 +16,6 @@ const PROBE_TIMEOUT_MS = 10_000
  * and does it work without a password. 127 is the shell's own "not found" status.
  */
 const WSL_PROBE_SCRIPT = 'command -v sudo >/dev/null 2>&1 || exit 127; exec sudo -n true'
-
-export async function findOnPath(name: string, path: string): Promise<string | undefined> {
-  for (const dir of path.split(delimiter)) {
-    if (dir === '') continue
-    const candidate = join(dir, name)
-    try {
-      await access(candidate, constants.X_OK)
-      return candidate
-    } catch {
-      // not in this directory
-    }
-  }
-  return undefined
-}
 
 /** Runs a probe command with no stdin and no terminal (its own session), so sudo -n can only answer, never ask. */
 async function exitCodeOf(file: string, args: string[], env: NodeJS.ProcessEnv): Promise<number | null> {

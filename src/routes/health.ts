@@ -1,0 +1,56 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from '@sinclair/typebox'
+import { LRUCache } from 'lru-cache'
+import type { AgentTool } from '../agents/definitions.js'
+import { findOnPath, versionOf } from '../agents/locate.js'
+
+export interface HealthRoutesOptions {
+  tools: AgentTool[]
+  agentEnv: NodeJS.ProcessEnv
+}
+
+const AgentReadiness = Type.Object({
+  tool: Type.String(),
+  bin: Type.String(),
+  path: Type.Union([Type.String(), Type.Null()], { description: 'Where the binary was found on the agents’ PATH.' }),
+  version: Type.Union([Type.String(), Type.Null()])
+})
+
+const Readiness = Type.Object({
+  status: Type.Union([Type.Literal('ready'), Type.Literal('unavailable')]),
+  agents: Type.Array(AgentReadiness)
+})
+
+/** Versions change only when someone upgrades a CLI; asking each probe would spawn on every readiness check. */
+const VERSION_TTL_MS = 10 * 60 * 1000
+
+const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app, { tools, agentEnv }) => {
+  const versions = new LRUCache<string, string, { env: NodeJS.ProcessEnv }>({
+    max: 64,
+    ttl: VERSION_TTL_MS,
+    // A binary that does not answer --version is cached as '' (found, version unknown) rather than asked again.
+    fetchMethod: async (file, _stale, { context }) => (await versionOf(file, context.env)) ?? ''
+  })
+
+  app.get('/healthz', { schema: { summary: 'The process is alive', response: { 200: Type.Object({ status: Type.Literal('ok') }) } } }, async () => ({
+    status: 'ok' as const
+  }))
+
+  app.get(
+    '/readyz',
+    { schema: { summary: 'Each agent binary found, with its version; 503 when no agent is usable', response: { 200: Readiness, 503: Readiness } } },
+    async (_request, reply) => {
+      const agents = await Promise.all(
+        tools.map(async (tool) => {
+          const path = (await findOnPath(tool.bin, agentEnv['PATH'] ?? '')) ?? null
+          const version = path === null ? null : (await versions.fetch(path, { context: { env: agentEnv } })) || null
+          return { tool: tool.name, bin: tool.bin, path, version }
+        })
+      )
+      const usable = agents.some((agent) => agent.path !== null)
+      return reply.code(usable ? 200 : 503).send({ status: usable ? 'ready' : 'unavailable', agents })
+    }
+  )
+}
+
+export default healthRoutes

@@ -1,0 +1,85 @@
+import t from 'tap'
+import { Writable } from 'node:stream'
+import { buildApp } from '../src/app.js'
+import { loadConfig } from '../src/config.js'
+import { build, FIXTURE_BIN, post, standInEnv, testConfig, waitFor } from './helper.js'
+
+const TOKEN = 'test-token-5f1c0a'
+
+t.test('with API_TOKENS, /tools routes need a right bearer token; health stays open', async (t) => {
+  const app = await build(t, { API_TOKENS: `other-token, ${TOKEN}` })
+  const ask = (url: string, method: 'GET' | 'POST', authorization?: string) =>
+    app.inject({ method, url, payload: method === 'POST' ? { task: 'x' } : undefined, headers: authorization ? { authorization } : {} })
+
+  for (const [url, method] of [['/tools/crush_run', 'POST'], ['/tools/claude_run', 'POST'], ['/tools', 'GET']] as const) {
+    for (const authorization of [undefined, 'Bearer wrong', `Basic ${TOKEN}`, `Bearer ${TOKEN}x`, 'Bearer ']) {
+      const response = await ask(url, method, authorization)
+      t.equal(response.statusCode, 401, `${method} ${url} with ${authorization ?? 'no header'}`)
+      t.equal(response.headers['www-authenticate'], 'Bearer realm="agent-runner"')
+      t.same(Object.keys(response.json()).sort(), ['code', 'error', 'message', 'statusCode'])
+      t.equal(response.json().code, 'UNAUTHORIZED')
+    }
+    t.equal((await ask(url, method, `Bearer ${TOKEN}`)).statusCode, 200, `${method} ${url} with the right token`)
+    t.equal((await ask(url, method, 'Bearer other-token')).statusCode, 200, 'any configured token')
+  }
+  t.equal((await ask('/healthz', 'GET')).statusCode, 200, 'healthz needs no token')
+  t.equal((await ask('/readyz', 'GET')).statusCode, 200, 'readyz needs no token')
+  t.equal(app.slots.inUse('crush_run'), 0, 'refused requests took no slot')
+})
+
+t.test('tokens and Authorization headers never reach the logs', async (t) => {
+  const lines: string[] = []
+  const stream = new Writable({ write: (chunk, _encoding, done) => (lines.push(String(chunk)), done()) })
+  const config = testConfig({ API_TOKENS: TOKEN, LOG_LEVEL: 'trace' })
+  const app = await buildApp(config, { logger: { level: 'trace', stream, redact: ['req.headers.authorization'] }, agentEnv: standInEnv() })
+  t.teardown(() => app.close())
+  await app.inject({ method: 'POST', url: '/tools/crush_run', payload: { task: 'x' }, headers: { authorization: `Bearer ${TOKEN}` } })
+  await app.inject({ method: 'POST', url: '/tools/crush_run', payload: { task: 'x' }, headers: { authorization: `Bearer ${TOKEN}-wrong` } })
+  t.ok(lines.length > 0)
+  t.notOk(lines.join('').includes(TOKEN), 'no token in any log line')
+})
+
+t.test('the server refuses a non-loopback HOST without a token, unless told to', async (t) => {
+  t.throws(() => loadConfig({ HOST: '0.0.0.0' }), /HOST=0\.0\.0\.0 .*API_TOKENS.*ALLOW_UNAUTHENTICATED=true/)
+  t.throws(() => loadConfig({ HOST: '::' }), /API_TOKENS/)
+  t.throws(() => loadConfig({ HOST: '192.168.1.10' }), /API_TOKENS/)
+  t.doesNotThrow(() => loadConfig({ HOST: '0.0.0.0', API_TOKENS: TOKEN }))
+  t.doesNotThrow(() => loadConfig({ HOST: '0.0.0.0', ALLOW_UNAUTHENTICATED: 'true' }))
+  for (const host of ['127.0.0.1', '127.1.2.3', 'localhost', '::1']) t.doesNotThrow(() => loadConfig({ HOST: host }), host)
+})
+
+t.test('readyz: each agent with its path and version; 503 when none is found', async (t) => {
+  const app = await build(t)
+  const ready = await app.inject({ method: 'GET', url: '/readyz' })
+  t.equal(ready.statusCode, 200)
+  t.match(ready.json(), {
+    status: 'ready',
+    agents: [
+      { tool: 'crush_run', bin: 'crush', path: `${FIXTURE_BIN}/crush`, version: 'crush version v0.0.0-stand-in' },
+      { tool: 'claude_run', bin: 'claude', path: `${FIXTURE_BIN}/claude`, version: '2.1.197 (Claude Code stand-in)' }
+    ]
+  })
+
+  const missing = await build(t, { CRUSH_BIN: 'no-such-crush', CLAUDE_BIN: '/nowhere/claude' })
+  const unavailable = await missing.inject({ method: 'GET', url: '/readyz' })
+  t.equal(unavailable.statusCode, 503)
+  t.match(unavailable.json(), { status: 'unavailable', agents: [{ path: null, version: null }, { path: null, version: null }] })
+  t.equal((await missing.inject({ method: 'GET', url: '/healthz' })).json().status, 'ok', 'alive all the same')
+})
+
+t.test('GET /tools counts slots while runs are in flight', async (t) => {
+  const app = await build(t, { MAX_CRUSH_AGENTS: '3', MAX_CLAUDE_AGENTS: '1' })
+  const status = async () => (await app.inject({ method: 'GET', url: '/tools' })).json().tools
+  t.same(await status(), [
+    { name: 'crush_run', agent: 'crush', limit: 3, in_use: 0, free: 3 },
+    { name: 'claude_run', agent: 'claude', limit: 1, in_use: 0, free: 1 }
+  ])
+  const runs = [post(app, 'crush_run', { task: '@sleep 800' }), post(app, 'crush_run', { task: '@sleep 800' }), post(app, 'claude_run', { task: '@sleep 800' })]
+  await waitFor(() => app.slots.inUse('crush_run') === 2 && app.slots.inUse('claude_run') === 1, 5000, 'runs in flight')
+  t.same(await status(), [
+    { name: 'crush_run', agent: 'crush', limit: 3, in_use: 2, free: 1 },
+    { name: 'claude_run', agent: 'claude', limit: 1, in_use: 1, free: 0 }
+  ])
+  await Promise.all(runs)
+  t.match(await status(), [{ in_use: 0 }, { in_use: 0 }])
+})
