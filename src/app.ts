@@ -75,7 +75,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   })
 
   registerErrorHandlers(app)
-  const agentEnv = buildAgentEnv(options.agentEnv ?? process.env)
+  const agentEnv = buildAgentEnv(options.agentEnv ?? process.env, config.agentEnvRule)
   const sudoProbe = new SudoProbe(config.sudoProbeTtlMs, agentEnv)
   await app.register(async (authenticated) => {
     await requireBearerToken(authenticated, config.apiTokens)

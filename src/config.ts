@@ -1,5 +1,6 @@
 import envSchema from 'env-schema'
 import { Type, type Static } from '@sinclair/typebox'
+import { DEFAULT_AGENT_ENV_ALLOW, DEFAULT_AGENT_ENV_DENY, type AgentEnvRule } from './agents/environment.js'
 
 /** The platforms whose argv shape differs: only Windows hosts wrap the agent in wsl.exe. */
 export const HOST_PLATFORMS = ['aix', 'android', 'darwin', 'freebsd', 'haiku', 'linux', 'openbsd', 'sunos', 'win32', 'cygwin', 'netbsd'] as const
@@ -30,6 +31,8 @@ export const EnvSchema = Type.Object({
   AGENT_OUTPUT_LIMIT_BYTES: Type.Integer({ default: 1_048_576, minimum: 1024, maximum: 256 * 1_048_576 }),
   CRUSH_EXTRA_ARGS: ExtraArgs,
   CLAUDE_EXTRA_ARGS: ExtraArgs,
+  AGENT_ENV_ALLOW: Type.String({ default: DEFAULT_AGENT_ENV_ALLOW.join(',') }),
+  AGENT_ENV_DENY: Type.String({ default: DEFAULT_AGENT_ENV_DENY.join(',') }),
   SUDO_PROBE_TTL_MS: Type.Integer({ default: 300_000, minimum: 1, maximum: 86_400_000 }),
   CLAUDE_PERMISSION_MODE: Type.Union(CLAUDE_PERMISSION_MODES.map((mode) => Type.Literal(mode)), { default: 'bypassPermissions' })
 })
@@ -46,6 +49,7 @@ export interface Config {
   killGraceMs: number
   outputLimitBytes: number
   sudoProbeTtlMs: number
+  agentEnvRule: AgentEnvRule
   wslBin: string
   crush: { bin: string; maxAgents: number; extraArgs: string[] }
   claude: { bin: string; maxAgents: number; extraArgs: string[]; permissionMode: string }
@@ -62,13 +66,14 @@ export function loadConfig(source?: Record<string, string | undefined>): Config 
   })
   const config: Config = {
     host: env.HOST,
-    apiTokens: env.API_TOKENS.split(',').map((token) => token.trim()).filter((token) => token !== ''),
+    apiTokens: splitList(env.API_TOKENS),
     port: env.PORT,
     logLevel: env.LOG_LEVEL,
     hostPlatform: env.AGENT_HOST_PLATFORM ?? process.platform,
     killGraceMs: env.AGENT_KILL_GRACE_MS,
     outputLimitBytes: env.AGENT_OUTPUT_LIMIT_BYTES,
     sudoProbeTtlMs: env.SUDO_PROBE_TTL_MS,
+    agentEnvRule: { allow: splitList(env.AGENT_ENV_ALLOW), deny: splitList(env.AGENT_ENV_DENY) },
     wslBin: env.WSL_BIN,
     crush: { bin: env.CRUSH_BIN, maxAgents: env.MAX_CRUSH_AGENTS, extraArgs: parseExtraArgs('CRUSH_EXTRA_ARGS', env.CRUSH_EXTRA_ARGS) },
     claude: {
@@ -81,6 +86,8 @@ export function loadConfig(source?: Record<string, string | undefined>): Config 
   assertSafeExposure(config, env.ALLOW_UNAUTHENTICATED)
   return config
 }
+
+const splitList = (raw: string): string[] => raw.split(',').map((item) => item.trim()).filter((item) => item !== '')
 
 export function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || host === '[::1]' || /^127(\.\d{1,3}){3}$/.test(host)

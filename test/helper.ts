@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { Test } from 'tap'
+import { DEFAULT_AGENT_ENV_ALLOW } from '../src/agents/environment.js'
 import { buildApp } from '../src/app.js'
 import { loadConfig, type Config } from '../src/config.js'
 import type { RunResult } from '../src/schemas/run.js'
@@ -19,8 +20,11 @@ export function standInEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   return { ...inherited, PATH: `${FIXTURE_BIN}:${process.env['PATH'] ?? ''}`, ...extra }
 }
 
+/** The stand-ins' own knobs pass the agent environment rule, as a provider key would. */
+export const TEST_AGENT_ENV_ALLOW = [...DEFAULT_AGENT_ENV_ALLOW, 'STAND_IN_LOG', 'SUDO_STAND_IN_LOG'].join(',')
+
 export function testConfig(overrides: Record<string, string> = {}): Config {
-  return loadConfig({ LOG_LEVEL: 'silent', AGENT_KILL_GRACE_MS: '200', ...overrides })
+  return loadConfig({ LOG_LEVEL: 'silent', AGENT_KILL_GRACE_MS: '200', AGENT_ENV_ALLOW: TEST_AGENT_ENV_ALLOW, ...overrides })
 }
 
 export async function build(

@@ -2,7 +2,7 @@ import t from 'tap'
 import { Writable } from 'node:stream'
 import { buildApp } from '../src/app.js'
 import { loadConfig } from '../src/config.js'
-import { build, FIXTURE_BIN, post, standInEnv, testConfig, waitFor } from './helper.js'
+import { build, FIXTURE_BIN, post, standInEnv, TEST_AGENT_ENV_ALLOW, testConfig, waitFor } from './helper.js'
 
 const TOKEN = 'test-token-5f1c0a'
 
@@ -82,4 +82,42 @@ t.test('GET /tools counts slots while runs are in flight', async (t) => {
   ])
   await Promise.all(runs)
   t.match(await status(), [{ in_use: 0 }, { in_use: 0 }])
+})
+
+t.test('the agent gets its provider keys and never the service secrets', async (t) => {
+  const app = await build(t, { API_TOKENS: TOKEN }, standInEnv({
+    API_TOKENS: TOKEN,
+    ANTHROPIC_API_KEY: 'sk-ant-test',
+    OPENAI_API_KEY: 'sk-openai-test',
+    CLAUDE_CONFIG_DIR: '/cfg',
+    XDG_CONFIG_HOME: '/xdg',
+    REDIS_URL: 'redis://secret',
+    SOME_UNRELATED_SECRET: 'nope',
+    LANG: 'fr_FR.UTF-8'
+  }))
+  const response = await app.inject({ method: 'POST', url: '/tools/crush_run', payload: { task: '@env' }, headers: { authorization: `Bearer ${TOKEN}` } })
+  const env = JSON.parse(response.json().output)
+  t.match(env, { ANTHROPIC_API_KEY: 'sk-ant-test', OPENAI_API_KEY: 'sk-openai-test', CLAUDE_CONFIG_DIR: '/cfg', XDG_CONFIG_HOME: '/xdg', LANG: 'fr_FR.UTF-8', PATH: String, HOME: String })
+  for (const name of ['API_TOKENS', 'REDIS_URL', 'SOME_UNRELATED_SECRET']) t.notOk(name in env, `${name} is not passed on`)
+})
+
+t.test('the allow and deny lists are configurable; deny wins, and API_TOKENS can never be allowed', async (t) => {
+  const app = await build(t, { AGENT_ENV_ALLOW: `${TEST_AGENT_ENV_ALLOW},MY_*,API_TOKENS`, AGENT_ENV_DENY: 'MY_PRIVATE' }, standInEnv({
+    MY_SETTING: 'yes',
+    MY_PRIVATE: 'no',
+    API_TOKENS: TOKEN
+  }))
+  const env = JSON.parse((await post(app, 'crush_run', { task: '@env' })).body.output)
+  t.equal(env.MY_SETTING, 'yes')
+  t.notOk('MY_PRIVATE' in env)
+  t.notOk('API_TOKENS' in env)
+})
+
+t.test('on Windows, the variables meant for the distro travel through WSLENV', async (t) => {
+  const app = await build(t, { AGENT_HOST_PLATFORM: 'win32' }, standInEnv({ ANTHROPIC_API_KEY: 'sk-ant-test', WSLENV: 'EXISTING/u' }))
+  const env = JSON.parse((await post(app, 'crush_run', { task: '@env', wsl_distro: 'Ubuntu' })).body.output.split('\n').find((line: string) => line.startsWith('{"') && !line.startsWith('{"wsl_argv')))
+  const names = env.WSLENV.split(':')
+  t.ok(names.includes('ANTHROPIC_API_KEY'), 'the provider key crosses into the distro')
+  t.ok(names.includes('EXISTING/u'), 'what WSLENV already said is kept')
+  t.notOk(names.includes('PATH'), 'the Windows PATH does not replace the distro’s')
 })

@@ -1,11 +1,51 @@
 /**
- * Variables that would let sudo reach a password prompt outside the agent's (absent) terminal: an askpass helper, and
- * the displays sudo uses to decide to run one. Without them, sudo needing a password fails at once instead of waiting.
+ * What an agent inherits from the service: what it needs to work (PATH, HOME, locale, proxies, certificates, its
+ * providers' keys and config) and never the service's own secrets. A name is kept when it matches the allow list and
+ * not the deny list; deny wins. Patterns are exact names or prefixes ending in `*`.
  */
-const PROMPT_ROUTES = ['SUDO_ASKPASS', 'DISPLAY', 'WAYLAND_DISPLAY']
+export const DEFAULT_AGENT_ENV_ALLOW = [
+  'PATH', 'HOME', 'USER', 'LOGNAME', 'SHELL', 'TERM', 'TZ', 'TMPDIR', 'LANG', 'LANGUAGE', 'LC_*', 'XDG_*',
+  'HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY', 'http_proxy', 'https_proxy', 'no_proxy',
+  'NODE_EXTRA_CA_CERTS', 'SSL_CERT_FILE', 'SSL_CERT_DIR',
+  'ANTHROPIC_*', 'CLAUDE_*', 'CRUSH_*', 'OPENAI_*', 'AZURE_OPENAI_*', 'GEMINI_*', 'GOOGLE_*', 'VERTEX_*',
+  'CLOUD_ML_*', 'AWS_*', 'OPENROUTER_*', 'GROQ_*', 'CEREBRAS_*', 'HF_*', 'IS_SANDBOX',
+  // Windows: what wsl.exe and Windows programs need to start at all.
+  'SYSTEMROOT', 'SystemRoot', 'WINDIR', 'COMSPEC', 'PATHEXT', 'USERPROFILE', 'APPDATA', 'LOCALAPPDATA', 'TEMP', 'TMP', 'WSLENV'
+]
 
-export function buildAgentEnv(parent: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
-  const env = { ...parent }
-  for (const name of PROMPT_ROUTES) delete env[name]
+/**
+ * The service's own settings and secrets, and every route to a password prompt: with no askpass helper and no display,
+ * a sudo that needs a password fails at once instead of waiting for nobody.
+ */
+export const DEFAULT_AGENT_ENV_DENY = ['API_TOKENS', 'ALLOW_UNAUTHENTICATED', 'REDIS_URL', 'SUDO_ASKPASS', 'DISPLAY', 'WAYLAND_DISPLAY']
+
+/** Never passed on, whatever the configuration says: the service's secret and the prompt routes. */
+const ALWAYS_DENIED = ['API_TOKENS', 'SUDO_ASKPASS', 'DISPLAY', 'WAYLAND_DISPLAY']
+
+export interface AgentEnvRule {
+  allow: string[]
+  deny: string[]
+}
+
+const matches = (name: string, pattern: string): boolean =>
+  pattern.endsWith('*') ? name.startsWith(pattern.slice(0, -1)) : name === pattern
+
+export function buildAgentEnv(parent: NodeJS.ProcessEnv, rule: AgentEnvRule): NodeJS.ProcessEnv {
+  const deny = [...rule.deny, ...ALWAYS_DENIED]
+  const env: NodeJS.ProcessEnv = {}
+  for (const [name, value] of Object.entries(parent)) {
+    if (value === undefined) continue
+    if (rule.allow.some((pattern) => matches(name, pattern)) && !deny.some((pattern) => matches(name, pattern))) env[name] = value
+  }
   return env
+}
+
+/** The names that must cross from Windows into the distro: WSL passes only what WSLENV lists. */
+const STAYS_ON_WINDOWS = new Set(['PATH', 'WSLENV', 'SYSTEMROOT', 'SystemRoot', 'WINDIR', 'COMSPEC', 'PATHEXT', 'USERPROFILE', 'APPDATA', 'LOCALAPPDATA', 'TEMP', 'TMP', 'HOME', 'TMPDIR', 'SHELL', 'USER', 'LOGNAME'])
+
+export function withWslEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const forwarded = Object.keys(env).filter((name) => !STAYS_ON_WINDOWS.has(name))
+  const existing = env['WSLENV'] ? env['WSLENV'].split(':').filter(Boolean) : []
+  const names = [...new Set([...existing, ...forwarded])]
+  return names.length === 0 ? env : { ...env, WSLENV: names.join(':') }
 }

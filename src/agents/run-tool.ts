@@ -8,6 +8,7 @@ import { sudoPasswordMessage } from '../sudo/message.js'
 import type { SudoContext, SudoProbe } from '../sudo/probe.js'
 import { buildAgentCommand, runsInWsl, type AgentCommand } from './command.js'
 import type { AgentTool } from './definitions.js'
+import { withWslEnv } from './environment.js'
 import { toRunResult } from './result.js'
 import { AgentSpawnError, runAgent } from './runner.js'
 import { assertHostDirectory } from './workspace.js'
@@ -46,7 +47,8 @@ export async function runTool(tool: AgentTool, params: RunParams, context: RunCo
   try {
     const outcome = await runAgent({
       command,
-      env: context.env,
+      // WSL hands a Windows process's variables to the distro only when WSLENV names them.
+      env: runsInWsl(params, config.hostPlatform) ? withWslEnv(context.env) : context.env,
       timeoutMs: params.timeout * 1000,
       killGraceMs: config.killGraceMs,
       outputLimitBytes: config.outputLimitBytes,
