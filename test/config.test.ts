@@ -19,12 +19,13 @@ t.test('defaults', async (t) => {
 t.test('values from the environment', async (t) => {
   const config = loadConfig({
     HOST: '0.0.0.0',
+    API_TOKENS: 'a, b ,,c',
     PORT: '9000',
     AGENT_HOST_PLATFORM: 'win32',
     MAX_CLAUDE_AGENTS: '5',
     CLAUDE_EXTRA_ARGS: '["--model", "opus"]'
   })
-  t.match(config, { host: '0.0.0.0', port: 9000, hostPlatform: 'win32', claude: { maxAgents: 5, extraArgs: ['--model', 'opus'] } })
+  t.match(config, { host: '0.0.0.0', apiTokens: ['a', 'b', 'c'], port: 9000, hostPlatform: 'win32', claude: { maxAgents: 5, extraArgs: ['--model', 'opus'] } })
 })
 
 t.test('a bad value is refused with the variable named', async (t) => {
