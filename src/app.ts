@@ -5,7 +5,9 @@ import { ActiveRuns } from './active-runs.js'
 import { defineTools } from './agents/definitions.js'
 import type { Config } from './config.js'
 import { registerErrorHandlers } from './errors.js'
+import { registerOpenApi } from './openapi.js'
 import toolRoutes from './routes/tools.js'
+import { SHARED_SCHEMAS } from './schemas/shared.js'
 import { MemorySlotLimiter, type SlotLimiter } from './slots/limiter.js'
 
 /** A JSON body of the largest accepted task: 30,000 characters, each at most a 6-byte `\uXXXX` escape, plus fields. */
@@ -71,6 +73,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   })
 
   registerErrorHandlers(app)
+  for (const schema of SHARED_SCHEMAS) app.addSchema(schema)
+  await registerOpenApi(app)
   await app.register(toolRoutes, { config, tools, slots, activeRuns, agentEnv: options.agentEnv ?? process.env })
   return app
 }

@@ -6,8 +6,8 @@ import { runsInWsl } from '../agents/command.js'
 import { assertHostDirectory } from '../agents/workspace.js'
 import type { Config } from '../config.js'
 import { AgentLimitReached } from '../errors.js'
-import { ErrorResponse } from '../schemas/error.js'
 import { RunParams, RunResult } from '../schemas/run.js'
+import { errorResponses, ref } from '../schemas/shared.js'
 import type { SlotLimiter } from '../slots/limiter.js'
 
 export interface ToolRoutesOptions {
@@ -25,13 +25,15 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { c
       `/tools/${name}`,
       {
         schema: {
+          // crush_run → crushRun: the method name OpenAPI client generators derive from it.
+          operationId: name.replace(/_(\w)/g, (_match, letter: string) => letter.toUpperCase()),
           summary: tool.summary,
-          body: RunParams,
+          description: tool.description,
+          tags: ['tools'],
+          body: ref(RunParams),
           response: {
-            200: RunResult,
-            400: ErrorResponse,
-            429: ErrorResponse,
-            503: ErrorResponse
+            200: ref(RunResult, { description: 'The run started and ended, whatever its end: `ok` says whether it went well.' }),
+            ...errorResponses([400, 413, 415, 429, 500, 503])
           }
         }
       },
