@@ -23,21 +23,30 @@ ${errorTable}
 
 Every response carries \`x-request-id\` (the caller's, if it sent one).`
 
+interface ComponentSchema {
+  required: string[]
+  properties: Record<string, { default?: unknown }>
+  [keyword: string]: unknown
+}
+
 interface OpenApiDocument {
-  components: { schemas: Record<string, Record<string, unknown>> }
+  components: { schemas: Record<string, ComponentSchema> }
 }
 
 /**
- * Fastify validates with Ajv's draft-07, which knows `dependencies`; OpenAPI 3.1 schemas are JSON Schema 2020-12, which
- * names the same rule `dependentRequired`. The schemas keep the keyword their validator enforces, the document the one
- * its readers understand.
+ * The shared schemas say what the service validates; the document says what a caller must send. They differ twice:
+ * - Fastify validates with Ajv's draft-07, which knows `dependencies`; OpenAPI 3.1 schemas are JSON Schema 2020-12,
+ *   which names the same rule `dependentRequired`.
+ * - A property with a default (`timeout`) is required by the schema only because Ajv fills it in before checking;
+ *   a caller may omit it, and generated clients must let it.
  */
-function toJsonSchema2020(document: OpenApiDocument): OpenApiDocument {
+function describeForCallers(document: OpenApiDocument): OpenApiDocument {
   for (const schema of Object.values(document.components.schemas)) {
     if ('dependencies' in schema) {
       schema['dependentRequired'] = schema['dependencies']
       delete schema['dependencies']
     }
+    schema.required = schema.required.filter((name) => schema.properties[name]?.default === undefined)
   }
   return document
 }
@@ -64,7 +73,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       tags: [{ name: 'tools', description: 'Run a coding agent on a task' }]
     },
     // Only ever an OpenAPI document: the `openapi` option is set, so @fastify/swagger never builds Swagger 2.0 here.
-    transformObject: (documentObject) => toJsonSchema2020((documentObject as { openapiObject: OpenApiDocument }).openapiObject),
+    transformObject: (documentObject) => describeForCallers((documentObject as { openapiObject: OpenApiDocument }).openapiObject),
     // Shared schemas appear in components/schemas under their $id (RunParams…), not as def-0, def-1.
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, index) => String(json['$id'] ?? `def-${index}`) }
   })

@@ -64,7 +64,7 @@ export interface components {
              * @description Seconds before the agent and all its processes are stopped.
              * @default 1800
              */
-            timeout: number;
+            timeout?: number;
             /** @description Absolute working directory. Outside WSL it must exist on the host; with wsl_distro it is a path inside the distro. */
             cwd?: string;
             /** @description Windows hosts only: run the agent inside this WSL distro. */
@@ -168,6 +168,9 @@ export interface components {
     headers: never;
     pathItems: never;
 }
+export type RunParams = components['schemas']['RunParams'];
+export type RunResult = components['schemas']['RunResult'];
+export type ErrorResponse = components['schemas']['ErrorResponse'];
 export type $defs = Record<string, never>;
 export interface operations {
     crushRun: {
