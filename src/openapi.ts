@@ -74,8 +74,8 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
     },
     // Only ever an OpenAPI document: the `openapi` option is set, so @fastify/swagger never builds Swagger 2.0 here.
     transformObject: (documentObject) => describeForCallers((documentObject as { openapiObject: OpenApiDocument }).openapiObject),
-    // Shared schemas appear in components/schemas under their $id (RunParams…), not as def-0, def-1.
-    refResolver: { buildLocalReference: (json, _baseUri, _fragment, index) => String(json['$id'] ?? `def-${index}`) }
+    // Shared schemas appear in components/schemas under their $id (RunParams…), not as def-0, def-1; each has one.
+    refResolver: { buildLocalReference: (json) => String(json['$id']) }
   })
 
   app.get(
