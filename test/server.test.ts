@@ -65,7 +65,7 @@ t.test('SIGTERM: stop accepting, stop the agents, answer their requests, exit 0'
 })
 
 t.test('a bad configuration value stops the server with a message naming the variable', async (t) => {
-  for (const [variable, value] of [['PORT', 'eighty'], ['MAX_CRUSH_AGENTS', '0'], ['AGENT_HOST_PLATFORM', 'plan9'], ['CLAUDE_EXTRA_ARGS', '--model sonnet']]) {
+  for (const [variable, value] of [['PORT', 'eighty'], ['MAX_CRUSH_AGENTS', '0'], ['AGENT_HOST_PLATFORM', 'plan9'], ['CLAUDE_EXTRA_ARGS', '--model sonnet']] as const) {
     const child = spawn(process.execPath, [SERVER], { env: standInEnv({ [variable]: value }), stdio: ['ignore', 'pipe', 'pipe'] })
     let stderr = ''
     child.stderr!.on('data', (chunk) => (stderr += chunk))

@@ -1,3 +1,4 @@
+import type { InjectOptions } from 'fastify'
 import t, { type Test } from 'tap'
 import { existsSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -62,7 +63,7 @@ t.test('cwd is checked on the host before anything runs', async (t) => {
 
 t.test('transport errors share the shape: 404, 413, 415, malformed JSON', async (t) => {
   const app = await build(t)
-  const ask = async (options: Parameters<typeof app.inject>[0]) => {
+  const ask = async (options: InjectOptions) => {
     const response = await app.inject(options)
     return { status: response.statusCode, body: response.json() }
   }
