@@ -8,7 +8,9 @@ import type { Config } from './config.js'
 import { registerErrorHandlers } from './errors.js'
 import { requireBearerToken } from './auth.js'
 import healthRoutes from './routes/health.js'
+import { registerOpenApi } from './openapi.js'
 import toolRoutes from './routes/tools.js'
+import { SHARED_SCHEMAS } from './schemas/shared.js'
 import { MemorySlotLimiter, type SlotLimiter } from './slots/limiter.js'
 import { SudoProbe } from './sudo/probe.js'
 
@@ -75,6 +77,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   })
 
   registerErrorHandlers(app)
+  for (const schema of SHARED_SCHEMAS) app.addSchema(schema)
+  await registerOpenApi(app)
   const agentEnv = buildAgentEnv(options.agentEnv ?? process.env, config.agentEnvRule)
   const sudoProbe = new SudoProbe(config.sudoProbeTtlMs, agentEnv)
   await app.register(async (authenticated) => {

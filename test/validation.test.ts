@@ -1,5 +1,5 @@
-import t, { type Test } from 'tap'
 import type { InjectOptions } from 'fastify'
+import t, { type Test } from 'tap'
 import { existsSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { TASK_MAX_CHARS } from '../src/schemas/run.js'

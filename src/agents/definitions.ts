@@ -9,6 +9,8 @@ export interface AgentTool {
   name: ToolName
   agent: string
   summary: string
+  /** What the tool runs, for the OpenAPI document. */
+  description: string
   bin: string
   maxAgents: number
   agentArgs(task: string): string[]
@@ -22,6 +24,9 @@ export function defineTools(config: Config): Record<ToolName, AgentTool> {
       name: 'crush_run',
       agent: 'crush',
       summary: 'Run a task with Crush (`crush run`)',
+      description:
+        'Runs `crush run -- <task>` (Crush approves its own tools in `run` mode) in `cwd`, at most `timeout` seconds, and ' +
+        'answers with its exit and its output. Waits for the whole run: up to 30 minutes.',
       bin: config.crush.bin,
       maxAgents: config.crush.maxAgents,
       // `crush run` approves its tools by itself in non-interactive mode; `--` ends cobra's flags.
@@ -32,6 +37,10 @@ export function defineTools(config: Config): Record<ToolName, AgentTool> {
       name: 'claude_run',
       agent: 'claude',
       summary: 'Run a task with Claude Code headless (`claude -p`)',
+      description:
+        'Runs `claude -p --output-format json --permission-mode <CLAUDE_PERMISSION_MODE> -- <task>` in `cwd`, at most ' +
+        '`timeout` seconds, and answers with the answer text of its JSON report as `output` and the rest as ' +
+        '`agent_report`. Waits for the whole run: up to 30 minutes.',
       bin: config.claude.bin,
       maxAgents: config.claude.maxAgents,
       agentArgs: (task) => [

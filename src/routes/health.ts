@@ -32,13 +32,34 @@ const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app,
     fetchMethod: async (file, _stale, { context }) => (await versionOf(file, context.env)) ?? ''
   })
 
-  app.get('/healthz', { schema: { summary: 'The process is alive', response: { 200: Type.Object({ status: Type.Literal('ok') }) } } }, async () => ({
+  app.get('/healthz', {
+    schema: {
+      operationId: 'healthz',
+      tags: ['health'],
+      security: [],
+      summary: 'The process is alive',
+      description: 'Answers as long as the process serves requests; it checks nothing else.',
+      response: { 200: Type.Object({ status: Type.Literal('ok') }, { description: 'Alive.' }) }
+    }
+  }, async () => ({
     status: 'ok' as const
   }))
 
   app.get(
     '/readyz',
-    { schema: { summary: 'Each agent binary found, with its version; 503 when no agent is usable', response: { 200: Readiness, 503: Readiness } } },
+    {
+      schema: {
+        operationId: 'readyz',
+        tags: ['health'],
+        security: [],
+        summary: 'Each agent binary found, with its version',
+        description: 'Ready when at least one agent can run; 503 when none of the binaries is found.',
+        response: {
+          200: { ...Readiness, description: 'At least one agent is usable.' },
+          503: { ...Readiness, description: 'No agent binary was found.' }
+        }
+      }
+    },
     async (_request, reply) => {
       const agents = await Promise.all(
         tools.map(async (tool) => {

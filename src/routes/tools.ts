@@ -7,8 +7,8 @@ import { runsInWsl } from '../agents/command.js'
 import { assertHostDirectory } from '../agents/workspace.js'
 import type { Config } from '../config.js'
 import { AgentLimitReached } from '../errors.js'
-import { ErrorResponse } from '../schemas/error.js'
 import { RunParams, RunResult } from '../schemas/run.js'
+import { errorResponses, ref } from '../schemas/shared.js'
 import type { SlotLimiter } from '../slots/limiter.js'
 import type { SudoProbe } from '../sudo/probe.js'
 
@@ -32,7 +32,15 @@ const ToolStatus = Type.Object({
 const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { config, tools, slots, activeRuns, agentEnv, sudoProbe }) => {
   app.get(
     '/tools',
-    { schema: { summary: 'Each tool with its limit and its slots in use and free', response: { 200: Type.Object({ tools: Type.Array(ToolStatus) }) } } },
+    {
+      schema: {
+        operationId: 'listTools',
+        tags: ['tools'],
+        summary: 'Each tool with its limit and its slots in use and free',
+        description: 'What a caller checks before running: a tool with no free slot would answer 429.',
+        response: { 200: Type.Object({ tools: Type.Array(ToolStatus) }, { description: 'The tools and their slots.' }), ...errorResponses([401]) }
+      }
+    },
     async () => ({
       tools: TOOL_NAMES.map((name) => {
         const limit = slots.limit(name)
@@ -48,13 +56,15 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { c
       `/tools/${name}`,
       {
         schema: {
+          // crush_run → crushRun: the method name OpenAPI client generators derive from it.
+          operationId: name.replace(/_(\w)/g, (_match, letter: string) => letter.toUpperCase()),
           summary: tool.summary,
-          body: RunParams,
+          description: tool.description,
+          tags: ['tools'],
+          body: ref(RunParams),
           response: {
-            200: RunResult,
-            400: ErrorResponse,
-            429: ErrorResponse,
-            503: ErrorResponse
+            200: ref(RunResult, { description: 'The run started and ended, whatever its end: `ok` says whether it went well.' }),
+            ...errorResponses([400, 401, 413, 415, 429, 500, 503])
           }
         }
       },

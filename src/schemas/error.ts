@@ -1,9 +1,47 @@
 import { Type, type Static } from '@sinclair/typebox'
 
-export const ErrorResponse = Type.Object({
-  statusCode: Type.Integer(),
-  error: Type.String({ description: 'The HTTP reason phrase.' }),
-  code: Type.String({ description: 'Machine-readable error code, e.g. VALIDATION_ERROR, AGENT_LIMIT_REACHED.' }),
-  message: Type.String()
-})
+/**
+ * Every code the service answers with, by status, with when it happens and a message it may carry: the OpenAPI
+ * responses, their examples and the document's error table are all written from this one table.
+ */
+export const ERROR_CODES = {
+  400: {
+    VALIDATION_ERROR: ['The body breaks the RunParams schema; the message names the field and why.', 'body/timeout must be <= 1800'],
+    INVALID_JSON: ['The body is not JSON, or is empty.', "Body is not valid JSON but content-type is set to 'application/json'"],
+    INVALID_CONTENT_LENGTH: ['The content-length header does not match the body.', 'Request body size did not match Content-Length'],
+    CWD_NOT_FOUND: ['`cwd` does not exist on this host.', 'body/cwd: /srv/project does not exist'],
+    CWD_NOT_A_DIRECTORY: ['`cwd` exists on this host but is not a directory.', 'body/cwd: /srv/project/README.md is not a directory']
+  },
+  401: { UNAUTHORIZED: ['API_TOKENS is set and the request has no right `Authorization: Bearer <token>`.', 'missing authorization header'] },
+  404: { ROUTE_NOT_FOUND: ['No route matches the method and path.', 'Route POST /tools/codex_run not found'] },
+  413: { BODY_TOO_LARGE: ['The body is over 256 KiB.', 'Request body is too large'] },
+  415: { UNSUPPORTED_MEDIA_TYPE: ['The content-type is not application/json.', 'Unsupported Media Type: text/plain'] },
+  429: { AGENT_LIMIT_REACHED: ['The tool already runs as many agents as it may; retry later.', 'Limite de 2 agents atteinte'] },
+  500: { INTERNAL_ERROR: ['An unexpected failure; the details are in the service log, never in the answer.', 'Internal server error'] },
+  503: {
+    AGENT_NOT_INSTALLED: ["The agent's executable is not on the service's PATH.", 'The claude agent is not installed here: claude was not found on PATH'],
+    AGENT_SPAWN_FAILED: ["The agent's executable exists but could not be started.", 'The crush agent could not be started: EACCES']
+  }
+} as const satisfies Record<number, Record<string, readonly [when: string, message: string]>>
+
+export type ErrorStatus = keyof typeof ERROR_CODES
+
+export const ErrorResponse = Type.Object(
+  {
+    statusCode: Type.Integer({ description: 'The HTTP status, repeated.', examples: [429] }),
+    error: Type.String({ description: 'The HTTP reason phrase.', examples: ['Too Many Requests'] }),
+    code: Type.String({
+      // A string, not an enum: a client must not break when a later version adds a code.
+      description: `Machine-readable error code: ${Object.values(ERROR_CODES).flatMap((codes) => Object.keys(codes)).join(', ')}.`,
+      examples: ['AGENT_LIMIT_REACHED']
+    }),
+    message: Type.String({ description: 'For people: what went wrong, naming the field or value at fault.', examples: ['Limite de 2 agents atteinte'] })
+  },
+  {
+    $id: 'ErrorResponse',
+    title: 'ErrorResponse',
+    description: 'The one shape of every error the service answers with.',
+    additionalProperties: false
+  }
+)
 export type ErrorResponse = Static<typeof ErrorResponse>

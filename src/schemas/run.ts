@@ -36,8 +36,12 @@ export const RunParams = Type.Object(
     wsl_user: Type.Optional(WslName('Windows hosts only: the distro user (the distro default otherwise). Requires wsl_distro.'))
   },
   {
+    $id: 'RunParams',
+    title: 'RunParams',
+    description: 'What to run: the task, and optionally where and for how long.',
     additionalProperties: false,
-    dependencies: { wsl_user: ['wsl_distro'] }
+    dependencies: { wsl_user: ['wsl_distro'] },
+    examples: [{ task: 'List the TODO comments in this repository', cwd: '/srv/project', timeout: 600 }]
   }
 )
 export type RunParams = Static<typeof RunParams>
@@ -86,5 +90,26 @@ export const RunResult = Type.Object({
   command: Type.Array(Type.String(), { description: 'The argv that ran.' }),
   agent_report: Type.Union([AgentReport, Type.Null()]),
   sudo: SudoReport
+}, {
+  $id: 'RunResult',
+  title: 'RunResult',
+  description: 'A run that started, whatever its end: ok, exit code or signal, why it was stopped, and what the agent said.',
+  examples: [
+    {
+      tool: 'claude_run',
+      ok: true,
+      exit_code: 0,
+      signal: null,
+      timed_out: false,
+      stop_reason: null,
+      duration_ms: 8123,
+      output: 'src/app.ts builds the Fastify application…',
+      output_truncated: false,
+      output_bytes: 912,
+      command: ['claude', '-p', '--output-format', 'json', '--permission-mode', 'bypassPermissions', '--', 'Explain what src/app.ts does'],
+      agent_report: { is_error: false, subtype: 'success', session_id: '0f9b…', num_turns: 3, total_cost_usd: 0.021, duration_ms: 8011, duration_api_ms: 7450 },
+      sudo: { status: 'passwordless', password_needed: false, message: null }
+    }
+  ]
 })
 export type RunResult = Static<typeof RunResult>

@@ -1,0 +1,113 @@
+import swagger from '@fastify/swagger'
+import swaggerUi from '@fastify/swagger-ui'
+import type { FastifyInstance } from 'fastify'
+import { readFileSync } from 'node:fs'
+import { ERROR_CODES } from './schemas/error.js'
+
+/** Read from package.json next to src/ and dist/ alike, so the document's version cannot lag the package's. */
+const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
+
+const errorTable = Object.entries(ERROR_CODES)
+  .flatMap(([status, codes]) => Object.entries(codes).map(([code, [when]]) => `| ${status} | \`${code}\` | ${when} |`))
+  .join('\n')
+
+const DESCRIPTION = `Hands a task to an AI coding agent on the command line — Crush (\`crush run\`) or Claude Code (\`claude -p\`) —
+and answers with the exit code and what the agent said.
+
+Every run that started answers 200 with a \`RunResult\`, whatever its end (\`ok\` says whether it went well).
+Every error answers the one \`ErrorResponse\` shape; its \`code\` is meant for programs:
+
+| status | code | when |
+|---|---|---|
+${errorTable}
+
+Every response carries \`x-request-id\` (the caller's, if it sent one).`
+
+interface ComponentSchema {
+  required: string[]
+  properties: Record<string, { default?: unknown }>
+  [keyword: string]: unknown
+}
+
+interface OpenApiDocument {
+  components: { schemas: Record<string, ComponentSchema> }
+}
+
+/**
+ * The shared schemas say what the service validates; the document says what a caller must send. They differ twice:
+ * - Fastify validates with Ajv's draft-07, which knows `dependencies`; OpenAPI 3.1 schemas are JSON Schema 2020-12,
+ *   which names the same rule `dependentRequired`.
+ * - A property with a default (`timeout`) is required by the schema only because Ajv fills it in before checking;
+ *   a caller may omit it, and generated clients must let it.
+ */
+function describeForCallers(document: OpenApiDocument): OpenApiDocument {
+  for (const schema of Object.values(document.components.schemas)) {
+    if ('dependencies' in schema) {
+      schema['dependentRequired'] = schema['dependencies']
+      delete schema['dependencies']
+    }
+    schema.required = schema.required.filter((name) => schema.properties[name]?.default === undefined)
+  }
+  return document
+}
+
+/**
+ * The contract, generated from the routes' schemas: \`openapi.yaml\` at the repository root is this plugin's output
+ * (\`npm run openapi\`). Register it before the routes, whose onRoute events it collects.
+ */
+export async function registerOpenApi(app: FastifyInstance): Promise<void> {
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'agent-runner',
+        version,
+        description: DESCRIPTION,
+        license: { name: 'UNLICENSED', identifier: 'UNLICENSED' }
+      },
+      // The default address; a deployment elsewhere is a client's base URL, not a different contract.
+      servers: [{ url: 'http://127.0.0.1:8080', description: 'The service with its default HOST and PORT' }],
+      components: {
+        securitySchemes: {
+          bearerAuth: { type: 'http', scheme: 'bearer', description: 'One of API_TOKENS, when the deployment sets them.' }
+        }
+      },
+      // A bearer token where API_TOKENS is set; none on a loopback deployment without tokens. Health routes opt out.
+      security: [{ bearerAuth: [] }, {}],
+      tags: [
+        { name: 'tools', description: 'Run a coding agent on a task' },
+        { name: 'health', description: 'Liveness and readiness, open without a token' }
+      ]
+    },
+    // Only ever an OpenAPI document: the `openapi` option is set, so @fastify/swagger never builds Swagger 2.0 here.
+    transformObject: (documentObject) => describeForCallers((documentObject as { openapiObject: OpenApiDocument }).openapiObject),
+    // Shared schemas appear in components/schemas under their $id (RunParams…), not as def-0, def-1; each has one.
+    refResolver: { buildLocalReference: (json) => String(json['$id']) }
+  })
+
+  app.get(
+    '/openapi.json',
+    {
+      schema: {
+        // The document describes the API, not where it is published (like the /docs pages).
+        hide: true
+      }
+    },
+    async () => app.swagger()
+  )
+  app.get(
+    '/openapi.yaml',
+    {
+      schema: {
+        hide: true
+      }
+    },
+    async (_request, reply) => reply.type('application/yaml').send(app.swagger({ yaml: true }))
+  )
+
+  await app.register(swaggerUi, {
+    routePrefix: '/docs',
+    // "Try it out" should call the server that served the page, not the document's default address.
+    transformSpecification: (spec, request) => ({ ...spec, servers: [{ url: `${request.protocol}://${request.host}` }] })
+  })
+}

@@ -1,0 +1,46 @@
+import { Type, type SchemaOptions, type Static, type TSchema } from '@sinclair/typebox'
+import { STATUS_CODES } from 'node:http'
+import { ERROR_CODES, ErrorResponse, type ErrorStatus } from './error.js'
+import { RunParams, RunResult } from './run.js'
+
+/**
+ * The schemas registered once with app.addSchema: routes point at them by $id, so validation, serialization and the
+ * OpenAPI document share one definition, which @fastify/swagger names after the $id in components/schemas.
+ */
+export const SHARED_SCHEMAS = [RunParams, RunResult, ErrorResponse] as const
+
+/**
+ * A $ref to one of SHARED_SCHEMAS that keeps the static type, so handlers stay typed (TypeBox 0.34 Refs are untyped).
+ * Each of them declares an $id; TypeBox's types just cannot carry it.
+ */
+export function ref<T extends TSchema>(schema: T, options: SchemaOptions = {}) {
+  return Type.Unsafe<Static<T>>(Type.Ref(schema.$id!, options))
+}
+
+interface ErrorResponseEntry {
+  description: string
+  content: { 'application/json': { schema: ReturnType<typeof ref<typeof ErrorResponse>>; examples: Record<string, { summary: string; value: ErrorResponse }> } }
+}
+
+/**
+ * The response-map entries for error statuses: each a $ref to ErrorResponse, described by its codes and with one
+ * example per code, so the document tells a client exactly which codes a status carries. The content-type form is the
+ * one whose media-level examples @fastify/swagger carries into the document.
+ */
+export function errorResponses<S extends ErrorStatus>(statuses: readonly S[]): Record<S, ErrorResponseEntry> {
+  const entries = {} as Record<S, ErrorResponseEntry>
+  for (const status of statuses) {
+    const codes: Record<string, readonly [string, string]> = ERROR_CODES[status]
+    const description = Object.entries(codes)
+      .map(([code, [when]]) => `- \`${code}\`: ${when}`)
+      .join('\n')
+    const examples = Object.fromEntries(
+      Object.entries(codes).map(([code, [when, message]]) => [
+        code,
+        { summary: when, value: { statusCode: status, error: STATUS_CODES[status]!, code, message } }
+      ])
+    )
+    entries[status] = { description, content: { 'application/json': { schema: ref(ErrorResponse), examples } } }
+  }
+  return entries
+}

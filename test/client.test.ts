@@ -1,0 +1,45 @@
+import createClient from 'openapi-fetch'
+import t from 'tap'
+import { build, listen, waitFor } from './helper.js'
+import type { ErrorResponse, paths, RunResult } from './generated/openapi.js'
+
+// The client a Studio developer would write: types generated from openapi.yaml (test/generated/openapi.d.ts, type-checked
+// by `npm run typecheck`), calls through openapi-fetch, against a live server whose agents are the stand-ins.
+const TOOLS = [
+  { tool: 'crush_run', path: '/tools/crush_run' },
+  { tool: 'claude_run', path: '/tools/claude_run' }
+] as const
+
+t.test('a generated client runs both tools and reads 200, 400 and 429 as the document says', async (t) => {
+  const app = await build(t, { MAX_CRUSH_AGENTS: '1', MAX_CLAUDE_AGENTS: '1' })
+  const client = createClient<paths>({ baseUrl: await listen(t, app) })
+
+  for (const { tool, path } of TOOLS) {
+    t.test(`${tool}: 200`, async (t) => {
+      const { data, error, response } = await client.POST(path, { body: { task: 'say hello' } })
+      t.equal(response.status, 200)
+      t.equal(error, undefined)
+      const result: RunResult | undefined = data
+      t.match(result, { tool, ok: true, exit_code: 0, stop_reason: null, timed_out: false, output: String })
+      t.ok(response.headers.get('x-request-id'), 'x-request-id')
+    })
+
+    t.test(`${tool}: 400`, async (t) => {
+      const { data, error, response } = await client.POST(path, { body: { task: 'say hello', timeout: 0 } })
+      t.equal(response.status, 400)
+      t.equal(data, undefined)
+      const body: ErrorResponse | undefined = error
+      t.same(body, { statusCode: 400, error: 'Bad Request', code: 'VALIDATION_ERROR', message: 'body/timeout must be >= 1' })
+    })
+
+    t.test(`${tool}: 429`, async (t) => {
+      const first = client.POST(path, { body: { task: '@sleep 1500' } })
+      await waitFor(() => app.slots.inUse(tool) === 1, 5000, `${tool} slot taken`)
+      const { data, error, response } = await client.POST(path, { body: { task: 'one more' } })
+      t.equal(response.status, 429)
+      t.equal(data, undefined)
+      t.same(error, { statusCode: 429, error: 'Too Many Requests', code: 'AGENT_LIMIT_REACHED', message: 'Limite de 1 agents atteinte' })
+      t.match((await first).data, { tool, ok: true }, 'the run holding the slot ends normally')
+    })
+  }
+})
