@@ -2,12 +2,13 @@ import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastif
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { randomUUID } from 'node:crypto'
 import { ActiveRuns } from './active-runs.js'
-import { defineTools } from './agents/definitions.js'
+import { defineTools, TOOL_NAMES } from './agents/definitions.js'
 import { buildAgentEnv } from './agents/environment.js'
 import type { Config } from './config.js'
 import { registerErrorHandlers } from './errors.js'
 import { requireBearerToken } from './auth.js'
 import healthRoutes from './routes/health.js'
+import { Metrics } from './metrics.js'
 import { registerOpenApi } from './openapi.js'
 import toolRoutes from './routes/tools.js'
 import { SHARED_SCHEMAS } from './schemas/shared.js'
@@ -28,6 +29,7 @@ declare module 'fastify' {
   interface FastifyInstance {
     slots: SlotLimiter
     activeRuns: ActiveRuns
+    metrics: Metrics
   }
 }
 
@@ -61,6 +63,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const activeRuns = new ActiveRuns()
   app.decorate('slots', slots)
   app.decorate('activeRuns', activeRuns)
+  const metrics = new Metrics(TOOL_NAMES, slots)
+  app.decorate('metrics', metrics)
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id)
@@ -83,8 +87,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const sudoProbe = new SudoProbe(config.sudoProbeTtlMs, agentEnv)
   await app.register(async (authenticated) => {
     await requireBearerToken(authenticated, config.apiTokens)
-    await authenticated.register(toolRoutes, { config, tools, slots, activeRuns, agentEnv, sudoProbe })
+    await authenticated.register(toolRoutes, { config, tools, slots, activeRuns, agentEnv, sudoProbe, metrics })
   })
-  await app.register(healthRoutes, { tools: Object.values(tools), agentEnv })
+  await app.register(healthRoutes, { tools: Object.values(tools), agentEnv, metrics })
   return app
 }

@@ -69,6 +69,7 @@ t.test('Redocly lint (recommended rules) passes', async (t) => {
   const env = { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true', NO_COLOR: '1' }
   const { stdout, stderr } = await run(bin('redocly'), ['lint', 'openapi.yaml', '--format=stylish'], { cwd: ROOT, env })
   t.match(stdout + stderr, /Your API description is valid/)
+  t.notMatch(stdout + stderr, /You have \d+ warnings?/, 'no warnings either')
 })
 
 t.test('the service serves the document and Swagger UI', async (t) => {

@@ -1,8 +1,10 @@
 import t from 'tap'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { Writable } from 'node:stream'
 import { buildApp } from '../src/app.js'
 import { loadConfig } from '../src/config.js'
-import { build, FIXTURE_BIN, post, standInEnv, TEST_AGENT_ENV_ALLOW, testConfig, waitFor } from './helper.js'
+import { build, FIXTURE_BIN, post, standInEnv, tempDir, TEST_AGENT_ENV_ALLOW, testConfig, waitFor } from './helper.js'
 
 const TOKEN = 'test-token-5f1c0a'
 
@@ -59,6 +61,12 @@ t.test('readyz: each agent with its path and version; 503 when none is found', a
       { tool: 'claude_run', bin: 'claude', path: `${FIXTURE_BIN}/claude`, version: '2.1.197 (Claude Code stand-in)' }
     ]
   })
+
+  const log = join(tempDir(t), 'starts.log')
+  const counted = await build(t, {}, standInEnv({ STAND_IN_LOG: log }))
+  for (let probe = 0; probe < 3; probe++) t.equal((await counted.inject({ method: 'GET', url: '/readyz' })).statusCode, 200)
+  const versionCalls = readFileSync(log, 'utf8').trim().split('\n').map((line) => JSON.parse(line).version).filter(Boolean)
+  t.same(versionCalls.sort(), ['claude', 'crush'], 'each version asked once for three readiness checks')
 
   const missing = await build(t, { CRUSH_BIN: 'no-such-crush', CLAUDE_BIN: '/nowhere/claude' })
   const unavailable = await missing.inject({ method: 'GET', url: '/readyz' })

@@ -25,3 +25,12 @@ export function toRunResult(tool: AgentTool, command: AgentCommand, outcome: Age
     sudo
   }
 }
+
+export type RunOutcome = 'succeeded' | 'failed' | 'timed_out' | 'cancelled'
+
+/** How a run ended, in one word: the metrics label (and the status a poller would read). */
+export function runOutcome(result: Pick<RunResult, 'ok' | 'stop_reason'>): RunOutcome {
+  if (result.stop_reason === 'timeout') return 'timed_out'
+  if (result.stop_reason !== null) return 'cancelled'
+  return result.ok ? 'succeeded' : 'failed'
+}

@@ -3,10 +3,12 @@ import { Type } from '@sinclair/typebox'
 import { LRUCache } from 'lru-cache'
 import type { AgentTool } from '../agents/definitions.js'
 import { findOnPath, versionOf } from '../agents/locate.js'
+import type { Metrics } from '../metrics.js'
 
 export interface HealthRoutesOptions {
   tools: AgentTool[]
   agentEnv: NodeJS.ProcessEnv
+  metrics: Metrics
 }
 
 const AgentReadiness = Type.Object({
@@ -24,7 +26,7 @@ const Readiness = Type.Object({
 /** Versions change only when someone upgrades a CLI; asking each probe would spawn on every readiness check. */
 const VERSION_TTL_MS = 10 * 60 * 1000
 
-const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app, { tools, agentEnv }) => {
+const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app, { tools, agentEnv, metrics }) => {
   const versions = new LRUCache<string, string, { env: NodeJS.ProcessEnv }>({
     max: 64,
     ttl: VERSION_TTL_MS,
@@ -70,6 +72,28 @@ const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app,
       )
       const usable = agents.some((agent) => agent.path !== null)
       return reply.code(usable ? 200 : 503).send({ status: usable ? 'ready' : 'unavailable', agents })
+    }
+  )
+
+  app.get(
+    '/metrics',
+    {
+      schema: {
+        operationId: 'metrics',
+        tags: ['health'],
+        security: [],
+        summary: 'Prometheus metrics',
+        description:
+          'Runs by tool and outcome, run durations, slots in use, rejections by tool and error code, and the process ' +
+          'metrics, in the Prometheus text format. Open like the health routes: put it behind the network, not a token.',
+        response: {
+          200: { description: 'The metrics in the Prometheus text format.', content: { 'text/plain': { schema: Type.String() } } }
+        }
+      }
+    },
+    async (_request, reply) => {
+      const text = await metrics.registry.metrics()
+      return reply.type(metrics.registry.contentType).send(text)
     }
   )
 }

@@ -6,7 +6,8 @@ import { runTool } from '../agents/run-tool.js'
 import { runsInWsl } from '../agents/command.js'
 import { assertHostDirectory } from '../agents/workspace.js'
 import type { Config } from '../config.js'
-import { AgentLimitReached } from '../errors.js'
+import { AgentLimitReached, toErrorResponse } from '../errors.js'
+import type { Metrics } from '../metrics.js'
 import { RunParams, RunResult } from '../schemas/run.js'
 import { errorResponses, ref } from '../schemas/shared.js'
 import type { SlotLimiter } from '../slots/limiter.js'
@@ -19,6 +20,7 @@ export interface ToolRoutesOptions {
   activeRuns: ActiveRuns
   agentEnv: NodeJS.ProcessEnv
   sudoProbe: SudoProbe
+  metrics: Metrics
 }
 
 const ToolStatus = Type.Object({
@@ -29,7 +31,15 @@ const ToolStatus = Type.Object({
   free: Type.Integer()
 })
 
-const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { config, tools, slots, activeRuns, agentEnv, sudoProbe }) => {
+const RUN_ROUTE = /^\/tools\/([a-z]+_run)$/
+
+const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { config, tools, slots, activeRuns, agentEnv, sudoProbe, metrics }) => {
+  // Every answer of a run route that did not run an agent, whatever refused it (auth, parser, schema, slots, spawn).
+  app.addHook('onError', async (request, _reply, error) => {
+    const tool = RUN_ROUTE.exec(request.routeOptions.url ?? '')?.[1]
+    if (tool !== undefined) metrics.observeRejection(tool, toErrorResponse(error).code)
+  })
+
   app.get(
     '/tools',
     {
@@ -75,7 +85,9 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { c
         if (lease === null) throw new AgentLimitReached(slots.limit(name))
         const run = activeRuns.begin(reply)
         try {
-          return await runTool(tool, params, { config, env: agentEnv, sudoProbe, signal: run.signal, log: request.log })
+          const result = await runTool(tool, params, { config, env: agentEnv, sudoProbe, signal: run.signal, log: request.log })
+          metrics.observeRun(result)
+          return result
         } finally {
           run.end()
           lease.release()

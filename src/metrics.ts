@@ -1,0 +1,55 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import { runOutcome } from './agents/result.js'
+import type { RunResult } from './schemas/run.js'
+import type { SlotLimiter } from './slots/limiter.js'
+
+/** Runs last from seconds to the 30-minute cap: buckets spread over that range rather than prom-client's web defaults. */
+const RUN_DURATION_BUCKETS = [1, 5, 15, 30, 60, 120, 300, 600, 900, 1200, 1800]
+
+/**
+ * The service's Prometheus metrics, in a registry of their own so that several apps in one process (tests) never share
+ * or collide on counters.
+ */
+export class Metrics {
+  readonly registry = new Registry()
+  readonly #runs: Counter<'tool' | 'outcome'>
+  readonly #duration: Histogram<'tool'>
+  readonly #rejections: Counter<'tool' | 'reason'>
+
+  constructor(tools: readonly string[], slots: SlotLimiter) {
+    collectDefaultMetrics({ register: this.registry })
+    const registers = [this.registry]
+    this.#runs = new Counter({ name: 'agent_runner_runs_total', help: 'Agent runs that started, by tool and outcome', labelNames: ['tool', 'outcome'], registers })
+    this.#duration = new Histogram({
+      name: 'agent_runner_run_duration_seconds',
+      help: 'Duration of agent runs, by tool',
+      labelNames: ['tool'],
+      buckets: RUN_DURATION_BUCKETS,
+      registers
+    })
+    this.#rejections = new Counter({
+      name: 'agent_runner_rejections_total',
+      help: 'Run requests answered without running an agent, by tool and error code',
+      labelNames: ['tool', 'reason'],
+      registers
+    })
+    new Gauge({
+      name: 'agent_runner_slots_in_use',
+      help: 'Agent slots held, by tool',
+      labelNames: ['tool'],
+      registers,
+      collect() {
+        for (const tool of tools) this.set({ tool }, slots.inUse(tool))
+      }
+    })
+  }
+
+  observeRun(result: RunResult): void {
+    this.#runs.inc({ tool: result.tool, outcome: runOutcome(result) })
+    this.#duration.observe({ tool: result.tool }, result.duration_ms / 1000)
+  }
+
+  observeRejection(tool: string, code: string): void {
+    this.#rejections.inc({ tool, reason: code })
+  }
+}

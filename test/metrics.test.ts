@@ -1,0 +1,61 @@
+import t, { type Test } from 'tap'
+import type { FastifyInstance } from 'fastify'
+import { build, post, waitFor } from './helper.js'
+
+// Prometheus reads values with Go's ParseFloat, which accepts NaN in any case (prom-client writes "Nan").
+const SAMPLE = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*\})? (-?[0-9.eE+-]+|[Nn][Aa][Nn]|[+-]Inf)$/
+
+/** Every line of the exposition is a comment or a well-formed sample; returns samples keyed by name and labels. */
+async function scrape(t: Test, app: FastifyInstance): Promise<Map<string, number>> {
+  const response = await app.inject({ method: 'GET', url: '/metrics' })
+  t.equal(response.statusCode, 200)
+  t.match(response.headers['content-type'], /^text\/plain; version=0\.0\.4/)
+  const samples = new Map<string, number>()
+  for (const line of response.body.split('\n')) {
+    if (line === '' || line.startsWith('# HELP ') || line.startsWith('# TYPE ')) continue
+    const match = SAMPLE.exec(line)
+    if (match === null) {
+      t.fail(`not a Prometheus sample: ${line}`)
+      continue
+    }
+    samples.set(`${match[1]}${match[2] ?? ''}`, Number(match[3]))
+  }
+  return samples
+}
+
+t.test('/metrics parses and its counters move after runs and rejections', async (t) => {
+  const app = await build(t, { MAX_CRUSH_AGENTS: '1', API_TOKENS: 'tok' })
+  const auth = { authorization: 'Bearer tok' }
+  const before = await scrape(t, app)
+  t.ok(before.has('process_cpu_user_seconds_total'), 'default process metrics')
+  t.equal(before.get('agent_runner_slots_in_use{tool="crush_run"}'), 0)
+
+  const run = (task: string, headers: Record<string, string> = auth) =>
+    app.inject({ method: 'POST', url: '/tools/crush_run', payload: { task }, headers })
+  await run('hello')
+  await run('@fail')
+  const slow = run('@sleep 800')
+  await waitFor(() => app.slots.inUse('crush_run') === 1, 5000, 'a run in flight')
+  const during = await scrape(t, app)
+  t.equal(during.get('agent_runner_slots_in_use{tool="crush_run"}'), 1, 'slots in use while a run is in flight')
+  t.equal((await run('one too many')).statusCode, 429)
+  await slow
+  t.equal((await run('x', {})).statusCode, 401)
+  t.equal((await app.inject({ method: 'POST', url: '/tools/crush_run', payload: { task: '' }, headers: auth })).statusCode, 400)
+
+  const after = await scrape(t, app)
+  t.equal(after.get('agent_runner_runs_total{tool="crush_run",outcome="succeeded"}'), 2)
+  t.equal(after.get('agent_runner_runs_total{tool="crush_run",outcome="failed"}'), 1)
+  t.equal(after.get('agent_runner_run_duration_seconds_count{tool="crush_run"}'), 3)
+  t.equal(after.get('agent_runner_rejections_total{tool="crush_run",reason="AGENT_LIMIT_REACHED"}'), 1)
+  t.equal(after.get('agent_runner_rejections_total{tool="crush_run",reason="UNAUTHORIZED"}'), 1)
+  t.equal(after.get('agent_runner_rejections_total{tool="crush_run",reason="VALIDATION_ERROR"}'), 1)
+  t.equal(after.get('agent_runner_slots_in_use{tool="crush_run"}'), 0)
+})
+
+t.test('timeouts count as timed_out', async (t) => {
+  const app = await build(t)
+  await post(app, 'claude_run', { task: '@sleep 5000', timeout: 1 })
+  const samples = await scrape(t, app)
+  t.equal(samples.get('agent_runner_runs_total{tool="claude_run",outcome="timed_out"}'), 1)
+})
