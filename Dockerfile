@@ -1,4 +1,7 @@
 # syntax=docker/dockerfile:1
+# agent-runner image: the service plus the two agent CLIs it runs. test/image.test.ts replays what this file does
+# (build, production-only install, the image's own command and health check) on machines without a Docker daemon.
+
 # Build stage: compile TypeScript with the dev dependencies.
 FROM node:20-bookworm-slim AS build
 WORKDIR /app
@@ -8,15 +11,22 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 RUN npm run build
 
-# Runtime stage: production dependencies and the compiled service only, run as a non-root user.
+# Runtime stage: production dependencies and the compiled service only.
 FROM node:20-bookworm-slim
-ENV NODE_ENV=production
+# Containers are reached from outside their own loopback, so the service listens on all interfaces — and therefore
+# refuses to start without API_TOKENS (or an explicit ALLOW_UNAUTHENTICATED=true).
+ENV NODE_ENV=production HOST=0.0.0.0 PORT=8080
+# The agents, from npm, on PATH under the names CRUSH_BIN and CLAUDE_BIN default to. Crush's package fetches its
+# binary at install time, which needs the network during the build.
+RUN npm install --global --no-audit --no-fund @anthropic-ai/claude-code @charmland/crush && npm cache clean --force
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
-# Containers are reached from outside their own loopback.
-ENV HOST=0.0.0.0
+# Agents write where they work: give them a directory the unprivileged user owns (mount projects under it).
+RUN mkdir -p /workspace && chown node:node /workspace
 USER node
 EXPOSE 8080
+HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
+  CMD ["node", "-e", "fetch(`http://127.0.0.1:${process.env.PORT}/healthz`).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 CMD ["node", "dist/server.js"]
