@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify'
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -89,4 +89,35 @@ export async function waitFor(predicate: () => boolean, timeoutMs = 5000, what =
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
     await new Promise((resolve) => setTimeout(resolve, 20))
   }
+}
+
+// The compiled entry point, as `npm start` runs it (npm test builds first).
+export const SERVER = fileURLToPath(new URL('../dist/server.js', import.meta.url))
+
+export interface Started {
+  child: ChildProcess
+  base: string
+  logs: Array<Record<string, unknown>>
+}
+
+export async function startServer(t: Test, env: NodeJS.ProcessEnv, cwd?: string): Promise<Started> {
+  const child = spawn(process.execPath, [SERVER], { env: standInEnv({ PORT: '0', ...env }), cwd, stdio: ['ignore', 'pipe', 'pipe'] })
+  t.teardown(() => child.kill('SIGKILL'))
+  const logs: Array<Record<string, unknown>> = []
+  let pending = ''
+  const base = await new Promise<string>((resolve, reject) => {
+    child.stdout!.on('data', (chunk: Buffer) => {
+      pending += chunk.toString()
+      const lines = pending.split('\n')
+      pending = lines.pop()!
+      for (const line of lines) {
+        const entry = JSON.parse(line)
+        logs.push(entry)
+        const listening = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(entry.msg)
+        if (listening) resolve(listening[1]!)
+      }
+    })
+    child.once('exit', (code) => reject(new Error(`server exited with ${code}`)))
+  })
+  return { child, base, logs }
 }

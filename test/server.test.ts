@@ -1,41 +1,9 @@
-import t, { type Test } from 'tap'
-import { spawn, type ChildProcess } from 'node:child_process'
+import t from 'tap'
+import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
-import { isAlive, readPidFile, standInEnv, tempDir } from './helper.js'
-
-// The compiled entry point, as `npm start` runs it (npm test builds first).
-const SERVER = fileURLToPath(new URL('../dist/server.js', import.meta.url))
-
-interface Started {
-  child: ChildProcess
-  base: string
-  logs: Array<Record<string, unknown>>
-}
-
-async function startServer(t: Test, env: NodeJS.ProcessEnv, cwd?: string): Promise<Started> {
-  const child = spawn(process.execPath, [SERVER], { env: standInEnv({ PORT: '0', ...env }), cwd, stdio: ['ignore', 'pipe', 'pipe'] })
-  t.teardown(() => child.kill('SIGKILL'))
-  const logs: Array<Record<string, unknown>> = []
-  let pending = ''
-  const base = await new Promise<string>((resolve, reject) => {
-    child.stdout!.on('data', (chunk: Buffer) => {
-      pending += chunk.toString()
-      const lines = pending.split('\n')
-      pending = lines.pop()!
-      for (const line of lines) {
-        const entry = JSON.parse(line)
-        logs.push(entry)
-        const listening = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(entry.msg)
-        if (listening) resolve(listening[1]!)
-      }
-    })
-    child.once('exit', (code) => reject(new Error(`server exited with ${code}`)))
-  })
-  return { child, base, logs }
-}
+import { isAlive, readPidFile, SERVER, standInEnv, startServer, tempDir } from './helper.js'
 
 const postJson = (base: string, path: string, body: unknown) =>
   fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })
