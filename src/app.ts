@@ -5,7 +5,7 @@ import { ActiveRuns } from './active-runs.js'
 import { defineTools, TOOL_NAMES } from './agents/definitions.js'
 import { buildAgentEnv } from './agents/environment.js'
 import type { Config } from './config.js'
-import { registerErrorHandlers } from './errors.js'
+import { formatValidationError, registerErrorHandlers } from './errors.js'
 import { requireBearerToken } from './auth.js'
 import healthRoutes from './routes/health.js'
 import { Metrics } from './metrics.js'
@@ -49,6 +49,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     connectionTimeout: 0,
     requestTimeout: 0,
     forceCloseConnections: 'idle',
+    schemaErrorFormatter: formatValidationError,
     ajv: {
       // Unknown fields are an error, not something to drop silently; and a string is not a number.
       customOptions: { removeAdditional: false, coerceTypes: false }

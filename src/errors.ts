@@ -3,27 +3,13 @@ import type { FastifyError, FastifyInstance } from 'fastify'
 import { STATUS_CODES } from 'node:http'
 import type { ErrorResponse } from './schemas/error.js'
 
-export const AgentLimitReached = createError<'AGENT_LIMIT_REACHED', 429, [number]>(
-  'AGENT_LIMIT_REACHED',
-  'Limite de %s agents atteinte',
-  429
-)
-export const CwdNotFound = createError<'CWD_NOT_FOUND', 400, [string]>('CWD_NOT_FOUND', 'body/cwd: %s does not exist', 400)
-export const CwdNotADirectory = createError<'CWD_NOT_A_DIRECTORY', 400, [string]>(
-  'CWD_NOT_A_DIRECTORY',
-  'body/cwd: %s is not a directory',
-  400
-)
-export const AgentNotInstalled = createError<'AGENT_NOT_INSTALLED', 503, [string, string]>(
-  'AGENT_NOT_INSTALLED',
-  'The %s agent is not installed here: %s was not found on PATH',
-  503
-)
-export const AgentSpawnFailed = createError<'AGENT_SPAWN_FAILED', 503, [string, string]>(
-  'AGENT_SPAWN_FAILED',
-  'The %s agent could not be started: %s',
-  503
-)
+// Every error below is an answer to a caller, not a bug: none captures a stack trace, which would be most of its cost.
+export const ValidationFailed = createError<'VALIDATION_ERROR', 400, [string]>('VALIDATION_ERROR', '%s', 400, Error, false)
+export const AgentLimitReached = createError<'AGENT_LIMIT_REACHED', 429, [number]>('AGENT_LIMIT_REACHED', 'Limite de %s agents atteinte', 429, Error, false)
+export const CwdNotFound = createError<'CWD_NOT_FOUND', 400, [string]>('CWD_NOT_FOUND', 'body/cwd: %s does not exist', 400, Error, false)
+export const CwdNotADirectory = createError<'CWD_NOT_A_DIRECTORY', 400, [string]>('CWD_NOT_A_DIRECTORY', 'body/cwd: %s is not a directory', 400, Error, false)
+export const AgentNotInstalled = createError<'AGENT_NOT_INSTALLED', 503, [string, string]>('AGENT_NOT_INSTALLED', 'The %s agent is not installed here: %s was not found on PATH', 503, Error, false)
+export const AgentSpawnFailed = createError<'AGENT_SPAWN_FAILED', 503, [string, string]>('AGENT_SPAWN_FAILED', 'The %s agent could not be started: %s', 503, Error, false)
 
 /** Server-side conditions a caller can act on (install the agent, retry later); every other 5xx stays opaque. */
 const EXPOSED_SERVER_ERRORS = new Set(['AGENT_NOT_INSTALLED', 'AGENT_SPAWN_FAILED'])
@@ -58,13 +44,12 @@ export function describeValidationIssue(context: string, issue: ValidationIssue)
   return `${path} ${issue.message ?? 'is invalid'}`
 }
 
+/** Fastify's schemaErrorFormatter: the message is written once, naming each field and why. */
+export function formatValidationError(issues: ValidationIssue[], context: string): Error {
+  return new ValidationFailed(issues.map((issue) => describeValidationIssue(context, issue)).join('; '))
+}
+
 export function toErrorResponse(error: FastifyError): ErrorResponse {
-  if (error.validation && error.validation.length > 0) {
-    const message = error.validation
-      .map((issue) => describeValidationIssue(error.validationContext ?? 'body', issue))
-      .join('; ')
-    return errorBody(400, 'VALIDATION_ERROR', message)
-  }
   const statusCode = error.statusCode ?? 500
   if (statusCode >= 500 && !EXPOSED_SERVER_ERRORS.has(error.code)) {
     return errorBody(500, 'INTERNAL_ERROR', 'Internal server error')
