@@ -145,8 +145,9 @@ agent-runner ${versions.version} · ${ROUNDS} rounds of ${SECONDS} s, A and B al
 | peak RSS while one agent writes ${fixed(memory.bytes / 1024 ** 3, 1)} GB (A: idle RSS) | ${fixed(memory.idleMb, 0)} MB | ${fixed(memory.peakMb, 0)} MB | took ${fixed(memory.seconds, 1)} s | ≤ 150 MB | ${verdict(memory.peakMb <= 150)} |
 | streaming latency | — | — | — | ≤ 10 ms | not built yet (issue 6) |
 
-Latency for B is autocannon's (HTTP round trip); for A, the spawn-to-close time of the same agent.
-`
+Latency for B is autocannon's (HTTP round trip, whole milliseconds); for A, the spawn-to-close time of the same agent.
+
+${readFileSync(`${ROOT}bench/findings.md`, 'utf8')}`
 
 process.stdout.write(table)
 writeFileSync(`${ROOT}bench/results.md`, table)
