@@ -2,6 +2,7 @@ import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastif
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { randomUUID } from 'node:crypto'
 import { ActiveRuns } from './active-runs.js'
+import { closeConnectionsWhenIdle } from './connections.js'
 import { defineTools, TOOL_NAMES } from './agents/definitions.js'
 import { buildAgentEnv } from './agents/environment.js'
 import type { Config } from './config.js'
@@ -11,6 +12,7 @@ import healthRoutes from './routes/health.js'
 import { Metrics } from './metrics.js'
 import { registerOpenApi } from './openapi.js'
 import toolRoutes from './routes/tools.js'
+import { RunLauncher } from './runs/launcher.js'
 import { SHARED_SCHEMAS } from './schemas/shared.js'
 import { MemorySlotLimiter, type SlotLimiter } from './slots/limiter.js'
 import { SudoProbe } from './sudo/probe.js'
@@ -70,25 +72,21 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id)
   })
-  // Before the server stops accepting, stop every agent so their requests answer with what the agents did; those
-  // answers close their connections, or a keep-alive client would hold the shutdown open.
-  let closing = false
+  // Before the server stops accepting, stop every agent so their requests answer with what the agents did.
   app.addHook('preClose', async () => {
-    closing = true
     activeRuns.stopAll('shutdown')
   })
-  app.addHook('onSend', async (_request, reply) => {
-    if (closing) reply.header('connection', 'close')
-  })
+  closeConnectionsWhenIdle(app)
 
   registerErrorHandlers(app)
   for (const schema of SHARED_SCHEMAS) app.addSchema(schema)
   await registerOpenApi(app)
   const agentEnv = buildAgentEnv(options.agentEnv ?? process.env, config.agentEnvRule)
   const sudoProbe = new SudoProbe(config.sudoProbeTtlMs, agentEnv)
+  const launcher = new RunLauncher({ config, tools, slots, agentEnv, sudoProbe, metrics })
   await app.register(async (authenticated) => {
     await requireBearerToken(authenticated, config.apiTokens)
-    await authenticated.register(toolRoutes, { config, tools, slots, activeRuns, agentEnv, sudoProbe, metrics })
+    await authenticated.register(toolRoutes, { config, tools, slots, activeRuns, launcher, metrics })
   })
   await app.register(healthRoutes, { tools: Object.values(tools), agentEnv, metrics })
   return app

@@ -33,6 +33,9 @@ export const EnvSchema = Type.Object({
   CLAUDE_EXTRA_ARGS: ExtraArgs,
   AGENT_ENV_ALLOW: Type.String({ default: DEFAULT_AGENT_ENV_ALLOW.join(',') }),
   AGENT_ENV_DENY: Type.String({ default: DEFAULT_AGENT_ENV_DENY.join(',') }),
+  STREAM_HEARTBEAT_MS: Type.Integer({ default: 15_000, minimum: 10, maximum: 600_000 }),
+  RUNS_RETENTION_MS: Type.Integer({ default: 3_600_000, minimum: 1, maximum: 7 * 86_400_000 }),
+  RUNS_MAX_FINISHED: Type.Integer({ default: 100, minimum: 1, maximum: 100_000 }),
   SUDO_PROBE_TTL_MS: Type.Integer({ default: 300_000, minimum: 1, maximum: 86_400_000 }),
   CLAUDE_PERMISSION_MODE: Type.Union(CLAUDE_PERMISSION_MODES.map((mode) => Type.Literal(mode)), { default: 'bypassPermissions' })
 })
@@ -49,6 +52,9 @@ export interface Config {
   killGraceMs: number
   outputLimitBytes: number
   sudoProbeTtlMs: number
+  heartbeatMs: number
+  runsRetentionMs: number
+  runsMaxFinished: number
   agentEnvRule: AgentEnvRule
   wslBin: string
   crush: { bin: string; maxAgents: number; extraArgs: string[] }
@@ -73,6 +79,9 @@ export function loadConfig(source?: Record<string, string | undefined>): Config 
     killGraceMs: env.AGENT_KILL_GRACE_MS,
     outputLimitBytes: env.AGENT_OUTPUT_LIMIT_BYTES,
     sudoProbeTtlMs: env.SUDO_PROBE_TTL_MS,
+    heartbeatMs: env.STREAM_HEARTBEAT_MS,
+    runsRetentionMs: env.RUNS_RETENTION_MS,
+    runsMaxFinished: env.RUNS_MAX_FINISHED,
     agentEnvRule: { allow: splitList(env.AGENT_ENV_ALLOW), deny: splitList(env.AGENT_ENV_DENY) },
     wslBin: env.WSL_BIN,
     crush: { bin: env.CRUSH_BIN, maxAgents: env.MAX_CRUSH_AGENTS, extraArgs: parseExtraArgs('CRUSH_EXTRA_ARGS', env.CRUSH_EXTRA_ARGS) },

@@ -24,8 +24,8 @@ ${errorTable}
 Every response carries \`x-request-id\` (the caller's, if it sent one).`
 
 interface ComponentSchema {
-  required: string[]
-  properties: Record<string, { default?: unknown }>
+  required?: string[]
+  properties?: Record<string, { default?: unknown }>
   [keyword: string]: unknown
 }
 
@@ -46,7 +46,11 @@ function describeForCallers(document: OpenApiDocument): OpenApiDocument {
       schema['dependentRequired'] = schema['dependencies']
       delete schema['dependencies']
     }
-    schema.required = schema.required.filter((name) => schema.properties[name]?.default === undefined)
+    // Object schemas only: a union (RunEvent) has neither list.
+    if (schema.required && schema.properties) {
+      const properties = schema.properties
+      schema.required = schema.required.filter((name) => properties[name]?.default === undefined)
+    }
   }
   return document
 }

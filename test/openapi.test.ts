@@ -48,7 +48,7 @@ t.test('the document is valid OpenAPI 3.1 and says what clients need', async (t)
   const document = (await SwaggerParser.validate(OPENAPI_YAML)) as unknown as Document
   t.equal(document.openapi, '3.1.0')
   t.same(document.servers.map((server) => server.url), ['http://127.0.0.1:8080'])
-  t.same(Object.keys(document.components.schemas).sort(), ['ErrorResponse', 'RunParams', 'RunResult'])
+  t.same(Object.keys(document.components.schemas).sort(), ['ErrorResponse', 'RunEvent', 'RunParams', 'RunResult'])
   for (const [path, operationId] of [['/tools/crush_run', 'crushRun'], ['/tools/claude_run', 'claudeRun']] as const) {
     const operation = document.paths[path]!['post']!
     t.equal(operation.operationId, operationId, `${path} is ${operationId}`)

@@ -2,6 +2,7 @@ import t from 'tap'
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { writeFileSync } from 'node:fs'
+import { connect } from 'node:net'
 import { join } from 'node:path'
 import { isAlive, readPidFile, SERVER, standInEnv, startServer, tempDir } from './helper.js'
 
@@ -13,6 +14,10 @@ t.test('SIGTERM: stop accepting, stop the agents, answer their requests, exit 0'
   const { child, base, logs } = await startServer(t, { AGENT_KILL_GRACE_MS: '300', LOG_LEVEL: 'info' })
   const pending = postJson(base, '/tools/crush_run', { task: `@write-pid ${pidFile} 60000` })
   const agent = await readPidFile(pidFile)
+  // A spare connection that never sends a request (as proxies keep) must not hold the shutdown open.
+  const spare = connect(Number(new URL(base).port), '127.0.0.1')
+  await once(spare, 'connect')
+  spare.on('error', () => {})
   const exited = once(child, 'exit')
   child.kill('SIGTERM')
 

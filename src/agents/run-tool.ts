@@ -10,7 +10,7 @@ import { buildAgentCommand, runsInWsl, type AgentCommand } from './command.js'
 import type { AgentTool } from './definitions.js'
 import { withWslEnv } from './environment.js'
 import { toRunResult } from './result.js'
-import { AgentSpawnError, runAgent } from './runner.js'
+import { AgentSpawnError, runAgent, type OutputSink } from './runner.js'
 import { assertHostDirectory } from './workspace.js'
 
 export interface RunContext {
@@ -19,6 +19,9 @@ export interface RunContext {
   sudoProbe: SudoProbe
   signal: AbortSignal
   log: FastifyBaseLogger
+  /** Called once the agent is running: from here on the run answers 200, whatever happens. */
+  onSpawn?: (pid: number) => void
+  sink?: OutputSink
 }
 
 export function commandFor(tool: AgentTool, params: RunParams, config: Config): AgentCommand {
@@ -53,8 +56,12 @@ export async function runTool(tool: AgentTool, params: RunParams, context: RunCo
       killGraceMs: config.killGraceMs,
       outputLimitBytes: config.outputLimitBytes,
       signal: context.signal,
-      onSpawn: (pid) => log.info({ tool: tool.name, pid, file: command.file, cwd: command.cwd }, 'agent run started'),
-      onOutput: (chunk) => sudoFailure.push(chunk)
+      onSpawn: (pid) => {
+        log.info({ tool: tool.name, pid, file: command.file, cwd: command.cwd }, 'agent run started')
+        context.onSpawn?.(pid)
+      },
+      onOutput: (chunk) => sudoFailure.push(chunk),
+      sink: context.sink
     })
     const result = toRunResult(tool, command, outcome, {
       status: sudoStatus,

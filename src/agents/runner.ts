@@ -24,6 +24,14 @@ export interface AgentRunOptions {
   signal?: AbortSignal
   onSpawn?: (pid: number) => void
   onOutput?: (chunk: Buffer) => void
+  /** A reader of the live output that may fall behind: while it does, the agent's pipes pause (and so does the agent). */
+  sink?: OutputSink
+}
+
+export interface OutputSink {
+  /** false when the reader is behind; the pipes then stay paused until the resume callback given to onDrain runs. */
+  write(chunk: Buffer): boolean
+  onDrain(resume: () => void): void
 }
 
 export interface AgentRunOutcome {
@@ -78,18 +86,28 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentRunOutcom
   options.onSpawn?.(pid)
 
   const output = new HeadTailBuffer(options.outputLimitBytes)
+  let stopReason: StopReason | null = null
+  const pipes = [child.stdout!, child.stderr!]
+  const resume = (): void => {
+    for (const pipe of pipes) pipe.resume()
+  }
   const collect = (chunk: Buffer): void => {
     output.push(chunk)
     options.onOutput?.(chunk)
+    if (options.sink?.write(chunk) === false && stopReason === null) {
+      for (const pipe of pipes) pipe.pause()
+      options.sink.onDrain(resume)
+    }
   }
   child.stdout!.on('data', collect)
   child.stderr!.on('data', collect)
 
-  let stopReason: StopReason | null = null
   let escalation: NodeJS.Timeout | undefined
   const stop = (reason: StopReason): void => {
     if (stopReason !== null || child.exitCode !== null || child.signalCode !== null) return
     stopReason = reason
+    // A reader that fell behind must not keep a stopping agent blocked on a full pipe.
+    resume()
     signalGroup(child, 'SIGINT')
     escalation = setTimeout(() => {
       signalGroup(child, 'SIGTERM')
@@ -106,6 +124,8 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentRunOutcom
     const durationMs = Math.round(performance.now() - startedAt)
     // Descendants the agent left behind (daemons, stuck tools) go with it.
     signalGroup(child, 'SIGKILL')
+    // Nothing is left to slow down: what remains in the pipes (at most their capacity) flows to the reader now.
+    resume()
     await waitForPipes(child)
     return { pid, exitCode, signal: exitSignal, stopReason, durationMs, output }
   } finally {

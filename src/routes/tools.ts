@@ -1,25 +1,24 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import type { ActiveRuns } from '../active-runs.js'
-import { TOOL_NAMES, type AgentTool } from '../agents/definitions.js'
-import { runTool } from '../agents/run-tool.js'
-import { runsInWsl } from '../agents/command.js'
-import { assertHostDirectory } from '../agents/workspace.js'
+import { TOOL_NAMES, type AgentTool, type ToolName } from '../agents/definitions.js'
 import type { Config } from '../config.js'
-import { AgentLimitReached, toErrorResponse } from '../errors.js'
+import { toErrorResponse } from '../errors.js'
 import type { Metrics } from '../metrics.js'
-import { RunParams, RunResult } from '../schemas/run.js'
-import { errorResponses, ref } from '../schemas/shared.js'
+import type { RunLauncher } from '../runs/launcher.js'
+import { RunParams } from '../schemas/run.js'
+import { errorResponses, ref, runResponse } from '../schemas/shared.js'
 import type { SlotLimiter } from '../slots/limiter.js'
-import type { SudoProbe } from '../sudo/probe.js'
+import { EventWriter } from '../streams/event-writer.js'
+import { negotiateStream } from '../streams/events.js'
+import { OutputEvents } from '../streams/output-events.js'
 
 export interface ToolRoutesOptions {
   config: Config
-  tools: Record<string, AgentTool>
+  tools: Record<ToolName, AgentTool>
   slots: SlotLimiter
   activeRuns: ActiveRuns
-  agentEnv: NodeJS.ProcessEnv
-  sudoProbe: SudoProbe
+  launcher: RunLauncher
   metrics: Metrics
 }
 
@@ -33,7 +32,7 @@ const ToolStatus = Type.Object({
 
 const RUN_ROUTE = /^\/tools\/([a-z]+_run)$/
 
-const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { config, tools, slots, activeRuns, agentEnv, sudoProbe, metrics }) => {
+const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { config, tools, slots, activeRuns, launcher, metrics }) => {
   // Every answer of a run route that did not run an agent, whatever refused it (auth, parser, schema, slots, spawn).
   app.addHook('onError', async (request, _reply, error) => {
     const tool = RUN_ROUTE.exec(request.routeOptions.url ?? '')?.[1]
@@ -73,24 +72,40 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { c
           tags: ['tools'],
           body: ref(RunParams),
           response: {
-            200: ref(RunResult, { description: 'The run started and ended, whatever its end: `ok` says whether it went well.' }),
+            200: runResponse(
+              'The run started and ended, whatever its end: `ok` says whether it went well. With `Accept: ' +
+                'application/x-ndjson` or `text/event-stream`, the output streams live as RunEvents and the last one carries the result.'
+            ),
             ...errorResponses([400, 401, 413, 415, 429, 500, 503])
           }
         }
       },
       async (request, reply) => {
         const params = request.body
-        if (params.cwd !== undefined && !runsInWsl(params, config.hostPlatform)) await assertHostDirectory(params.cwd)
-        const lease = await slots.acquire(name)
-        if (lease === null) throw new AgentLimitReached(slots.limit(name))
-        const run = activeRuns.begin(reply)
+        const format = negotiateStream(request.headers.accept)
+        const lease = await launcher.reserve(name, params)
+        const watch = activeRuns.begin(reply)
         try {
-          const result = await runTool(tool, params, { config, env: agentEnv, sudoProbe, signal: run.signal, log: request.log })
-          metrics.observeRun(result)
-          return result
+          if (format === null) return await launcher.run(name, params, lease, { signal: watch.signal, log: request.log })
+          // The stream opens only once the agent runs, so every refusal before it is the same JSON error as without it.
+          const writer = new EventWriter(reply.raw, format, config.heartbeatMs)
+          const events = new OutputEvents()
+          const result = await launcher.run(name, params, lease, {
+            signal: watch.signal,
+            log: request.log,
+            onSpawn: () => {
+              reply.hijack()
+              writer.open(reply.getHeaders())
+            },
+            sink: { write: (chunk) => writer.send(events.next(chunk)), onDrain: (resume) => writer.onDrain(resume) }
+          })
+          const unfinished = events.end()
+          if (unfinished !== null) writer.send(unfinished)
+          writer.send({ type: 'result', result })
+          writer.close()
+          return reply
         } finally {
-          run.end()
-          lease.release()
+          watch.end()
         }
       }
     )

@@ -60,7 +60,7 @@ export const AgentReport = Type.Object(
 )
 export type AgentReport = Static<typeof AgentReport>
 
-export const StopReason = Type.Union([Type.Literal('timeout'), Type.Literal('client_gone'), Type.Literal('shutdown')])
+export const StopReason = Type.Union([Type.Literal('timeout'), Type.Literal('client_gone'), Type.Literal('shutdown'), Type.Literal('cancelled')])
 export type StopReason = Static<typeof StopReason>
 
 export const SudoStatus = Type.Union(

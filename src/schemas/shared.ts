@@ -1,13 +1,14 @@
 import { Type, type SchemaOptions, type Static, type TSchema } from '@sinclair/typebox'
 import { STATUS_CODES } from 'node:http'
 import { ERROR_CODES, ErrorResponse, type ErrorStatus } from './error.js'
+import { RunEvent } from './events.js'
 import { RunParams, RunResult } from './run.js'
 
 /**
  * The schemas registered once with app.addSchema: routes point at them by $id, so validation, serialization and the
  * OpenAPI document share one definition, which @fastify/swagger names after the $id in components/schemas.
  */
-export const SHARED_SCHEMAS = [RunParams, RunResult, ErrorResponse] as const
+export const SHARED_SCHEMAS = [RunParams, RunResult, RunEvent, ErrorResponse] as const
 
 /**
  * A $ref to one of SHARED_SCHEMAS that keeps the static type, so handlers stay typed (TypeBox 0.34 Refs are untyped).
@@ -43,4 +44,18 @@ export function errorResponses<S extends ErrorStatus>(statuses: readonly S[]): R
     entries[status] = { description, content: { 'application/json': { schema: ref(ErrorResponse), examples } } }
   }
   return entries
+}
+
+/**
+ * A run's 200, as the client's Accept chose it: the result as JSON, or the run's events live as NDJSON or SSE.
+ */
+export function runResponse(description: string) {
+  return {
+    description,
+    content: {
+      'application/json': { schema: ref(RunResult) },
+      'application/x-ndjson': { schema: ref(RunEvent) },
+      'text/event-stream': { schema: Type.String({ description: 'SSE frames: `event: <type>`, `data: <RunEvent as JSON>`, and `id:` on stored events.' }) }
+    }
+  }
 }

@@ -201,7 +201,7 @@ export interface components {
             signal: string | null;
             timed_out: boolean;
             /** @description Why the service stopped the agent, if it did. */
-            stop_reason: ("timeout" | "client_gone" | "shutdown") | null;
+            stop_reason: ("timeout" | "client_gone" | "shutdown" | "cancelled") | null;
             duration_ms: number;
             /** @description stdout and stderr merged in arrival order (claude: the report's answer text). */
             output: string;
@@ -227,6 +227,34 @@ export interface components {
                 /** @description What to do about it, in French; null when nothing happened. */
                 message: string | null;
             };
+        };
+        /**
+         * RunEvent
+         * @description One event of a streamed run.
+         */
+        RunEvent: {
+            /** @enum {string} */
+            type: "output";
+            /** @description Async runs: the event number, for Last-Event-ID. */
+            id?: number;
+            /** @description Bytes the agent wrote before this chunk. */
+            offset: number;
+            /** @description The chunk as text (stdout and stderr merged); never splits a character. */
+            data: string;
+        } | {
+            /** @enum {string} */
+            type: "gap";
+            id?: number;
+            /** @description Output no longer kept for replay (beyond the per-run output limit). */
+            omitted_bytes: number;
+        } | {
+            /** @enum {string} */
+            type: "heartbeat";
+        } | {
+            /** @enum {string} */
+            type: "result";
+            id?: number;
+            result: components["schemas"]["RunResult"];
         };
         /**
          * ErrorResponse
@@ -263,6 +291,7 @@ export interface components {
 }
 export type RunParams = components['schemas']['RunParams'];
 export type RunResult = components['schemas']['RunResult'];
+export type RunEvent = components['schemas']['RunEvent'];
 export type ErrorResponse = components['schemas']['ErrorResponse'];
 export type $defs = Record<string, never>;
 export interface operations {
@@ -316,13 +345,15 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The run started and ended, whatever its end: `ok` says whether it went well. */
+            /** @description The run started and ended, whatever its end: `ok` says whether it went well. With `Accept: application/x-ndjson` or `text/event-stream`, the output streams live as RunEvents and the last one carries the result. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["RunResult"];
+                    "application/x-ndjson": components["schemas"]["RunEvent"];
+                    "text/event-stream": string;
                 };
             };
             /**
@@ -412,13 +443,15 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The run started and ended, whatever its end: `ok` says whether it went well. */
+            /** @description The run started and ended, whatever its end: `ok` says whether it went well. With `Accept: application/x-ndjson` or `text/event-stream`, the output streams live as RunEvents and the last one carries the result. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["RunResult"];
+                    "application/x-ndjson": components["schemas"]["RunEvent"];
+                    "text/event-stream": string;
                 };
             };
             /**

@@ -1,0 +1,61 @@
+import type { FastifyBaseLogger } from 'fastify'
+import { runsInWsl } from '../agents/command.js'
+import type { AgentTool, ToolName } from '../agents/definitions.js'
+import { runTool } from '../agents/run-tool.js'
+import type { OutputSink } from '../agents/runner.js'
+import { assertHostDirectory } from '../agents/workspace.js'
+import type { Config } from '../config.js'
+import { AgentLimitReached } from '../errors.js'
+import type { Metrics } from '../metrics.js'
+import type { RunParams, RunResult } from '../schemas/run.js'
+import type { SlotLease, SlotLimiter } from '../slots/limiter.js'
+import type { SudoProbe } from '../sudo/probe.js'
+
+export interface LauncherDeps {
+  config: Config
+  tools: Record<ToolName, AgentTool>
+  slots: SlotLimiter
+  agentEnv: NodeJS.ProcessEnv
+  sudoProbe: SudoProbe
+  metrics: Metrics
+}
+
+export interface LaunchContext {
+  signal: AbortSignal
+  log: FastifyBaseLogger
+  onSpawn?: (pid: number) => void
+  sink?: OutputSink
+}
+
+/**
+ * The steps every way of running shares — synchronous, streamed, asynchronous: check the request against the host,
+ * hold a slot for exactly the life of the run, run, count.
+ */
+export class RunLauncher {
+  readonly #deps: LauncherDeps
+
+  constructor(deps: LauncherDeps) {
+    this.#deps = deps
+  }
+
+  /** Everything that can refuse a valid body before an agent starts: the host directory (400), then a slot (429). */
+  async reserve(name: ToolName, params: RunParams): Promise<SlotLease> {
+    const { config, slots } = this.#deps
+    if (params.cwd !== undefined && !runsInWsl(params, config.hostPlatform)) await assertHostDirectory(params.cwd)
+    const lease = await slots.acquire(name)
+    if (lease === null) throw new AgentLimitReached(slots.limit(name))
+    return lease
+  }
+
+  /** Runs with a reserved slot and gives it back whatever happens. */
+  async run(name: ToolName, params: RunParams, lease: SlotLease, context: LaunchContext): Promise<RunResult> {
+    const { config, tools, agentEnv, sudoProbe, metrics } = this.#deps
+    try {
+      const result = await runTool(tools[name], params, { config, env: agentEnv, sudoProbe, ...context })
+      metrics.observeRun(result)
+      return result
+    } finally {
+      lease.release()
+    }
+  }
+}

@@ -1,0 +1,30 @@
+import { Type } from '@sinclair/typebox'
+
+/** The events of a live run, one per NDJSON line or SSE frame. The `result` event carries a RunResult. */
+export const RunEvent = Type.Union(
+  [
+    Type.Object(
+      {
+        type: Type.Literal('output'),
+        id: Type.Optional(Type.Integer({ description: 'Async runs: the event number, for Last-Event-ID.' })),
+        offset: Type.Integer({ description: 'Bytes the agent wrote before this chunk.' }),
+        data: Type.String({ description: 'The chunk as text (stdout and stderr merged); never splits a character.' })
+      },
+      { title: 'OutputEvent' }
+    ),
+    Type.Object(
+      {
+        type: Type.Literal('gap'),
+        id: Type.Optional(Type.Integer()),
+        omitted_bytes: Type.Integer({ description: 'Output no longer kept for replay (beyond the per-run output limit).' })
+      },
+      { title: 'GapEvent' }
+    ),
+    Type.Object({ type: Type.Literal('heartbeat') }, { title: 'HeartbeatEvent', description: 'Sent while the agent is quiet.' }),
+    Type.Object(
+      { type: Type.Literal('result'), id: Type.Optional(Type.Integer()), result: Type.Ref('RunResult') },
+      { title: 'ResultEvent', description: 'The last event: the same object the synchronous route answers.' }
+    )
+  ],
+  { $id: 'RunEvent', title: 'RunEvent', description: 'One event of a streamed run.' }
+)

@@ -1,0 +1,55 @@
+import type { ServerResponse } from 'node:http'
+import { formatEvent, streamHeaders, type RunEvent, type StreamFormat } from './events.js'
+
+/**
+ * Writes run events to one HTTP response, and a heartbeat whenever the agent has been quiet for a while, so that
+ * proxies do not cut a silent connection and the client can tell a quiet agent from a dead link.
+ */
+export class EventWriter {
+  readonly #raw: ServerResponse
+  readonly #format: StreamFormat
+  readonly #heartbeatMs: number
+  #heartbeat: NodeJS.Timeout | undefined
+
+  constructor(raw: ServerResponse, format: StreamFormat, heartbeatMs: number) {
+    this.#raw = raw
+    this.#format = format
+    this.#heartbeatMs = heartbeatMs
+  }
+
+  get closed(): boolean {
+    return this.#raw.destroyed || this.#raw.writableEnded
+  }
+
+  open(headers: Record<string, string | number | string[] | undefined>): void {
+    this.#raw.writeHead(200, { ...headers, ...streamHeaders(this.#format) })
+    this.#raw.flushHeaders()
+    this.#armHeartbeat()
+  }
+
+  /** false when the client is behind (wait for onDrain); a closed stream swallows events and never pushes back. */
+  send(event: RunEvent): boolean {
+    if (this.closed) return true
+    this.#armHeartbeat()
+    return this.#raw.write(formatEvent(this.#format, event))
+  }
+
+  onDrain(resume: () => void): void {
+    if (this.closed) resume()
+    else this.#raw.once('drain', resume)
+  }
+
+  close(): void {
+    clearTimeout(this.#heartbeat)
+    if (!this.closed) this.#raw.end()
+  }
+
+  #armHeartbeat(): void {
+    clearTimeout(this.#heartbeat)
+    this.#heartbeat = setTimeout(() => {
+      if (this.closed) return
+      this.#raw.write(formatEvent(this.#format, { type: 'heartbeat' }))
+      this.#armHeartbeat()
+    }, this.#heartbeatMs)
+  }
+}

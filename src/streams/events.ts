@@ -1,0 +1,37 @@
+import type { RunResult } from '../schemas/run.js'
+
+/** What a live stream carries. `id` numbers the stored events of an async run, so a follower can resume after one. */
+export type RunEvent =
+  | { type: 'output'; id?: number; offset: number; data: string }
+  | { type: 'gap'; id?: number; omitted_bytes: number }
+  | { type: 'heartbeat' }
+  | { type: 'result'; id?: number; result: RunResult }
+
+export type StreamFormat = 'ndjson' | 'sse'
+
+const MEDIA_TYPES: Record<StreamFormat, string> = { ndjson: 'application/x-ndjson', sse: 'text/event-stream' }
+
+/** The stream a client asked for in Accept, or null for the plain JSON answer. */
+export function negotiateStream(accept: string | undefined): StreamFormat | null {
+  if (accept === undefined) return null
+  const types = accept.split(',').map((part) => part.split(';')[0]!.trim().toLowerCase())
+  if (types.includes(MEDIA_TYPES.ndjson)) return 'ndjson'
+  if (types.includes(MEDIA_TYPES.sse)) return 'sse'
+  return null
+}
+
+export function streamHeaders(format: StreamFormat): Record<string, string> {
+  return {
+    'content-type': `${MEDIA_TYPES[format]}; charset=utf-8`,
+    // Proxies and CDNs must pass each event on as it comes: no caching, no transformation, no buffering (nginx).
+    'cache-control': 'no-cache, no-transform',
+    'x-accel-buffering': 'no'
+  }
+}
+
+export function formatEvent(format: StreamFormat, event: RunEvent): string {
+  const json = JSON.stringify(event)
+  if (format === 'ndjson') return `${json}\n`
+  const id = 'id' in event && event.id !== undefined ? `id: ${event.id}\n` : ''
+  return `${id}event: ${event.type}\ndata: ${json}\n\n`
+}
