@@ -13,6 +13,8 @@ import { Metrics } from './metrics.js'
 import { registerOpenApi } from './openapi.js'
 import toolRoutes from './routes/tools.js'
 import { RunLauncher } from './runs/launcher.js'
+import { RunRegistry } from './runs/registry.js'
+import runRoutes from './routes/runs.js'
 import { SHARED_SCHEMAS } from './schemas/shared.js'
 import { MemorySlotLimiter, type SlotLimiter } from './slots/limiter.js'
 import { SudoProbe } from './sudo/probe.js'
@@ -75,6 +77,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   // Before the server stops accepting, stop every agent so their requests answer with what the agents did.
   app.addHook('preClose', async () => {
     activeRuns.stopAll('shutdown')
+    await registry.stopAll('shutdown')
   })
   closeConnectionsWhenIdle(app)
 
@@ -84,9 +87,16 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const agentEnv = buildAgentEnv(options.agentEnv ?? process.env, config.agentEnvRule)
   const sudoProbe = new SudoProbe(config.sudoProbeTtlMs, agentEnv)
   const launcher = new RunLauncher({ config, tools, slots, agentEnv, sudoProbe, metrics })
+  const registry = new RunRegistry({
+    launcher,
+    outputLimitBytes: config.outputLimitBytes,
+    retentionMs: config.runsRetentionMs,
+    maxFinished: config.runsMaxFinished
+  })
   await app.register(async (authenticated) => {
     await requireBearerToken(authenticated, config.apiTokens)
     await authenticated.register(toolRoutes, { config, tools, slots, activeRuns, launcher, metrics })
+    await authenticated.register(runRoutes, { registry, heartbeatMs: config.heartbeatMs })
   })
   await app.register(healthRoutes, { tools: Object.values(tools), agentEnv, metrics })
   return app

@@ -44,3 +44,36 @@ t.test('a generated client runs both tools and reads 200, 400 and 429 as the doc
     })
   }
 })
+
+t.test('the generated client drives async runs and reads a streamed run', async (t) => {
+  const app = await build(t, { MAX_CRUSH_AGENTS: '1' })
+  const client = createClient<paths>({ baseUrl: await listen(t, app) })
+
+  const created = await client.POST('/runs', { body: { tool: 'crush_run', task: '@sleep 300' } })
+  t.equal(created.response.status, 202)
+  const id = created.data!.id
+  t.equal(created.response.headers.get('location'), `/runs/${id}`)
+  t.equal(created.data!.status, 'running')
+
+  const busy = await client.POST('/runs', { body: { tool: 'crush_run', task: 'x' } })
+  t.equal(busy.response.status, 429)
+  t.equal(busy.error?.code, 'AGENT_LIMIT_REACHED')
+
+  const listed = await client.GET('/runs')
+  t.same(listed.data!.runs.map((run) => run.id), [id])
+
+  const cancelled = await client.DELETE('/runs/{id}', { params: { path: { id } } })
+  t.equal(cancelled.data!.status, 'cancelled')
+  t.equal(cancelled.data!.result?.stop_reason, 'cancelled')
+  const fetched = await client.GET('/runs/{id}', { params: { path: { id } } })
+  t.equal(fetched.data!.status, 'cancelled')
+  const missing = await client.GET('/runs/{id}', { params: { path: { id: 'unknown' } } })
+  t.equal(missing.error?.code, 'RUN_NOT_FOUND')
+
+  const events = await client.GET('/runs/{id}/events', { params: { path: { id } }, parseAs: 'text' })
+  t.match(events.data, /event: result\ndata: \{"type":"result","id":\d+,"result":\{"tool":"crush_run"/)
+
+  const streamed = await client.POST('/tools/crush_run', { body: { task: '@drip 2 10' }, headers: { accept: 'application/x-ndjson' }, parseAs: 'text' })
+  const lines = (streamed.data as string).trim().split('\n').map((line) => JSON.parse(line))
+  t.match(lines.at(-1), { type: 'result', result: { tool: 'crush_run', ok: true } })
+})

@@ -48,7 +48,16 @@ t.test('the document is valid OpenAPI 3.1 and says what clients need', async (t)
   const document = (await SwaggerParser.validate(OPENAPI_YAML)) as unknown as Document
   t.equal(document.openapi, '3.1.0')
   t.same(document.servers.map((server) => server.url), ['http://127.0.0.1:8080'])
-  t.same(Object.keys(document.components.schemas).sort(), ['ErrorResponse', 'RunEvent', 'RunParams', 'RunResult'])
+  t.same(Object.keys(document.components.schemas).sort(), ['ErrorResponse', 'RunEvent', 'RunParams', 'RunRequest', 'RunResult', 'RunState', 'RunSummary'])
+  const operationIds: string[] = []
+  for (const [path, methods] of Object.entries(document.paths)) {
+    for (const [method, operation] of Object.entries(methods as Record<string, { operationId?: string; summary?: string; description?: string }>)) {
+      t.ok(operation.operationId && operation.summary && operation.description, `${method.toUpperCase()} ${path}: operationId, summary, description`)
+      operationIds.push(operation.operationId!)
+    }
+  }
+  t.same(new Set(operationIds).size, operationIds.length, 'operationIds are unique')
+  t.ok(['createRun', 'getRun', 'listRuns', 'followRun', 'cancelRun'].every((id) => operationIds.includes(id)), 'the async run operations')
   for (const [path, operationId] of [['/tools/crush_run', 'crushRun'], ['/tools/claude_run', 'claudeRun']] as const) {
     const operation = document.paths[path]!['post']!
     t.equal(operation.operationId, operationId, `${path} is ${operationId}`)

@@ -13,7 +13,10 @@ export const ERROR_CODES = {
     CWD_NOT_A_DIRECTORY: ['`cwd` exists on this host but is not a directory.', 'body/cwd: /srv/project/README.md is not a directory']
   },
   401: { UNAUTHORIZED: ['API_TOKENS is set and the request has no right `Authorization: Bearer <token>`.', 'missing authorization header'] },
-  404: { ROUTE_NOT_FOUND: ['No route matches the method and path.', 'Route POST /tools/codex_run not found'] },
+  404: {
+    ROUTE_NOT_FOUND: ['No route matches the method and path.', 'Route POST /tools/codex_run not found'],
+    RUN_NOT_FOUND: ['No such async run on this replica: unknown, expired, or started elsewhere.', 'No run 0b5e… here: unknown, expired, or started on another replica']
+  },
   413: { BODY_TOO_LARGE: ['The body is over 256 KiB.', 'Request body is too large'] },
   415: { UNSUPPORTED_MEDIA_TYPE: ['The content-type is not application/json.', 'Unsupported Media Type: text/plain'] },
   429: { AGENT_LIMIT_REACHED: ['The tool already runs as many agents as it may; retry later.', 'Limite de 2 agents atteinte'] },

@@ -64,6 +64,74 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Recent runs, newest first
+         * @description Running runs and finished ones still retained (RUNS_RETENTION_MS, RUNS_MAX_FINISHED) on this replica.
+         */
+        get: operations["listRuns"];
+        put?: never;
+        /**
+         * Start a run in the background
+         * @description Validates and reserves a slot exactly as the tool routes do (same 400, 429 and 503), starts the agent, and answers 202 at once with the run’s id and a Location to poll. The run then belongs to no connection: it ends on its own, at its timeout, by DELETE, or when the service shuts down.
+         */
+        post: operations["createRun"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/runs/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A run’s status and, once finished, its result
+         * @description Poll until status is no longer `running`; the result is then the same object the synchronous route answers.
+         */
+        get: operations["getRun"];
+        put?: never;
+        post?: never;
+        /**
+         * Stop a run and answer with its final state
+         * @description Stops the agent and its whole process tree (SIGINT, then SIGTERM and SIGKILL after the grace periods) and answers once it has ended. A finished run is answered as it is.
+         */
+        delete: operations["cancelRun"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/runs/{id}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Follow a run: its output from the beginning, then its result
+         * @description Server-sent events: every kept output event (each with an `id`), heartbeats while the agent is quiet, then the result, then the stream closes. With `Last-Event-ID`, only the events after that one. Closing the stream does not stop the run.
+         */
+        get: operations["followRun"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -257,6 +325,63 @@ export interface components {
             result: components["schemas"]["RunResult"];
         };
         /**
+         * RunRequest
+         * @description An asynchronous run: the tool and the same parameters as POST /tools/{tool}.
+         * @example {
+         *       "tool": "claude_run",
+         *       "task": "Add tests for src/parser.ts",
+         *       "cwd": "/tmp",
+         *       "timeout": 1800
+         *     }
+         */
+        RunRequest: {
+            /** @description Which agent runs the task. */
+            tool: "crush_run" | "claude_run";
+            /** @description The prompt for the agent, passed as one argv element (at most 30000 characters). */
+            task: string;
+            /**
+             * @description Seconds before the agent and all its processes are stopped.
+             * @default 1800
+             */
+            timeout?: number;
+            /** @description Absolute working directory. Outside WSL it must exist on the host; with wsl_distro it is a path inside the distro. */
+            cwd?: string;
+            /** @description Windows hosts only: run the agent inside this WSL distro. */
+            wsl_distro?: string;
+            /** @description Windows hosts only: the distro user (the distro default otherwise). Requires wsl_distro. */
+            wsl_user?: string;
+        };
+        /**
+         * RunSummary
+         * @description A run without its result.
+         */
+        RunSummary: {
+            /** @description The run id, for /runs/{id}. */
+            id: string;
+            tool: string;
+            /** @description running until the agent ends; then how it ended (cancelled: DELETE, or the service shutting down). */
+            status: "running" | "succeeded" | "failed" | "timed_out" | "cancelled";
+            /** Format: date-time */
+            created_at: string;
+            finished_at: string | null;
+        };
+        /**
+         * RunState
+         * @description An asynchronous run and, once finished, its result.
+         */
+        RunState: {
+            /** @description The run id, for /runs/{id}. */
+            id: string;
+            tool: string;
+            /** @description running until the agent ends; then how it ended (cancelled: DELETE, or the service shutting down). */
+            status: "running" | "succeeded" | "failed" | "timed_out" | "cancelled";
+            /** Format: date-time */
+            created_at: string;
+            finished_at: string | null;
+            /** @description Once finished: the same result as the synchronous route. */
+            result: components["schemas"]["RunResult"] | null;
+        };
+        /**
          * ErrorResponse
          * @description The one shape of every error the service answers with.
          */
@@ -272,7 +397,7 @@ export interface components {
              */
             error: string;
             /**
-             * @description Machine-readable error code: VALIDATION_ERROR, INVALID_JSON, INVALID_CONTENT_LENGTH, CWD_NOT_FOUND, CWD_NOT_A_DIRECTORY, UNAUTHORIZED, ROUTE_NOT_FOUND, BODY_TOO_LARGE, UNSUPPORTED_MEDIA_TYPE, AGENT_LIMIT_REACHED, INTERNAL_ERROR, AGENT_NOT_INSTALLED, AGENT_SPAWN_FAILED.
+             * @description Machine-readable error code: VALIDATION_ERROR, INVALID_JSON, INVALID_CONTENT_LENGTH, CWD_NOT_FOUND, CWD_NOT_A_DIRECTORY, UNAUTHORIZED, ROUTE_NOT_FOUND, RUN_NOT_FOUND, BODY_TOO_LARGE, UNSUPPORTED_MEDIA_TYPE, AGENT_LIMIT_REACHED, INTERNAL_ERROR, AGENT_NOT_INSTALLED, AGENT_SPAWN_FAILED.
              * @example AGENT_LIMIT_REACHED
              */
             code: string;
@@ -292,6 +417,9 @@ export interface components {
 export type RunParams = components['schemas']['RunParams'];
 export type RunResult = components['schemas']['RunResult'];
 export type RunEvent = components['schemas']['RunEvent'];
+export type RunRequest = components['schemas']['RunRequest'];
+export type RunSummary = components['schemas']['RunSummary'];
+export type RunState = components['schemas']['RunState'];
 export type ErrorResponse = components['schemas']['ErrorResponse'];
 export type $defs = Record<string, never>;
 export interface operations {
@@ -519,6 +647,282 @@ export interface operations {
              *     - `AGENT_SPAWN_FAILED`: The agent's executable exists but could not be started.
              */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    listRuns: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The runs. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        runs: components["schemas"]["RunSummary"][];
+                    };
+                };
+            };
+            /** @description - `UNAUTHORIZED`: API_TOKENS is set and the request has no right `Authorization: Bearer <token>`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    createRun: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RunRequest"];
+            };
+        };
+        responses: {
+            /** @description The run started; poll its Location or follow /runs/{id}/events. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunState"];
+                };
+            };
+            /**
+             * @description - `VALIDATION_ERROR`: The body breaks the RunParams schema; the message names the field and why.
+             *     - `INVALID_JSON`: The body is not JSON, or is empty.
+             *     - `INVALID_CONTENT_LENGTH`: The content-length header does not match the body.
+             *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host.
+             *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `UNAUTHORIZED`: API_TOKENS is set and the request has no right `Authorization: Bearer <token>`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `BODY_TOO_LARGE`: The body is over 256 KiB. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `UNSUPPORTED_MEDIA_TYPE`: The content-type is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `AGENT_LIMIT_REACHED`: The tool already runs as many agents as it may; retry later. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `INTERNAL_ERROR`: An unexpected failure; the details are in the service log, never in the answer. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /**
+             * @description - `AGENT_NOT_INSTALLED`: The agent's executable is not on the service's PATH.
+             *     - `AGENT_SPAWN_FAILED`: The agent's executable exists but could not be started.
+             */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    getRun: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The id POST /runs answered with. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The run. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunState"];
+                };
+            };
+            /** @description - `UNAUTHORIZED`: API_TOKENS is set and the request has no right `Authorization: Bearer <token>`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /**
+             * @description - `ROUTE_NOT_FOUND`: No route matches the method and path.
+             *     - `RUN_NOT_FOUND`: No such async run on this replica: unknown, expired, or started elsewhere.
+             */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    cancelRun: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The id POST /runs answered with. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The run, ended. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunState"];
+                };
+            };
+            /** @description - `UNAUTHORIZED`: API_TOKENS is set and the request has no right `Authorization: Bearer <token>`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /**
+             * @description - `ROUTE_NOT_FOUND`: No route matches the method and path.
+             *     - `RUN_NOT_FOUND`: No such async run on this replica: unknown, expired, or started elsewhere.
+             */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    followRun: {
+        parameters: {
+            query?: never;
+            header?: {
+                "last-event-id"?: string;
+            };
+            path: {
+                /** @description The id POST /runs answered with. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event stream. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            /**
+             * @description - `VALIDATION_ERROR`: The body breaks the RunParams schema; the message names the field and why.
+             *     - `INVALID_JSON`: The body is not JSON, or is empty.
+             *     - `INVALID_CONTENT_LENGTH`: The content-length header does not match the body.
+             *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host.
+             *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `UNAUTHORIZED`: API_TOKENS is set and the request has no right `Authorization: Bearer <token>`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /**
+             * @description - `ROUTE_NOT_FOUND`: No route matches the method and path.
+             *     - `RUN_NOT_FOUND`: No such async run on this replica: unknown, expired, or started elsewhere.
+             */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -1,0 +1,155 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from '@sinclair/typebox'
+import { RunNotFound } from '../errors.js'
+import { statusOf, stateOf, summaryOf, type RunRegistry } from '../runs/registry.js'
+import { RunRequest, RunState, RunSummary } from '../schemas/runs.js'
+import { errorResponses, ref } from '../schemas/shared.js'
+import { EventWriter } from '../streams/event-writer.js'
+
+export interface RunRoutesOptions {
+  registry: RunRegistry
+  heartbeatMs: number
+}
+
+const RunId = Type.Object({ id: Type.String({ description: 'The id POST /runs answered with.' }) })
+
+const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { registry, heartbeatMs }) => {
+  const find = (id: string) => {
+    const run = registry.get(id)
+    if (run === undefined) throw new RunNotFound(id)
+    return run
+  }
+
+  app.post(
+    '/runs',
+    {
+      schema: {
+        operationId: 'createRun',
+        tags: ['runs'],
+        summary: 'Start a run in the background',
+        description:
+          'Validates and reserves a slot exactly as the tool routes do (same 400, 429 and 503), starts the agent, and ' +
+          'answers 202 at once with the run’s id and a Location to poll. The run then belongs to no connection: it ' +
+          'ends on its own, at its timeout, by DELETE, or when the service shuts down.',
+        body: ref(RunRequest),
+        response: {
+          202: ref(RunState, { description: 'The run started; poll its Location or follow /runs/{id}/events.' }),
+          ...errorResponses([400, 401, 413, 415, 429, 500, 503])
+        }
+      }
+    },
+    async (request, reply) => {
+      const { tool, ...params } = request.body
+      const run = await registry.start(tool, params, request.log)
+      return reply.code(202).header('location', `/runs/${run.id}`).send(stateOf(run))
+    }
+  )
+
+  app.get(
+    '/runs',
+    {
+      schema: {
+        operationId: 'listRuns',
+        tags: ['runs'],
+        summary: 'Recent runs, newest first',
+        description: 'Running runs and finished ones still retained (RUNS_RETENTION_MS, RUNS_MAX_FINISHED) on this replica.',
+        response: { 200: Type.Object({ runs: Type.Array(ref(RunSummary)) }, { description: 'The runs.' }), ...errorResponses([401]) }
+      }
+    },
+    async () => ({ runs: registry.list().map(summaryOf) })
+  )
+
+  app.get(
+    '/runs/:id',
+    {
+      schema: {
+        operationId: 'getRun',
+        tags: ['runs'],
+        summary: 'A run’s status and, once finished, its result',
+        description: 'Poll until status is no longer `running`; the result is then the same object the synchronous route answers.',
+        params: RunId,
+        response: { 200: ref(RunState, { description: 'The run.' }), ...errorResponses([401, 404]) }
+      }
+    },
+    async (request) => stateOf(find(request.params.id))
+  )
+
+  app.get(
+    '/runs/:id/events',
+    {
+      schema: {
+        operationId: 'followRun',
+        tags: ['runs'],
+        summary: 'Follow a run: its output from the beginning, then its result',
+        description:
+          'Server-sent events: every kept output event (each with an `id`), heartbeats while the agent is quiet, then ' +
+          'the result, then the stream closes. With `Last-Event-ID`, only the events after that one. Closing the ' +
+          'stream does not stop the run.',
+        params: RunId,
+        headers: Type.Object({ 'last-event-id': Type.Optional(Type.String({ pattern: '^[0-9]+$' })) }),
+        response: {
+          200: {
+            description: 'The event stream.',
+            content: { 'text/event-stream': { schema: Type.String({ description: 'SSE frames whose data is a RunEvent.' }) } }
+          },
+          ...errorResponses([400, 401, 404])
+        }
+      }
+    },
+    async (request, reply) => {
+      const run = find(request.params.id)
+      let lastId = Number(request.headers['last-event-id'] ?? 0)
+      reply.hijack()
+      const writer = new EventWriter(reply.raw, 'sse', heartbeatMs)
+      writer.open(reply.getHeaders())
+      let waitingForDrain = false
+      // Sends what the log holds past lastId; a slow follower pauses here and catches up from the log on 'drain',
+      // so it never makes the service buffer more than the log already keeps.
+      const pump = (): void => {
+        if (waitingForDrain) return
+        for (const event of run.events.since(lastId)) {
+          if ('id' in event && event.id !== undefined) lastId = event.id
+          if (!writer.send(event)) {
+            waitingForDrain = true
+            writer.onDrain(() => {
+              waitingForDrain = false
+              pump()
+            })
+            return
+          }
+        }
+        if (run.events.ended) {
+          unsubscribe()
+          writer.close()
+        }
+      }
+      const unsubscribe = run.events.subscribe(pump)
+      reply.raw.once('close', unsubscribe)
+      pump()
+      return reply
+    }
+  )
+
+  app.delete(
+    '/runs/:id',
+    {
+      schema: {
+        operationId: 'cancelRun',
+        tags: ['runs'],
+        summary: 'Stop a run and answer with its final state',
+        description:
+          'Stops the agent and its whole process tree (SIGINT, then SIGTERM and SIGKILL after the grace periods) and ' +
+          'answers once it has ended. A finished run is answered as it is.',
+        params: RunId,
+        response: { 200: ref(RunState, { description: 'The run, ended.' }), ...errorResponses([401, 404]) }
+      }
+    },
+    async (request) => {
+      const run = find(request.params.id)
+      if (statusOf(run) === 'running') await registry.cancel(run)
+      return stateOf(run)
+    }
+  )
+}
+
+export default runRoutes

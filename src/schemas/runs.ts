@@ -1,0 +1,43 @@
+import { Type, type Static } from '@sinclair/typebox'
+import { TOOL_NAMES } from '../agents/definitions.js'
+import { RunParams, RunResult } from './run.js'
+
+export const RunStatus = Type.Union(
+  [Type.Literal('running'), Type.Literal('succeeded'), Type.Literal('failed'), Type.Literal('timed_out'), Type.Literal('cancelled')],
+  { description: 'running until the agent ends; then how it ended (cancelled: DELETE, or the service shutting down).' }
+)
+export type RunStatus = Static<typeof RunStatus>
+
+/** POST /runs: the same fields as the tool routes, plus which tool. */
+export const RunRequest = Type.Object(
+  {
+    tool: Type.Union(TOOL_NAMES.map((name) => Type.Literal(name)), { description: 'Which agent runs the task.' }),
+    ...RunParams.properties
+  },
+  {
+    $id: 'RunRequest',
+    title: 'RunRequest',
+    additionalProperties: false,
+    dependencies: { wsl_user: ['wsl_distro'] },
+    description: 'An asynchronous run: the tool and the same parameters as POST /tools/{tool}.',
+    examples: [{ tool: 'claude_run', task: 'Add tests for src/parser.ts', cwd: '/tmp', timeout: 1800 }]
+  }
+)
+export type RunRequest = Static<typeof RunRequest>
+
+const runStateProperties = {
+  id: Type.String({ description: 'The run id, for /runs/{id}.' }),
+  tool: Type.String(),
+  status: RunStatus,
+  created_at: Type.String({ format: 'date-time' }),
+  finished_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()])
+}
+
+export const RunSummary = Type.Object(runStateProperties, { $id: 'RunSummary', title: 'RunSummary', description: 'A run without its result.' })
+export type RunSummary = Static<typeof RunSummary>
+
+export const RunState = Type.Object(
+  { ...runStateProperties, result: Type.Union([Type.Ref(RunResult.$id!), Type.Null()], { description: 'Once finished: the same result as the synchronous route.' }) },
+  { $id: 'RunState', title: 'RunState', description: 'An asynchronous run and, once finished, its result.' }
+)
+export type RunState = Static<typeof RunSummary> & { result: RunResult | null }
