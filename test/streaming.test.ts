@@ -97,3 +97,21 @@ t.test('the same refusals as JSON before any stream starts', async (t) => {
   t.match(await refused.json(), { code: 'AGENT_LIMIT_REACHED' })
   await (await busy).text()
 })
+
+t.test('a slow reader slows the agent down and loses nothing', async (t) => {
+  const app = await build(t, { AGENT_OUTPUT_LIMIT_BYTES: '65536' })
+  const base = await listen(t, app)
+  const written = 16 * 1024 * 1024
+  const response = await start(base, 'crush_run', { task: `@flood ${written}` })
+  const reader = response.body!.getReader()
+  // Read nothing for a while: the socket and the pipes fill up, and the agent has to wait.
+  await new Promise((resolve) => setTimeout(resolve, 500))
+  t.equal(app.slots.inUse('crush_run'), 1, 'the agent is still running, held back by the reader')
+  const decoder = new TextDecoder()
+  let text = ''
+  for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) text += decoder.decode(chunk.value, { stream: true })
+  const events = text.trim().split('\n').map((line) => JSON.parse(line) as RunEvent)
+  const streamed = events.filter((event) => event.type === 'output').reduce((sum, event) => sum + Buffer.byteLength((event as { data: string }).data), 0)
+  t.equal(streamed, written + Buffer.byteLength('flooded\n'), 'every byte reached the stream')
+  t.match(events.at(-1), { type: 'result', result: { ok: true, output_truncated: true, output_bytes: written + 8 } })
+})

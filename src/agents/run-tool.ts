@@ -21,6 +21,8 @@ export interface RunContext {
   log: FastifyBaseLogger
   /** Called once the agent is running: from here on the run answers 200, whatever happens. */
   onSpawn?: (pid: number) => void
+  /** Sees every chunk and never slows the agent down (an async run's event log). */
+  onOutput?: (chunk: Buffer) => void
   sink?: OutputSink
 }
 
@@ -60,7 +62,10 @@ export async function runTool(tool: AgentTool, params: RunParams, context: RunCo
         log.info({ tool: tool.name, pid, file: command.file, cwd: command.cwd }, 'agent run started')
         context.onSpawn?.(pid)
       },
-      onOutput: (chunk) => sudoFailure.push(chunk),
+      onOutput: (chunk) => {
+        sudoFailure.push(chunk)
+        context.onOutput?.(chunk)
+      },
       sink: context.sink
     })
     const result = toRunResult(tool, command, outcome, {

@@ -24,6 +24,7 @@ export interface LaunchContext {
   signal: AbortSignal
   log: FastifyBaseLogger
   onSpawn?: (pid: number) => void
+  onOutput?: (chunk: Buffer) => void
   sink?: OutputSink
 }
 

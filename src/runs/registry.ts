@@ -72,13 +72,7 @@ export class RunRegistry {
             resolve()
           },
           // No reader can slow the agent down here: the log keeps what it may, bounded.
-          sink: {
-            write: (chunk) => {
-              run.events.appendOutput(output.next(chunk), chunk.length)
-              return true
-            },
-            onDrain: (resume) => resume()
-          }
+          onOutput: (chunk) => run.events.appendOutput(output.next(chunk), chunk.length)
         })
         .then(
           (result) => {
