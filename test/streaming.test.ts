@@ -115,3 +115,16 @@ t.test('a slow reader slows the agent down and loses nothing', async (t) => {
   t.equal(streamed, written + Buffer.byteLength('flooded\n'), 'every byte reached the stream')
   t.match(events.at(-1), { type: 'result', result: { ok: true, output_truncated: true, output_bytes: written + 8 } })
 })
+
+t.test('claude followed live prints its progress as stream-json, and the result is still parsed', async (t) => {
+  const app = await build(t)
+  const base = await listen(t, app)
+  const events: RunEvent[] = []
+  for await (const event of ndjsonEvents(await start(base, 'claude_run', { task: '@sleep 50' }))) events.push(event)
+  const streamed = events.filter((event) => event.type === 'output').map((event) => (event as { data: string }).data).join('')
+  t.match(streamed, /^\{"type":"system","subtype":"init"/, 'progress events reached the stream first')
+  t.match(streamed, /"type":"assistant"/)
+  const result = events.at(-1) as Extract<RunEvent, { type: 'result' }>
+  t.ok(result.result.command.includes('stream-json') && result.result.command.includes('--verbose'))
+  t.match(result.result, { ok: true, output: 'slept 50', agent_report: { is_error: false, num_turns: 2 } }, 'the answer text, as the synchronous route gives it')
+})

@@ -13,7 +13,8 @@ export interface AgentTool {
   description: string
   bin: string
   maxAgents: number
-  agentArgs(task: string): string[]
+  /** `live`: someone follows the output as it comes (a stream, an async run), so progress events are worth printing. */
+  agentArgs(task: string, live: boolean): string[]
   /** Turns what the agent printed into the answer a person reads, when the agent reports in a structured form. */
   parseReport(output: string): ParsedReport | null
 }
@@ -30,7 +31,7 @@ export function defineTools(config: Config): Record<ToolName, AgentTool> {
       bin: config.crush.bin,
       maxAgents: config.crush.maxAgents,
       // `crush run` approves its tools by itself in non-interactive mode; `--` ends cobra's flags.
-      agentArgs: (task) => ['run', ...config.crush.extraArgs, '--', task],
+      agentArgs: (task, _live) => ['run', ...config.crush.extraArgs, '--', task],
       parseReport: () => null
     },
     claude_run: {
@@ -43,9 +44,11 @@ export function defineTools(config: Config): Record<ToolName, AgentTool> {
         '`agent_report`. Waits for the whole run: up to 30 minutes.',
       bin: config.claude.bin,
       maxAgents: config.claude.maxAgents,
-      agentArgs: (task) => [
+      // Followed live, claude reports each step as a stream-json line (its final `result` line is the same report
+      // as json mode's, which parseClaudeReport reads either way).
+      agentArgs: (task, live) => [
         '-p',
-        '--output-format', 'json',
+        ...(live ? ['--output-format', 'stream-json', '--verbose'] : ['--output-format', 'json']),
         '--permission-mode', config.claude.permissionMode,
         ...config.claude.extraArgs,
         '--', task

@@ -26,11 +26,11 @@ export interface RunContext {
   sink?: OutputSink
 }
 
-export function commandFor(tool: AgentTool, params: RunParams, config: Config): AgentCommand {
+export function commandFor(tool: AgentTool, params: RunParams, config: Config, live: boolean): AgentCommand {
   return buildAgentCommand({
     params,
     agentBin: tool.bin,
-    agentArgs: tool.agentArgs(params.task),
+    agentArgs: tool.agentArgs(params.task, live),
     hostPlatform: config.hostPlatform,
     wslBin: config.wslBin
   })
@@ -45,7 +45,7 @@ export function sudoContextFor(params: RunParams, config: Config, env: NodeJS.Pr
 /** Spawns the agent for a validated request holding a slot, and maps its end to the response. */
 export async function runTool(tool: AgentTool, params: RunParams, context: RunContext): Promise<RunResult> {
   const { config, log } = context
-  const command = commandFor(tool, params, config)
+  const command = commandFor(tool, params, config, context.onOutput !== undefined || context.sink !== undefined)
   const sudoContext = sudoContextFor(params, config, context.env)
   const sudoStatus = await context.sudoProbe.status(sudoContext)
   const sudoFailure = new SudoPasswordDetector()
