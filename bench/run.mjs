@@ -99,7 +99,8 @@ async function rejectionPaths() {
   return { trivial: yardstick, limited: median(limited), invalid: median(invalid), ratio429: median(limited) / yardstick, ratio400: median(invalid) / yardstick }
 }
 
-async function memoryWhileFlooding() {
+/** The service as `npm start` runs it, in its own process, with the stand-in agents. */
+async function startService() {
   const env = { ...process.env, PORT: '0', LOG_LEVEL: 'info', PATH: `${ROOT}test/fixtures/bin:${process.env.PATH}` }
   const server = spawn(process.execPath, [`${ROOT}dist/server.js`], { env, stdio: ['ignore', 'pipe', 'inherit'] })
   let seen = ''
@@ -108,6 +109,40 @@ async function memoryWhileFlooding() {
     const match = /Server listening at (http:\/\/[\d.:]+)/.exec(seen)
     if (match) resolve(match[1])
   }))
+  return { server, base }
+}
+
+/** From the agent's write (its monotonic clock, shared by all processes here) to the streaming client's receipt. */
+async function streamingLatency() {
+  const { server, base } = await startService()
+  const latencies = []
+  for (let round = 0; round < ROUNDS; round++) {
+    const response = await fetch(`${base}/tools/crush_run`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/x-ndjson' },
+      body: JSON.stringify({ task: '@stamp 100 10' })
+    })
+    let pending = ''
+    for await (const chunk of response.body) {
+      const received = process.hrtime.bigint()
+      pending += Buffer.from(chunk).toString()
+      const lines = pending.split('\n')
+      pending = lines.pop()
+      for (const line of lines) {
+        const event = JSON.parse(line)
+        if (event.type !== 'output') continue
+        for (const stamp of event.data.split('\n').filter((text) => /^\d+$/.test(text))) latencies.push(Number(received - BigInt(stamp)) / 1e6)
+      }
+    }
+  }
+  server.kill('SIGTERM')
+  await once(server, 'exit')
+  latencies.sort((a, b) => a - b)
+  return { count: latencies.length, p50: percentile(latencies, 50), p99: percentile(latencies, 99) }
+}
+
+async function memoryWhileFlooding() {
+  const { server, base } = await startService()
   const rssKb = (field) => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${server.pid}/status`, 'utf8'))[1])
   const idle = rssKb('VmRSS')
   const gigabyte = 1024 ** 3
@@ -127,6 +162,7 @@ const verdict = (ok) => (ok ? 'met' : '**missed**')
 const overhead = await syncOverhead()
 const rejections = await rejectionPaths()
 const memory = await memoryWhileFlooding()
+const streaming = await streamingLatency()
 const versions = JSON.parse(readFileSync(`${ROOT}package.json`, 'utf8'))
 
 const table = `# agent-runner benchmark
@@ -143,7 +179,8 @@ agent-runner ${versions.version} · ${ROUNDS} rounds of ${SECONDS} s, A and B al
 | 429 rejections (A: trivial validated route) | ${fixed(rejections.trivial, 0)} req/s | ${fixed(rejections.limited, 0)} req/s | ${fixed(rejections.ratio429)}× | ≥ 0.8× | ${verdict(rejections.ratio429 >= 0.8)} |
 | 400 rejections (A: trivial validated route) | ${fixed(rejections.trivial, 0)} req/s | ${fixed(rejections.invalid, 0)} req/s | ${fixed(rejections.ratio400)}× | ≥ 0.8× | ${verdict(rejections.ratio400 >= 0.8)} |
 | peak RSS while one agent writes ${fixed(memory.bytes / 1024 ** 3, 1)} GB (A: idle RSS) | ${fixed(memory.idleMb, 0)} MB | ${fixed(memory.peakMb, 0)} MB | took ${fixed(memory.seconds, 1)} s | ≤ 150 MB | ${verdict(memory.peakMb <= 150)} |
-| streaming latency | — | — | — | ≤ 10 ms | not built yet (issue 6) |
+| streaming latency p50, agent write → client receipt (${streaming.count} writes) | | ${fixed(streaming.p50)} ms | | ≤ 10 ms | ${verdict(streaming.p50 <= 10)} |
+| streaming latency p99 | | ${fixed(streaming.p99)} ms | | ≤ 10 ms | ${verdict(streaming.p99 <= 10)} |
 
 Latency for B is autocannon's (HTTP round trip, whole milliseconds); for A, the spawn-to-close time of the same agent.
 
