@@ -16,7 +16,8 @@ import { RunLauncher } from './runs/launcher.js'
 import { RunRegistry } from './runs/registry.js'
 import runRoutes from './routes/runs.js'
 import { SHARED_SCHEMAS } from './schemas/shared.js'
-import { MemorySlotLimiter, type SlotLimiter } from './slots/limiter.js'
+import { createSlotLimiter } from './slots/index.js'
+import type { SlotLimiter } from './slots/limiter.js'
 import { SudoProbe } from './sudo/probe.js'
 
 /** A JSON body of the largest accepted task: 30,000 characters, each at most a 6-byte `\uXXXX` escape, plus fields. */
@@ -64,7 +65,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   app.removeContentTypeParser('text/plain')
 
   const tools = defineTools(config)
-  const slots = new MemorySlotLimiter({ crush_run: config.crush.maxAgents, claude_run: config.claude.maxAgents })
+  const slots = createSlotLimiter(config, app.log)
+  app.addHook('onClose', async () => slots.close())
   const activeRuns = new ActiveRuns()
   app.decorate('slots', slots)
   app.decorate('activeRuns', activeRuns)
@@ -98,6 +100,6 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     await authenticated.register(toolRoutes, { config, tools, slots, activeRuns, launcher, metrics })
     await authenticated.register(runRoutes, { registry, heartbeatMs: config.heartbeatMs })
   })
-  await app.register(healthRoutes, { tools: Object.values(tools), agentEnv, metrics })
+  await app.register(healthRoutes, { tools: Object.values(tools), agentEnv, metrics, slots })
   return app
 }

@@ -33,6 +33,10 @@ export const EnvSchema = Type.Object({
   CLAUDE_EXTRA_ARGS: ExtraArgs,
   AGENT_ENV_ALLOW: Type.String({ default: DEFAULT_AGENT_ENV_ALLOW.join(',') }),
   AGENT_ENV_DENY: Type.String({ default: DEFAULT_AGENT_ENV_DENY.join(',') }),
+  SLOTS_BACKEND: Type.Union([Type.Literal('memory'), Type.Literal('redis')], { default: 'memory' }),
+  REDIS_URL: Type.String({ default: '' }),
+  SLOTS_TTL_MS: Type.Integer({ default: 30_000, minimum: 300, maximum: 3_600_000 }),
+  SLOTS_KEY_PREFIX: Type.String({ default: 'agent-runner:' }),
   STREAM_HEARTBEAT_MS: Type.Integer({ default: 15_000, minimum: 10, maximum: 600_000 }),
   RUNS_RETENTION_MS: Type.Integer({ default: 3_600_000, minimum: 1, maximum: 7 * 86_400_000 }),
   RUNS_MAX_FINISHED: Type.Integer({ default: 100, minimum: 1, maximum: 100_000 }),
@@ -53,6 +57,7 @@ export interface Config {
   outputLimitBytes: number
   sudoProbeTtlMs: number
   heartbeatMs: number
+  slots: { backend: 'memory' } | { backend: 'redis'; url: string; ttlMs: number; keyPrefix: string }
   runsRetentionMs: number
   runsMaxFinished: number
   agentEnvRule: AgentEnvRule
@@ -80,6 +85,7 @@ export function loadConfig(source?: Record<string, string | undefined>): Config 
     outputLimitBytes: env.AGENT_OUTPUT_LIMIT_BYTES,
     sudoProbeTtlMs: env.SUDO_PROBE_TTL_MS,
     heartbeatMs: env.STREAM_HEARTBEAT_MS,
+    slots: slotsConfig(env),
     runsRetentionMs: env.RUNS_RETENTION_MS,
     runsMaxFinished: env.RUNS_MAX_FINISHED,
     agentEnvRule: { allow: splitList(env.AGENT_ENV_ALLOW), deny: splitList(env.AGENT_ENV_DENY) },
@@ -94,6 +100,12 @@ export function loadConfig(source?: Record<string, string | undefined>): Config 
   }
   assertSafeExposure(config, env.ALLOW_UNAUTHENTICATED)
   return config
+}
+
+function slotsConfig(env: RawEnv): Config['slots'] {
+  if (env.SLOTS_BACKEND === 'memory') return { backend: 'memory' }
+  if (env.REDIS_URL === '') throw new Error('REDIS_URL is required when SLOTS_BACKEND=redis (e.g. redis://127.0.0.1:6379)')
+  return { backend: 'redis', url: env.REDIS_URL, ttlMs: env.SLOTS_TTL_MS, keyPrefix: env.SLOTS_KEY_PREFIX }
 }
 
 const splitList = (raw: string): string[] => raw.split(',').map((item) => item.trim()).filter((item) => item !== '')

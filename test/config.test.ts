@@ -28,6 +28,15 @@ t.test('values from the environment', async (t) => {
   t.match(config, { host: '0.0.0.0', apiTokens: ['a', 'b', 'c'], port: 9000, hostPlatform: 'win32', claude: { maxAgents: 5, extraArgs: ['--model', 'opus'] } })
 })
 
+t.test('the slots backend', async (t) => {
+  t.same(loadConfig({}).slots, { backend: 'memory' })
+  t.same(loadConfig({ SLOTS_BACKEND: 'redis', REDIS_URL: 'redis://127.0.0.1:6390', SLOTS_TTL_MS: '5000' }).slots, {
+    backend: 'redis', url: 'redis://127.0.0.1:6390', ttlMs: 5000, keyPrefix: 'agent-runner:'
+  })
+  t.throws(() => loadConfig({ SLOTS_BACKEND: 'redis' }), /REDIS_URL is required when SLOTS_BACKEND=redis/)
+  t.throws(() => loadConfig({ SLOTS_BACKEND: 'etcd' }), /SLOTS_BACKEND/)
+})
+
 t.test('a bad value is refused with the variable named', async (t) => {
   const bad: Record<string, string> = {
     PORT: '70000',

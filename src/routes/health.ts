@@ -4,8 +4,10 @@ import { LRUCache } from 'lru-cache'
 import type { AgentTool } from '../agents/definitions.js'
 import { findOnPath, versionOf } from '../agents/locate.js'
 import type { Metrics } from '../metrics.js'
+import type { SlotLimiter } from '../slots/limiter.js'
 
 export interface HealthRoutesOptions {
+  slots: SlotLimiter
   tools: AgentTool[]
   agentEnv: NodeJS.ProcessEnv
   metrics: Metrics
@@ -20,13 +22,21 @@ const AgentReadiness = Type.Object({
 
 const Readiness = Type.Object({
   status: Type.Union([Type.Literal('ready'), Type.Literal('unavailable')]),
-  agents: Type.Array(AgentReadiness)
+  agents: Type.Array(AgentReadiness),
+  slots: Type.Object(
+    {
+      backend: Type.Union([Type.Literal('memory'), Type.Literal('redis')]),
+      ok: Type.Boolean(),
+      error: Type.Optional(Type.String())
+    },
+    { description: 'Where the agent slots are counted; with Redis, whether it answers.' }
+  )
 })
 
 /** Versions change only when someone upgrades a CLI; asking each probe would spawn on every readiness check. */
 const VERSION_TTL_MS = 10 * 60 * 1000
 
-const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app, { tools, agentEnv, metrics }) => {
+const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app, { tools, agentEnv, metrics, slots }) => {
   const versions = new LRUCache<string, string, { env: NodeJS.ProcessEnv }>({
     max: 64,
     ttl: VERSION_TTL_MS,
@@ -55,10 +65,10 @@ const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app,
         tags: ['health'],
         security: [],
         summary: 'Each agent binary found, with its version',
-        description: 'Ready when at least one agent can run; 503 when none of the binaries is found.',
+        description: 'Ready when at least one agent can run and the slots can be counted; 503 when no binary is found or Redis (SLOTS_BACKEND=redis) does not answer.',
         response: {
           200: { ...Readiness, description: 'At least one agent is usable.' },
-          503: { ...Readiness, description: 'No agent binary was found.' }
+          503: { ...Readiness, description: 'No agent binary was found, or the slots backend does not answer.' }
         }
       }
     },
@@ -70,8 +80,9 @@ const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app,
           return { tool: tool.name, bin: tool.bin, path, version }
         })
       )
-      const usable = agents.some((agent) => agent.path !== null)
-      return reply.code(usable ? 200 : 503).send({ status: usable ? 'ready' : 'unavailable', agents })
+      const slotsHealth = await slots.health()
+      const usable = agents.some((agent) => agent.path !== null) && slotsHealth.ok
+      return reply.code(usable ? 200 : 503).send({ status: usable ? 'ready' : 'unavailable', agents, slots: slotsHealth })
     }
   )
 

@@ -47,15 +47,18 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { c
         tags: ['tools'],
         summary: 'Each tool with its limit and its slots in use and free',
         description: 'What a caller checks before running: a tool with no free slot would answer 429.',
-        response: { 200: Type.Object({ tools: Type.Array(ToolStatus) }, { description: 'The tools and their slots.' }), ...errorResponses([401]) }
+        response: { 200: Type.Object({ tools: Type.Array(ToolStatus) }, { description: 'The tools and their slots.' }), ...errorResponses([401, 503]) }
       }
     },
     async () => ({
-      tools: TOOL_NAMES.map((name) => {
-        const limit = slots.limit(name)
-        const inUse = slots.inUse(name)
-        return { name, agent: tools[name]!.agent, limit, in_use: inUse, free: Math.max(0, limit - inUse) }
-      })
+      tools: await Promise.all(
+        TOOL_NAMES.map(async (name) => {
+          const limit = slots.limit(name)
+          // With a shared backend: the whole fleet's count, which is what decides the next 429.
+          const inUse = await slots.usage(name)
+          return { name, agent: tools[name]!.agent, limit, in_use: inUse, free: Math.max(0, limit - inUse) }
+        })
+      )
     })
   )
 

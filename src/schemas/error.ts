@@ -23,7 +23,8 @@ export const ERROR_CODES = {
   500: { INTERNAL_ERROR: ['An unexpected failure; the details are in the service log, never in the answer.', 'Internal server error'] },
   503: {
     AGENT_NOT_INSTALLED: ["The agent's executable is not on the service's PATH.", 'The claude agent is not installed here: claude was not found on PATH'],
-    AGENT_SPAWN_FAILED: ["The agent's executable exists but could not be started.", 'The crush agent could not be started: EACCES']
+    AGENT_SPAWN_FAILED: ["The agent's executable exists but could not be started.", 'The crush agent could not be started: EACCES'],
+    SLOTS_UNAVAILABLE: ['SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.', 'The shared agent slots cannot be reached (Redis): Connection is closed.']
   }
 } as const satisfies Record<number, Record<string, readonly [when: string, message: string]>>
 

@@ -3,15 +3,44 @@ export interface SlotLease {
   release(): void
 }
 
+export interface SlotsHealth {
+  backend: 'memory' | 'redis'
+  ok: boolean
+  error?: string
+}
+
 /**
- * AcquireAgentSlot: a per-tool count of running agents. Asynchronous so that a shared backend (Redis) can stand in
- * for the in-memory one without touching the routes.
+ * AcquireAgentSlot: a per-tool count of running agents, in this process or shared by a fleet (Redis). Acquiring never
+ * waits for a slot to free up: a full tool answers 429 at once.
  */
 export interface SlotLimiter {
-  /** A lease, or null when the tool's limit is reached. Never waits for a slot to free up. */
+  /** A lease, or null when the tool's limit is reached. Throws SlotsUnavailable when the count cannot be reached. */
   acquire(tool: string): Promise<SlotLease | null>
-  inUse(tool: string): number
   limit(tool: string): number
+  /** Slots this replica holds now (what its own gauge reports). */
+  inUse(tool: string): number
+  /** Slots held by every replica sharing the limit. */
+  usage(tool: string): Promise<number>
+  health(): Promise<SlotsHealth>
+  close(): Promise<void>
+}
+
+/** Gives back once, whatever calls it how often. */
+export function leaseOnce(giveBack: () => void): SlotLease {
+  let released = false
+  return {
+    release: () => {
+      if (released) return
+      released = true
+      giveBack()
+    }
+  }
+}
+
+export function limitFor(limits: ReadonlyMap<string, number>, tool: string): number {
+  const limit = limits.get(tool)
+  if (limit === undefined) throw new Error(`no slot limit configured for ${tool}`)
+  return limit
 }
 
 export class MemorySlotLimiter implements SlotLimiter {
@@ -23,26 +52,27 @@ export class MemorySlotLimiter implements SlotLimiter {
   }
 
   limit(tool: string): number {
-    const limit = this.#limits.get(tool)
-    if (limit === undefined) throw new Error(`no slot limit configured for ${tool}`)
-    return limit
+    return limitFor(this.#limits, tool)
   }
 
   inUse(tool: string): number {
     return this.#inUse.get(tool) ?? 0
   }
 
+  async usage(tool: string): Promise<number> {
+    return this.inUse(tool)
+  }
+
+  async health(): Promise<SlotsHealth> {
+    return { backend: 'memory', ok: true }
+  }
+
+  async close(): Promise<void> {}
+
   async acquire(tool: string): Promise<SlotLease | null> {
     const held = this.inUse(tool)
     if (held >= this.limit(tool)) return null
     this.#inUse.set(tool, held + 1)
-    let released = false
-    return {
-      release: () => {
-        if (released) return
-        released = true
-        this.#inUse.set(tool, this.inUse(tool) - 1)
-      }
-    }
+    return leaseOnce(() => this.#inUse.set(tool, this.inUse(tool) - 1))
   }
 }

@@ -161,7 +161,7 @@ export interface paths {
         };
         /**
          * Each agent binary found, with its version
-         * @description Ready when at least one agent can run; 503 when none of the binaries is found.
+         * @description Ready when at least one agent can run and the slots can be counted; 503 when no binary is found or Redis (SLOTS_BACKEND=redis) does not answer.
          */
         get: operations["readyz"];
         put?: never;
@@ -397,7 +397,7 @@ export interface components {
              */
             error: string;
             /**
-             * @description Machine-readable error code: VALIDATION_ERROR, INVALID_JSON, INVALID_CONTENT_LENGTH, CWD_NOT_FOUND, CWD_NOT_A_DIRECTORY, UNAUTHORIZED, ROUTE_NOT_FOUND, RUN_NOT_FOUND, BODY_TOO_LARGE, UNSUPPORTED_MEDIA_TYPE, AGENT_LIMIT_REACHED, INTERNAL_ERROR, AGENT_NOT_INSTALLED, AGENT_SPAWN_FAILED.
+             * @description Machine-readable error code: VALIDATION_ERROR, INVALID_JSON, INVALID_CONTENT_LENGTH, CWD_NOT_FOUND, CWD_NOT_A_DIRECTORY, UNAUTHORIZED, ROUTE_NOT_FOUND, RUN_NOT_FOUND, BODY_TOO_LARGE, UNSUPPORTED_MEDIA_TYPE, AGENT_LIMIT_REACHED, INTERNAL_ERROR, AGENT_NOT_INSTALLED, AGENT_SPAWN_FAILED, SLOTS_UNAVAILABLE.
              * @example AGENT_LIMIT_REACHED
              */
             code: string;
@@ -451,6 +451,19 @@ export interface operations {
             };
             /** @description - `UNAUTHORIZED`: API_TOKENS is set and the request has no right `Authorization: Bearer <token>`. */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /**
+             * @description - `AGENT_NOT_INSTALLED`: The agent's executable is not on the service's PATH.
+             *     - `AGENT_SPAWN_FAILED`: The agent's executable exists but could not be started.
+             *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
+             */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -547,6 +560,7 @@ export interface operations {
             /**
              * @description - `AGENT_NOT_INSTALLED`: The agent's executable is not on the service's PATH.
              *     - `AGENT_SPAWN_FAILED`: The agent's executable exists but could not be started.
+             *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
              */
             503: {
                 headers: {
@@ -645,6 +659,7 @@ export interface operations {
             /**
              * @description - `AGENT_NOT_INSTALLED`: The agent's executable is not on the service's PATH.
              *     - `AGENT_SPAWN_FAILED`: The agent's executable exists but could not be started.
+             *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
              */
             503: {
                 headers: {
@@ -772,6 +787,7 @@ export interface operations {
             /**
              * @description - `AGENT_NOT_INSTALLED`: The agent's executable is not on the service's PATH.
              *     - `AGENT_SPAWN_FAILED`: The agent's executable exists but could not be started.
+             *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
              */
             503: {
                 headers: {
@@ -979,10 +995,16 @@ export interface operations {
                             path: string | null;
                             version: string | null;
                         }[];
+                        /** @description Where the agent slots are counted; with Redis, whether it answers. */
+                        slots: {
+                            backend: "memory" | "redis";
+                            ok: boolean;
+                            error?: string;
+                        };
                     };
                 };
             };
-            /** @description No agent binary was found. */
+            /** @description No agent binary was found, or the slots backend does not answer. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -997,6 +1019,12 @@ export interface operations {
                             path: string | null;
                             version: string | null;
                         }[];
+                        /** @description Where the agent slots are counted; with Redis, whether it answers. */
+                        slots: {
+                            backend: "memory" | "redis";
+                            ok: boolean;
+                            error?: string;
+                        };
                     };
                 };
             };

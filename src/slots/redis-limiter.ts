@@ -1,0 +1,151 @@
+import type { FastifyBaseLogger } from 'fastify'
+import { once } from 'node:events'
+import { Redis } from 'ioredis'
+import { Semaphore, type LockOptions } from 'redis-semaphore'
+import { SlotsUnavailable } from '../errors.js'
+import { leaseOnce, limitFor, type SlotLease, type SlotLimiter, type SlotsHealth } from './limiter.js'
+
+export interface RedisSlotOptions {
+  url: string
+  /** A slot whose holder stops refreshing it (a crashed replica) comes back after this long. */
+  ttlMs: number
+  keyPrefix: string
+  log: FastifyBaseLogger
+}
+
+/**
+ * redis-semaphore refreshes a held slot from a timer and lets a failed refresh (Redis unreachable) escape as an
+ * unhandled rejection, which would bring the whole service down. A failed refresh here is logged and counts as still
+ * held: the TTL decides, and a refresh that finds the slot expired once Redis is back reports it lost as usual.
+ */
+class RefreshTolerantSemaphore extends Semaphore {
+  readonly #onRefreshError: (error: unknown) => void
+
+  constructor(client: Redis, key: string, limit: number, options: LockOptions, onRefreshError: (error: unknown) => void) {
+    super(client, key, limit, options)
+    this.#onRefreshError = onRefreshError
+  }
+
+  protected override async _refresh(): Promise<boolean> {
+    try {
+      return await super._refresh()
+    } catch (error) {
+      this.#onRefreshError(error)
+      return true
+    }
+  }
+}
+
+/** Redis must answer at once or not at all: a run request never hangs on it. */
+const REDIS_TIMEOUT_MS = 1000
+
+/**
+ * Per-tool limits shared by every replica, on redis-semaphore: each slot is a member of a sorted set scored by the
+ * time its holder last refreshed it; holders refresh every third of the TTL while the run lives (so a 30-minute run
+ * keeps its slot), and members older than the TTL — a crashed holder's — are dropped on the next acquire.
+ */
+export class RedisSlotLimiter implements SlotLimiter {
+  readonly #redis: Redis
+  readonly #limits: ReadonlyMap<string, number>
+  readonly #options: RedisSlotOptions
+  readonly #held = new Map<string, number>()
+
+  constructor(limits: Record<string, number>, options: RedisSlotOptions) {
+    this.#limits = new Map(Object.entries(limits))
+    this.#options = options
+    this.#redis = new Redis(options.url, {
+      // Fail fast while disconnected instead of queueing commands until Redis comes back.
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      connectTimeout: REDIS_TIMEOUT_MS,
+      commandTimeout: REDIS_TIMEOUT_MS,
+      retryStrategy: (attempt) => Math.min(attempt * 200, 2000)
+    })
+    // ioredis reports connection trouble as events; health() and the 503s carry it to callers.
+    this.#redis.on('error', (error) => options.log.debug({ err: error }, 'redis connection error'))
+  }
+
+  limit(tool: string): number {
+    return limitFor(this.#limits, tool)
+  }
+
+  inUse(tool: string): number {
+    return this.#held.get(tool) ?? 0
+  }
+
+  async usage(tool: string): Promise<number> {
+    try {
+      await this.#connected()
+      return await this.#redis.zcount(this.#setKey(tool), Date.now() - this.#options.ttlMs, '+inf')
+    } catch (error) {
+      throw new SlotsUnavailable((error as Error).message)
+    }
+  }
+
+  async health(): Promise<SlotsHealth> {
+    try {
+      await this.#connected()
+      await this.#redis.ping()
+      return { backend: 'redis', ok: true }
+    } catch (error) {
+      return { backend: 'redis', ok: false, error: (error as Error).message }
+    }
+  }
+
+  async acquire(tool: string): Promise<SlotLease | null> {
+    const { ttlMs, log } = this.#options
+    const semaphore = new RefreshTolerantSemaphore(
+      this.#redis,
+      this.#semaphoreKey(tool),
+      this.limit(tool),
+      {
+        lockTimeout: ttlMs,
+        refreshInterval: Math.max(1, Math.floor(ttlMs / 3)),
+        acquireAttemptsLimit: 1,
+        onLockLost: (error) => log.warn({ err: error, tool }, 'an agent slot was lost (Redis unreachable past its TTL)')
+      },
+      (error) => log.warn({ err: error, tool }, 'could not refresh an agent slot; Redis unreachable')
+    )
+    let acquired: boolean
+    try {
+      await this.#connected()
+      acquired = await semaphore.tryAcquire()
+    } catch (error) {
+      throw new SlotsUnavailable((error as Error).message)
+    }
+    if (!acquired) return null
+    this.#held.set(tool, this.inUse(tool) + 1)
+    return leaseOnce(() => {
+      this.#held.set(tool, this.inUse(tool) - 1)
+      // If Redis is away, the slot comes back by itself after its TTL.
+      semaphore.release().catch((error: unknown) => log.warn({ err: error, tool }, 'could not release an agent slot'))
+    })
+  }
+
+  async close(): Promise<void> {
+    this.#redis.disconnect()
+  }
+
+  /**
+   * Commands fail at once while disconnected (no offline queue); a connection still being made (just after start, or
+   * reconnecting) gets a short wait instead of a spurious 503.
+   */
+  async #connected(): Promise<void> {
+    if (this.#redis.status === 'ready') return
+    try {
+      // once() also rejects on 'error', the usual way a connection attempt fails.
+      await once(this.#redis, 'ready', { signal: AbortSignal.timeout(REDIS_TIMEOUT_MS) })
+    } catch (error) {
+      throw new Error(`Redis is not connected (${this.#redis.status}): ${(error as Error).message}`)
+    }
+  }
+
+  #semaphoreKey(tool: string): string {
+    return `${this.#options.keyPrefix}slots:${tool}`
+  }
+
+  /** redis-semaphore keeps a semaphore's holders in a sorted set under this key. */
+  #setKey(tool: string): string {
+    return `semaphore:${this.#semaphoreKey(tool)}`
+  }
+}
