@@ -64,13 +64,22 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   // Fastify also parses text/plain by default; this API speaks JSON only, so anything else is a 415.
   app.removeContentTypeParser('text/plain')
 
+  // The parts of the service, built once: what runs agents, what counts them, and who may stop them.
   const tools = defineTools(config)
   const slots = createSlotLimiter(config, app.log)
-  app.addHook('onClose', async () => slots.close())
+  const metrics = new Metrics(TOOL_NAMES, slots)
   const activeRuns = new ActiveRuns()
+  const agentEnv = buildAgentEnv(options.agentEnv ?? process.env, config.agentEnvRule)
+  const sudoProbe = new SudoProbe(config.sudoProbeTtlMs, agentEnv)
+  const launcher = new RunLauncher({ config, tools, slots, agentEnv, sudoProbe, metrics })
+  const registry = new RunRegistry({
+    launcher,
+    outputLimitBytes: config.outputLimitBytes,
+    retentionMs: config.runsRetentionMs,
+    maxFinished: config.runsMaxFinished
+  })
   app.decorate('slots', slots)
   app.decorate('activeRuns', activeRuns)
-  const metrics = new Metrics(TOOL_NAMES, slots)
   app.decorate('metrics', metrics)
 
   app.addHook('onRequest', async (request, reply) => {
@@ -81,20 +90,12 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     activeRuns.stopAll('shutdown')
     await registry.stopAll('shutdown')
   })
+  app.addHook('onClose', async () => slots.close())
   closeConnectionsWhenIdle(app)
 
   registerErrorHandlers(app)
   for (const schema of SHARED_SCHEMAS) app.addSchema(schema)
   await registerOpenApi(app)
-  const agentEnv = buildAgentEnv(options.agentEnv ?? process.env, config.agentEnvRule)
-  const sudoProbe = new SudoProbe(config.sudoProbeTtlMs, agentEnv)
-  const launcher = new RunLauncher({ config, tools, slots, agentEnv, sudoProbe, metrics })
-  const registry = new RunRegistry({
-    launcher,
-    outputLimitBytes: config.outputLimitBytes,
-    retentionMs: config.runsRetentionMs,
-    maxFinished: config.runsMaxFinished
-  })
   await app.register(async (authenticated) => {
     await requireBearerToken(authenticated, config.apiTokens)
     await authenticated.register(toolRoutes, { config, tools, slots, activeRuns, launcher, metrics })
