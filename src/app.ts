@@ -99,7 +99,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(async (authenticated) => {
     await requireBearerToken(authenticated, config.apiTokens)
     await authenticated.register(toolRoutes, { config, tools, slots, activeRuns, launcher, metrics })
-    await authenticated.register(runRoutes, { registry, heartbeatMs: config.heartbeatMs })
+    await authenticated.register(runRoutes, { registry, heartbeatMs: config.heartbeatMs, metrics })
   })
   await app.register(healthRoutes, { tools: Object.values(tools), agentEnv, metrics, slots })
   return app

@@ -53,6 +53,19 @@ t.test('/metrics parses and its counters move after runs and rejections', async 
   t.equal(after.get('agent_runner_slots_in_use{tool="crush_run"}'), 0)
 })
 
+t.test('async runs count the same way', async (t) => {
+  const app = await build(t, { MAX_CLAUDE_AGENTS: '1' })
+  const create = (payload: object) => app.inject({ method: 'POST', url: '/runs', payload })
+  const running = (await create({ tool: 'claude_run', task: '@sleep 300' })).json()
+  t.equal((await create({ tool: 'claude_run', task: 'x' })).statusCode, 429)
+  t.equal((await create({ task: 'no tool' })).statusCode, 400)
+  await app.inject({ method: 'DELETE', url: `/runs/${running.id}` })
+  const samples = await scrape(t, app)
+  t.equal(samples.get('agent_runner_rejections_total{tool="claude_run",reason="AGENT_LIMIT_REACHED"}'), 1)
+  t.equal(samples.get('agent_runner_rejections_total{tool="unknown",reason="VALIDATION_ERROR"}'), 1)
+  t.equal(samples.get('agent_runner_runs_total{tool="claude_run",outcome="cancelled"}'), 1)
+})
+
 t.test('timeouts count as timed_out', async (t) => {
   const app = await build(t)
   await post(app, 'claude_run', { task: '@sleep 5000', timeout: 1 })

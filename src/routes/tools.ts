@@ -3,7 +3,6 @@ import { Type } from '@sinclair/typebox'
 import type { ActiveRuns } from '../active-runs.js'
 import { TOOL_NAMES, type AgentTool, type ToolName } from '../agents/definitions.js'
 import type { Config } from '../config.js'
-import { toErrorResponse } from '../errors.js'
 import type { Metrics } from '../metrics.js'
 import type { RunLauncher } from '../runs/launcher.js'
 import { RunParams } from '../schemas/run.js'
@@ -33,11 +32,7 @@ const ToolStatus = Type.Object({
 const RUN_ROUTE = /^\/tools\/([a-z]+_run)$/
 
 const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { config, tools, slots, activeRuns, launcher, metrics }) => {
-  // Every answer of a run route that did not run an agent, whatever refused it (auth, parser, schema, slots, spawn).
-  app.addHook('onError', async (request, _reply, error) => {
-    const tool = RUN_ROUTE.exec(request.routeOptions.url ?? '')?.[1]
-    if (tool !== undefined) metrics.observeRejection(tool, toErrorResponse(error).code)
-  })
+  metrics.countRejections(app, (request) => RUN_ROUTE.exec(request.routeOptions.url ?? '')?.[1])
 
   app.get(
     '/tools',
