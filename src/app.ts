@@ -93,13 +93,13 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   app.addHook('onClose', async () => slots.close())
   closeConnectionsWhenIdle(app)
 
-  registerErrorHandlers(app)
+  registerErrorHandlers(app, (tool, code) => metrics.observeRejection(tool, code))
   for (const schema of SHARED_SCHEMAS) app.addSchema(schema)
   await registerOpenApi(app)
   await app.register(async (authenticated) => {
     await requireBearerToken(authenticated, config.apiTokens)
-    await authenticated.register(toolRoutes, { config, tools, slots, activeRuns, launcher, metrics })
-    await authenticated.register(runRoutes, { registry, heartbeatMs: config.heartbeatMs, metrics })
+    await authenticated.register(toolRoutes, { config, tools, slots, activeRuns, launcher })
+    await authenticated.register(runRoutes, { registry, heartbeatMs: config.heartbeatMs })
   })
   await app.register(healthRoutes, { tools: Object.values(tools), agentEnv, metrics, slots })
   return app

@@ -1,5 +1,5 @@
 import createError from '@fastify/error'
-import type { FastifyError, FastifyInstance } from 'fastify'
+import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify'
 import { STATUS_CODES } from 'node:http'
 import type { ErrorResponse } from './schemas/error.js'
 
@@ -58,12 +58,25 @@ export function toErrorResponse(error: FastifyError): ErrorResponse {
   return errorBody(statusCode, PUBLIC_CODES[error.code] ?? error.code ?? 'BAD_REQUEST', error.message)
 }
 
-export function registerErrorHandlers(app: FastifyInstance): void {
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** On a run route: the tool a request asked for, so that a refusal is counted under it. */
+    runTool?: (request: FastifyRequest) => string
+  }
+}
+
+/** A refused run request, counted (metrics) under its tool and error code. */
+export type RejectionObserver = (tool: string, code: string) => void
+
+export function registerErrorHandlers(app: FastifyInstance, onRejection: RejectionObserver): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const body = toErrorResponse(error)
     if (body.statusCode >= 500) {
       request.log.error({ err: error }, 'request failed')
     }
+    // Here rather than in an onError hook: one place sees every refusal, and the answer is built once.
+    const runTool = request.routeOptions.config.runTool
+    if (runTool !== undefined) onRejection(runTool(request), body.code)
     return reply.code(body.statusCode).send(body)
   })
   app.setNotFoundHandler((request, reply) =>

@@ -1,7 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
-import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { runOutcome } from './agents/result.js'
-import { toErrorResponse } from './errors.js'
 import type { RunResult } from './schemas/run.js'
 import type { SlotLimiter } from './slots/limiter.js'
 
@@ -53,16 +51,5 @@ export class Metrics {
 
   observeRejection(tool: string, code: string): void {
     this.#rejections.inc({ tool, reason: code })
-  }
-
-  /**
-   * Counts every error answer of a scope's run requests — whatever refused them: auth, parser, schema, slots, spawn —
-   * under the tool the request named (`toolOf` returns undefined for requests that are not runs).
-   */
-  countRejections(scope: FastifyInstance, toolOf: (request: FastifyRequest) => string | undefined): void {
-    scope.addHook('onError', async (request, _reply, error) => {
-      const tool = toolOf(request)
-      if (tool !== undefined) this.observeRejection(tool, toErrorResponse(error).code)
-    })
   }
 }

@@ -1,8 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyRequest } from 'fastify'
 import { Type } from '@sinclair/typebox'
 import { TOOL_NAMES } from '../agents/definitions.js'
 import { RunNotFound } from '../errors.js'
-import type { Metrics } from '../metrics.js'
 import { statusOf, stateOf, summaryOf, type RunRegistry } from '../runs/registry.js'
 import { RunRequest, RunState, RunSummary } from '../schemas/runs.js'
 import { errorResponses, ref } from '../schemas/shared.js'
@@ -11,18 +11,17 @@ import { EventWriter } from '../streams/event-writer.js'
 export interface RunRoutesOptions {
   registry: RunRegistry
   heartbeatMs: number
-  metrics: Metrics
+}
+
+/** A refused POST /runs counts under the tool it asked for ('unknown' when the body did not say). */
+function toolAskedFor(request: FastifyRequest): string {
+  const tool = (request.body as { tool?: unknown } | undefined)?.tool
+  return typeof tool === 'string' && (TOOL_NAMES as readonly string[]).includes(tool) ? tool : 'unknown'
 }
 
 const RunId = Type.Object({ id: Type.String({ description: 'The id POST /runs answered with.' }) })
 
-const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { registry, heartbeatMs, metrics }) => {
-  // A refused POST /runs counts under the tool it asked for ('unknown' when the body did not say).
-  metrics.countRejections(app, (request) => {
-    if (request.method !== 'POST' || request.routeOptions.url !== '/runs') return undefined
-    const tool = (request.body as { tool?: unknown } | undefined)?.tool
-    return typeof tool === 'string' && (TOOL_NAMES as readonly string[]).includes(tool) ? tool : 'unknown'
-  })
+const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { registry, heartbeatMs }) => {
 
   const find = (id: string) => {
     const run = registry.get(id)
@@ -33,6 +32,7 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
   app.post(
     '/runs',
     {
+      config: { runTool: toolAskedFor },
       schema: {
         operationId: 'createRun',
         tags: ['runs'],

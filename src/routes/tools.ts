@@ -3,7 +3,6 @@ import { Type } from '@sinclair/typebox'
 import type { ActiveRuns } from '../active-runs.js'
 import { TOOL_NAMES, type AgentTool, type ToolName } from '../agents/definitions.js'
 import type { Config } from '../config.js'
-import type { Metrics } from '../metrics.js'
 import type { RunLauncher } from '../runs/launcher.js'
 import { RunParams } from '../schemas/run.js'
 import { errorResponses, ref, runResponse } from '../schemas/shared.js'
@@ -18,7 +17,6 @@ export interface ToolRoutesOptions {
   slots: SlotLimiter
   activeRuns: ActiveRuns
   launcher: RunLauncher
-  metrics: Metrics
 }
 
 const ToolStatus = Type.Object({
@@ -29,10 +27,7 @@ const ToolStatus = Type.Object({
   free: Type.Integer()
 })
 
-const RUN_ROUTE = /^\/tools\/([a-z]+_run)$/
-
-const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { config, tools, slots, activeRuns, launcher, metrics }) => {
-  metrics.countRejections(app, (request) => RUN_ROUTE.exec(request.routeOptions.url ?? '')?.[1])
+const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { config, tools, slots, activeRuns, launcher }) => {
 
   app.get(
     '/tools',
@@ -62,6 +57,7 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { c
     app.post(
       `/tools/${name}`,
       {
+        config: { runTool: () => name },
         schema: {
           // crush_run → crushRun: the method name OpenAPI client generators derive from it.
           operationId: name.replace(/_(\w)/g, (_match, letter: string) => letter.toUpperCase()),
