@@ -1,4 +1,5 @@
 import t from 'tap'
+import { loggerOptions } from '../src/app.js'
 import { loadConfig } from '../src/config.js'
 
 t.test('defaults', async (t) => {
@@ -51,4 +52,16 @@ t.test('a bad value is refused with the variable named', async (t) => {
   for (const [variable, value] of Object.entries(bad)) {
     t.throws(() => loadConfig({ [variable]: value }), new RegExp(variable), `${variable}=${value}`)
   }
+})
+
+t.test('logs: pino JSON, pretty only on a terminal', async (t) => {
+  const config = loadConfig({ LOG_LEVEL: 'debug' })
+  const wasTTY = process.stdout.isTTY
+  t.teardown(() => {
+    process.stdout.isTTY = wasTTY
+  })
+  process.stdout.isTTY = false
+  t.same(loggerOptions(config), { level: 'debug', redact: ['req.headers.authorization'] }, 'JSON lines for files and collectors')
+  process.stdout.isTTY = true
+  t.match(loggerOptions(config), { level: 'debug', transport: { target: 'pino-pretty' } }, 'pretty at a terminal')
 })
