@@ -12,7 +12,10 @@ export class ActiveRuns {
     return this.#controllers.size
   }
 
-  /** Watches the reply's connection: closed before the response is written means the client is gone. */
+  /**
+   * Watches the reply's connection: closed before the response is written means the client is gone. Begin before any
+   * await, so that no moment between the body and the agent's start goes unwatched.
+   */
   begin(reply: FastifyReply): { signal: AbortSignal; end: () => void } {
     const controller = new AbortController()
     this.#controllers.add(controller)
@@ -20,6 +23,8 @@ export class ActiveRuns {
       if (!reply.raw.writableEnded) controller.abort('client_gone' satisfies StopReason)
     }
     reply.raw.once('close', onClose)
+    // The connection may have closed already, while the body was checked or a slot awaited: the close was missed.
+    if (reply.request.raw.socket?.destroyed === true) onClose()
     return {
       signal: controller.signal,
       end: () => {

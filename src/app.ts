@@ -10,6 +10,9 @@ import { formatValidationError, registerErrorHandlers } from './errors.js'
 import { requireBearerToken } from './auth.js'
 import healthRoutes from './routes/health.js'
 import { Metrics } from './metrics.js'
+import { chooseHostContainment } from './process/host-containment.js'
+import { RunLedger } from './process/ledger.js'
+import { WslDistros } from './process/wsl-distros.js'
 import { registerOpenApi } from './openapi.js'
 import toolRoutes from './routes/tools.js'
 import { RunLauncher } from './runs/launcher.js'
@@ -71,7 +74,13 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const activeRuns = new ActiveRuns()
   const agentEnv = buildAgentEnv(options.agentEnv ?? process.env, config.agentEnvRule)
   const sudoProbe = new SudoProbe(config.sudoProbeTtlMs, agentEnv)
-  const launcher = new RunLauncher({ config, tools, slots, agentEnv, sudoProbe, metrics })
+  const host = await chooseHostContainment(config.containment)
+  app.log.info({ containment: host.containment.mode, reason: host.reason }, `containment: ${host.containment.mode}`)
+  const ledger = new RunLedger(config.dataDir)
+  // Before anything runs: what a previous life of the service left running (it was killed) is stopped now.
+  const leftovers = await ledger.stopLeftovers(agentEnv)
+  if (leftovers.length > 0) app.log.warn({ leftovers }, `stopped what ${leftovers.length} run(s) of a previous life left running`)
+  const launcher = new RunLauncher({ config, tools, slots, agentEnv, sudoProbe, metrics, hostContainment: host.containment, ledger, wslDistros: new WslDistros(config.wslBin, agentEnv) })
   const registry = new RunRegistry({
     launcher,
     outputLimitBytes: config.outputLimitBytes,
@@ -101,6 +110,6 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     await authenticated.register(toolRoutes, { config, tools, slots, activeRuns, launcher })
     await authenticated.register(runRoutes, { registry, heartbeatMs: config.heartbeatMs })
   })
-  await app.register(healthRoutes, { tools: Object.values(tools), agentEnv, metrics, slots })
+  await app.register(healthRoutes, { tools: Object.values(tools), agentEnv, metrics, slots, containment: { mode: host.containment.mode, reason: host.reason } })
   return app
 }

@@ -1,6 +1,7 @@
 import envSchema from 'env-schema'
 import { Type, type Static } from '@sinclair/typebox'
 import { DEFAULT_AGENT_ENV_ALLOW, DEFAULT_AGENT_ENV_DENY, type AgentEnvRule } from './agents/environment.js'
+import { CONTAINMENT_SETTINGS, type ContainmentSetting } from './process/host-containment.js'
 
 /** The platforms whose argv shape differs: only Windows hosts wrap the agent in wsl.exe. */
 export const HOST_PLATFORMS = ['aix', 'android', 'darwin', 'freebsd', 'haiku', 'linux', 'openbsd', 'sunos', 'win32', 'cygwin', 'netbsd'] as const
@@ -27,6 +28,8 @@ export const EnvSchema = Type.Object({
   MAX_CRUSH_AGENTS: Type.Integer({ default: 2, minimum: 1, maximum: 1000 }),
   MAX_CLAUDE_AGENTS: Type.Integer({ default: 2, minimum: 1, maximum: 1000 }),
   AGENT_HOST_PLATFORM: Type.Optional(Type.Union(HOST_PLATFORMS.map((platform) => Type.Literal(platform)))),
+  AGENT_CONTAINMENT: Type.Union(CONTAINMENT_SETTINGS.map((setting) => Type.Literal(setting)), { default: 'auto' }),
+  DATA_DIR: Type.String({ default: 'data', minLength: 1 }),
   AGENT_KILL_GRACE_MS: Type.Integer({ default: 5000, minimum: 0, maximum: 600_000 }),
   AGENT_OUTPUT_LIMIT_BYTES: Type.Integer({ default: 1_048_576, minimum: 1024, maximum: 256 * 1_048_576 }),
   CRUSH_EXTRA_ARGS: ExtraArgs,
@@ -53,6 +56,10 @@ export interface Config {
   port: number
   logLevel: string
   hostPlatform: NodeJS.Platform
+  /** How agents on this host are contained: the strongest mode available, or one named. */
+  containment: ContainmentSetting
+  /** Where the service keeps what must outlive it (the records of running agents). */
+  dataDir: string
   killGraceMs: number
   outputLimitBytes: number
   sudoProbeTtlMs: number
@@ -81,6 +88,8 @@ export function loadConfig(source?: Record<string, string | undefined>): Config 
     port: env.PORT,
     logLevel: env.LOG_LEVEL,
     hostPlatform: env.AGENT_HOST_PLATFORM ?? process.platform,
+    containment: env.AGENT_CONTAINMENT,
+    dataDir: env.DATA_DIR,
     killGraceMs: env.AGENT_KILL_GRACE_MS,
     outputLimitBytes: env.AGENT_OUTPUT_LIMIT_BYTES,
     sudoProbeTtlMs: env.SUDO_PROBE_TTL_MS,

@@ -8,13 +8,19 @@ export const ValidationFailed = createError<'VALIDATION_ERROR', 400, [string]>('
 export const AgentLimitReached = createError<'AGENT_LIMIT_REACHED', 429, [number]>('AGENT_LIMIT_REACHED', 'Limite de %s agents atteinte', 429, Error, false)
 export const CwdNotFound = createError<'CWD_NOT_FOUND', 400, [string]>('CWD_NOT_FOUND', 'body/cwd: %s does not exist', 400, Error, false)
 export const CwdNotADirectory = createError<'CWD_NOT_A_DIRECTORY', 400, [string]>('CWD_NOT_A_DIRECTORY', 'body/cwd: %s is not a directory', 400, Error, false)
+export const WslDistroNotFound = createError<'WSL_DISTRO_NOT_FOUND', 400, [string]>('WSL_DISTRO_NOT_FOUND', 'body/wsl_distro: there is no WSL distro named %s on this host (wsl --list)', 400, Error, false)
+export const WslArgumentUnsafe = createError<'WSL_ARGUMENT_UNSAFE', 400, [string]>('WSL_ARGUMENT_UNSAFE', '%s', 400, Error, false)
+export const CommandLineTooLong = createError<'COMMAND_LINE_TOO_LONG', 400, [number, number]>('COMMAND_LINE_TOO_LONG', 'body/task: the command line would be %s characters, over the %s Windows accepts (quotes and backslashes in the task count twice)', 400, Error, false)
 export const RunNotFound = createError<'RUN_NOT_FOUND', 404, [string]>('RUN_NOT_FOUND', 'No run %s here: unknown, expired, or started on another replica', 404, Error, false)
 export const SlotsUnavailable = createError<'SLOTS_UNAVAILABLE', 503, [string]>('SLOTS_UNAVAILABLE', 'The shared agent slots cannot be reached (Redis): %s', 503, Error, false)
 export const AgentNotInstalled = createError<'AGENT_NOT_INSTALLED', 503, [string, string]>('AGENT_NOT_INSTALLED', 'The %s agent is not installed here: %s was not found on PATH', 503, Error, false)
+export const ShuttingDown = createError<'SHUTTING_DOWN', 503, []>('SHUTTING_DOWN', 'The service is shutting down: the run was not started', 503, Error, false)
+/** Answered to nobody (the connection is gone); 499 is the status proxies log for a client that closed its request. */
+export const ClientClosedRequest = createError<'CLIENT_CLOSED_REQUEST', 499, []>('CLIENT_CLOSED_REQUEST', 'The client closed the request before its agent started', 499, Error, false)
 export const AgentSpawnFailed = createError<'AGENT_SPAWN_FAILED', 503, [string, string]>('AGENT_SPAWN_FAILED', 'The %s agent could not be started: %s', 503, Error, false)
 
 /** Server-side conditions a caller can act on (install the agent, retry later); every other 5xx stays opaque. */
-const EXPOSED_SERVER_ERRORS = new Set(['AGENT_NOT_INSTALLED', 'AGENT_SPAWN_FAILED', 'SLOTS_UNAVAILABLE'])
+const EXPOSED_SERVER_ERRORS = new Set(['AGENT_NOT_INSTALLED', 'AGENT_SPAWN_FAILED', 'SLOTS_UNAVAILABLE', 'SHUTTING_DOWN'])
 
 /** Fastify's own client errors, renamed into the service's vocabulary. */
 const PUBLIC_CODES: Record<string, string> = {

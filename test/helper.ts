@@ -21,10 +21,21 @@ export function standInEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
 }
 
 /** The stand-ins' own knobs pass the agent environment rule, as a provider key would. */
-export const TEST_AGENT_ENV_ALLOW = [...DEFAULT_AGENT_ENV_ALLOW, 'STAND_IN_LOG', 'SUDO_STAND_IN_LOG'].join(',')
+export const TEST_AGENT_ENV_ALLOW = [...DEFAULT_AGENT_ENV_ALLOW, 'STAND_IN_LOG', 'SUDO_STAND_IN_LOG', 'WSL_STAND_IN_*'].join(',')
 
+/**
+ * Tests that follow an agent's processes by the pids they write run in process-group mode, where those pids are the
+ * host's; containment.test.ts covers every mode by scanning /proc instead.
+ */
 export function testConfig(overrides: Record<string, string> = {}): Config {
-  return loadConfig({ LOG_LEVEL: 'silent', AGENT_KILL_GRACE_MS: '200', AGENT_ENV_ALLOW: TEST_AGENT_ENV_ALLOW, ...overrides })
+  return loadConfig({
+    LOG_LEVEL: 'silent',
+    AGENT_KILL_GRACE_MS: '200',
+    AGENT_ENV_ALLOW: TEST_AGENT_ENV_ALLOW,
+    AGENT_CONTAINMENT: 'process-group',
+    DATA_DIR: mkdtempSync(join(tmpdir(), 'agent-runner-data-')),
+    ...overrides
+  })
 }
 
 export async function build(
@@ -101,7 +112,8 @@ export interface Started {
 }
 
 export async function startServer(t: Test, env: NodeJS.ProcessEnv, cwd?: string): Promise<Started> {
-  const child = spawn(process.execPath, [SERVER], { env: standInEnv({ PORT: '0', ...env }), cwd, stdio: ['ignore', 'pipe', 'pipe'] })
+  const defaults = { PORT: '0', AGENT_CONTAINMENT: 'process-group', DATA_DIR: mkdtempSync(join(tmpdir(), 'agent-runner-data-')) }
+  const child = spawn(process.execPath, [SERVER], { env: standInEnv({ ...defaults, ...env }), cwd, stdio: ['ignore', 'pipe', 'pipe'] })
   t.teardown(() => child.kill('SIGKILL'))
   const logs: Array<Record<string, unknown>> = []
   let pending = ''

@@ -17,6 +17,7 @@ interface Stage {
   run: string[]
   user: string | undefined
   cmd: string[]
+  entrypoint: string[]
   healthcheck: string[]
 }
 
@@ -24,7 +25,7 @@ interface Stage {
 function runtimeStage(dockerfile: string): Stage {
   const instructions = dockerfile.replace(/\\\n\s*/g, '').split('\n').filter((line) => line.trim() !== '' && !line.startsWith('#'))
   const last = instructions.map((line) => line.startsWith('FROM ')).lastIndexOf(true)
-  const stage: Stage = { env: {}, run: [], user: undefined, cmd: [], healthcheck: [] }
+  const stage: Stage = { env: {}, run: [], user: undefined, cmd: [], entrypoint: [], healthcheck: [] }
   for (const line of instructions.slice(last + 1)) {
     const [keyword, ...rest] = line.split(' ')
     const argument = rest.join(' ')
@@ -32,6 +33,7 @@ function runtimeStage(dockerfile: string): Stage {
     if (keyword === 'RUN') stage.run.push(argument)
     if (keyword === 'USER') stage.user = argument
     if (keyword === 'CMD') stage.cmd = JSON.parse(argument)
+    if (keyword === 'ENTRYPOINT') stage.entrypoint = JSON.parse(argument)
     if (keyword === 'HEALTHCHECK') stage.healthcheck = JSON.parse(argument.slice(argument.indexOf('CMD ') + 4))
   }
   return stage
@@ -45,6 +47,8 @@ t.test('the runtime stage: production dependencies only, a non-root user, HOST=0
   t.equal(stage.env['HOST'], '0.0.0.0')
   t.ok(stage.run.some((command) => command.includes('@anthropic-ai/claude-code') && command.includes('@charmland/crush')))
   t.same(stage.cmd.slice(0, 1), ['node'])
+  t.same(stage.entrypoint, ['/usr/bin/tini', '--'], 'an init that reaps orphans as PID 1')
+  t.ok(stage.run.some((command) => /apt-get install .*\btini\b/.test(command)))
   t.ok(stage.healthcheck.length > 0, 'a HEALTHCHECK')
   const ignored = readFileSync(join(ROOT, '.dockerignore'), 'utf8')
   for (const entry of ['node_modules', '.env', '.git']) t.match(ignored, new RegExp(`^${entry.replace('.', '\\.')}$`, 'm'))
@@ -61,14 +65,16 @@ t.test('built and installed as the image is, the service starts with its command
     t.notOk(existsSync(join(app, 'node_modules', devOnly)), `${devOnly} is not in the image`)
   }
 
-  const env = { PATH: process.env['PATH'], HOME: app, ...stage.env, PORT: '0' }
-  const refused = spawn(stage.cmd[0]!, stage.cmd.slice(1), { cwd: app, env, stdio: ['ignore', 'ignore', 'pipe'] })
+  const env = { PATH: process.env['PATH'], HOME: app, ...stage.env, PORT: '0', DATA_DIR: join(app, 'data') }
+  // The image's ENTRYPOINT and CMD together, tini first, as the container runs them.
+  const [command, ...args] = [...stage.entrypoint, ...stage.cmd]
+  const refused = spawn(command!, args, { cwd: app, env, stdio: ['ignore', 'ignore', 'pipe'] })
   let refusal = ''
   refused.stderr!.on('data', (chunk) => (refusal += chunk))
   t.equal((await once(refused, 'exit'))[0], 1, 'without API_TOKENS the image refuses to listen on 0.0.0.0')
   t.match(refusal, /API_TOKENS/)
 
-  const server = spawn(stage.cmd[0]!, stage.cmd.slice(1), { cwd: app, env: { ...env, API_TOKENS: 'image-test' }, stdio: ['ignore', 'pipe', 'inherit'] })
+  const server = spawn(command!, args, { cwd: app, env: { ...env, API_TOKENS: 'image-test' }, stdio: ['ignore', 'pipe', 'inherit'] })
   t.teardown(() => server.kill('SIGKILL'))
   const port = await new Promise<string>((resolve, reject) => {
     let seen = ''

@@ -102,12 +102,15 @@ t.test('the agent gets its provider keys and never the service secrets', async (
     XDG_CONFIG_HOME: '/xdg',
     REDIS_URL: 'redis://secret',
     SOME_UNRELATED_SECRET: 'nope',
+    XDG_RUNTIME_DIR: '/run/user/1000',
+    DBUS_SESSION_BUS_ADDRESS: 'unix:path=/run/user/1000/bus',
     LANG: 'fr_FR.UTF-8'
   }))
   const response = await app.inject({ method: 'POST', url: '/tools/crush_run', payload: { task: '@env' }, headers: { authorization: `Bearer ${TOKEN}` } })
   const env = JSON.parse(response.json().output)
   t.match(env, { ANTHROPIC_API_KEY: 'sk-ant-test', OPENAI_API_KEY: 'sk-openai-test', CLAUDE_CONFIG_DIR: '/cfg', XDG_CONFIG_HOME: '/xdg', LANG: 'fr_FR.UTF-8', PATH: String, HOME: String })
-  for (const name of ['API_TOKENS', 'REDIS_URL', 'SOME_UNRELATED_SECRET']) t.notOk(name in env, `${name} is not passed on`)
+  // The last two would let `systemd-run --user` start a process outside the run's containment.
+  for (const name of ['API_TOKENS', 'REDIS_URL', 'SOME_UNRELATED_SECRET', 'XDG_RUNTIME_DIR', 'DBUS_SESSION_BUS_ADDRESS']) t.notOk(name in env, `${name} is not passed on`)
 })
 
 t.test('the allow and deny lists are configurable; deny wins, and API_TOKENS can never be allowed', async (t) => {

@@ -32,8 +32,8 @@ t.test('SIGTERM: stop accepting, stop the agents, answer their requests, exit 0'
 
   const started = logs.find((entry) => entry['msg'] === 'agent run started')
   const ended = logs.find((entry) => entry['msg'] === 'agent run ended')
-  t.match(started, { tool: 'crush_run', pid: agent, reqId: String })
-  t.match(ended, { tool: 'crush_run', pid: agent, reqId: started?.['reqId'], exit_code: 1, duration_ms: Number, stop_reason: 'shutdown' })
+  t.match(started, { tool: 'crush_run', agent_pid: agent, reqId: String })
+  t.match(ended, { tool: 'crush_run', agent_pid: agent, reqId: started?.['reqId'], exit_code: 1, duration_ms: Number, stop_reason: 'shutdown' })
   t.notOk(JSON.stringify(logs).includes('@write-pid'), 'the task itself is not logged')
 })
 

@@ -21,6 +21,8 @@ function agentEnvWithSudo(t: Test, sudo: keyof typeof SUDO_DIR | 'absent', extra
   symlinkSync(process.execPath, join(tools, 'node'))
   symlinkSync('/bin/sh', join(tools, 'sh'))
   symlinkSync('/bin/true', join(tools, 'true'))
+  // util-linux's setsid is in every distro (WSL runs start through it).
+  symlinkSync('/usr/bin/setsid', join(tools, 'setsid'))
   const log = join(dir, 'sudo.log')
   const path = [...(sudo === 'absent' ? [] : [SUDO_DIR[sudo]]), FIXTURE_BIN, tools].join(':')
   return { env: standInEnv({ PATH: path, SUDO_STAND_IN_LOG: log, ...extra }), calls: () => sudoCalls(log) }

@@ -14,10 +14,14 @@ export const DEFAULT_AGENT_ENV_ALLOW = [
 ]
 
 /**
- * The service's own settings and secrets, and every route to a password prompt: with no askpass helper and no display,
- * a sudo that needs a password fails at once instead of waiting for nobody.
+ * The service's own settings and secrets, every route to a password prompt (with no askpass helper and no display, a
+ * sudo that needs a password fails at once instead of waiting for nobody), and the routes out of the containment.
  */
-export const DEFAULT_AGENT_ENV_DENY = ['API_TOKENS', 'ALLOW_UNAUTHENTICATED', 'REDIS_URL', 'SUDO_ASKPASS', 'DISPLAY', 'WAYLAND_DISPLAY']
+export const DEFAULT_AGENT_ENV_DENY = [
+  'API_TOKENS', 'ALLOW_UNAUTHENTICATED', 'REDIS_URL', 'SUDO_ASKPASS', 'DISPLAY', 'WAYLAND_DISPLAY',
+  // The user's systemd and session bus would start a process for the agent outside its containment (systemd-run --user).
+  'XDG_RUNTIME_DIR', 'DBUS_SESSION_BUS_ADDRESS'
+]
 
 /** Never passed on, whatever the configuration says: the service's secret and the prompt routes. */
 const ALWAYS_DENIED = ['API_TOKENS', 'SUDO_ASKPASS', 'DISPLAY', 'WAYLAND_DISPLAY']

@@ -1,5 +1,5 @@
 import type { RunResult, SudoReport } from '../schemas/run.js'
-import type { AgentCommand } from './command.js'
+import type { AgentCommand } from './placement.js'
 import type { AgentTool } from './definitions.js'
 import type { AgentRunOutcome } from './runner.js'
 

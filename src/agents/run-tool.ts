@@ -1,21 +1,26 @@
 import type { FastifyBaseLogger } from 'fastify'
 import { userInfo } from 'node:os'
 import type { Config } from '../config.js'
-import { AgentNotInstalled, AgentSpawnFailed } from '../errors.js'
+import { AgentNotInstalled, AgentSpawnFailed, ClientClosedRequest, ShuttingDown } from '../errors.js'
+import type { Containment } from '../process/containment.js'
+import type { RunLedger } from '../process/ledger.js'
 import type { RunParams, RunResult } from '../schemas/run.js'
 import { SudoPasswordDetector } from '../sudo/detector.js'
 import { sudoPasswordMessage } from '../sudo/message.js'
 import type { SudoContext, SudoProbe } from '../sudo/probe.js'
-import { buildAgentCommand, runsInWsl, type AgentCommand } from './command.js'
 import type { AgentTool } from './definitions.js'
-import { withWslEnv } from './environment.js'
+import { placeRun, type Placement } from './placement.js'
 import { toRunResult } from './result.js'
-import { AgentSpawnError, runAgent, type OutputSink } from './runner.js'
+import { AgentSpawnError, RunAbandoned, runAgent, type OutputSink } from './runner.js'
 import { assertHostDirectory } from './workspace.js'
 
 export interface RunContext {
   config: Config
   env: NodeJS.ProcessEnv
+  /** How runs on this host are contained (WSL runs bring their own). */
+  hostContainment: Containment
+  ledger: RunLedger
+  runId: string
   sudoProbe: SudoProbe
   signal: AbortSignal
   log: FastifyBaseLogger
@@ -26,40 +31,38 @@ export interface RunContext {
   sink?: OutputSink
 }
 
-export function commandFor(tool: AgentTool, params: RunParams, config: Config, live: boolean): AgentCommand {
-  return buildAgentCommand({
+export function placementFor(tool: AgentTool, params: RunParams, context: RunContext, live: boolean): Placement {
+  return placeRun({
     params,
     agentBin: tool.bin,
     agentArgs: tool.agentArgs(params.task, live),
-    hostPlatform: config.hostPlatform,
-    wslBin: config.wslBin
+    hostPlatform: context.config.hostPlatform,
+    wslBin: context.config.wslBin,
+    hostContainment: context.hostContainment,
+    env: context.env,
+    runId: context.runId
   })
-}
-
-export function sudoContextFor(params: RunParams, config: Config, env: NodeJS.ProcessEnv): SudoContext {
-  return runsInWsl(params, config.hostPlatform)
-    ? { kind: 'wsl', wslBin: config.wslBin, distro: params.wsl_distro!, user: params.wsl_user }
-    : { kind: 'host', path: env['PATH'] ?? '' }
 }
 
 /** Spawns the agent for a validated request holding a slot, and maps its end to the response. */
 export async function runTool(tool: AgentTool, params: RunParams, context: RunContext): Promise<RunResult> {
-  const { config, log } = context
-  const command = commandFor(tool, params, config, context.onOutput !== undefined || context.sink !== undefined)
-  const sudoContext = sudoContextFor(params, config, context.env)
+  const { config, log, ledger, runId } = context
+  const placement = placementFor(tool, params, context, context.onOutput !== undefined || context.sink !== undefined)
+  const { command, sudo: sudoContext } = placement
   const sudoStatus = await context.sudoProbe.status(sudoContext)
   const sudoFailure = new SudoPasswordDetector()
   try {
     const outcome = await runAgent({
       command,
-      // WSL hands a Windows process's variables to the distro only when WSLENV names them.
-      env: runsInWsl(params, config.hostPlatform) ? withWslEnv(context.env) : context.env,
+      containment: placement.containment,
+      env: placement.env,
+      ledger: { started: (record) => ledger.started(runId, record), ended: () => ledger.ended(runId) },
       timeoutMs: params.timeout * 1000,
       killGraceMs: config.killGraceMs,
       outputLimitBytes: config.outputLimitBytes,
       signal: context.signal,
       onSpawn: (pid) => {
-        log.info({ tool: tool.name, pid, file: command.file, cwd: command.cwd }, 'agent run started')
+        log.info({ tool: tool.name, run: runId, agent_pid: pid, file: command.file, cwd: command.cwd, containment: placement.containment.mode }, 'agent run started')
         context.onSpawn?.(pid)
       },
       onOutput: (chunk) => {
@@ -76,7 +79,8 @@ export async function runTool(tool: AgentTool, params: RunParams, context: RunCo
     log.info(
       {
         tool: tool.name,
-        pid: outcome.pid,
+        run: runId,
+        agent_pid: outcome.pid,
         exit_code: result.exit_code,
         signal: result.signal,
         stop_reason: result.stop_reason,
@@ -89,6 +93,7 @@ export async function runTool(tool: AgentTool, params: RunParams, context: RunCo
     )
     return result
   } catch (error) {
+    if (error instanceof RunAbandoned) throw error.reason === 'shutdown' ? new ShuttingDown() : new ClientClosedRequest()
     if (!(error instanceof AgentSpawnError)) throw error
     // spawn says ENOENT both for a missing binary and for a directory removed since it was checked.
     if (error.errno === 'ENOENT' && command.cwd !== undefined) await assertHostDirectory(command.cwd)

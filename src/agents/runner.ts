@@ -1,21 +1,23 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { performance } from 'node:perf_hooks'
+import type { Containment, LeftoverRecord } from '../process/containment.js'
+import { findOnPath } from '../process/find-executable.js'
 import type { StopReason } from '../schemas/run.js'
-import type { AgentCommand } from './command.js'
+import type { AgentCommand } from './placement.js'
 import { HeadTailBuffer } from './output.js'
 
-/** Process groups are a POSIX notion: this is the real host, whatever AGENT_HOST_PLATFORM says about argv shape. */
-const GROUPS_SUPPORTED = process.platform !== 'win32'
-
 /**
- * How long the pipes may stay open once the agent has exited and its group has been killed. Only a process that
- * left the group (setsid) can still hold them; past this, the run ends without its last words.
+ * How long the pipes may stay open once the agent has exited and what it left has been killed. Only a process that
+ * escaped the containment (setsid, in process-group mode) can still hold them; past this, the run ends without its
+ * last words.
  */
 const DRAIN_AFTER_EXIT_MS = 1000
 
 export interface AgentRunOptions {
   command: AgentCommand
+  /** How the run's processes are held together and stopped. */
+  containment: Containment
   env: NodeJS.ProcessEnv
   timeoutMs: number
   killGraceMs: number
@@ -26,6 +28,13 @@ export interface AgentRunOptions {
   onOutput?: (chunk: Buffer) => void
   /** A reader of the live output that may fall behind: while it does, the agent's pipes pause (and so does the agent). */
   sink?: OutputSink
+  /** Told what a later life of the service would need to stop this run, and when nothing of it is left. */
+  ledger?: RunTracker
+}
+
+export interface RunTracker {
+  started(record: LeftoverRecord): void
+  ended(): void
 }
 
 export interface OutputSink {
@@ -43,6 +52,18 @@ export interface AgentRunOutcome {
   output: HeadTailBuffer
 }
 
+/** The run was stopped before its agent started (the client left, the service is closing): nothing was spawned. */
+export class RunAbandoned extends Error {
+  readonly reason: StopReason
+  constructor(reason: StopReason) {
+    super(`run abandoned before its agent started: ${reason}`)
+    this.name = 'RunAbandoned'
+    this.reason = reason
+  }
+}
+
+const abortReason = (signal: AbortSignal): StopReason => (signal.reason as StopReason | undefined) ?? 'client_gone'
+
 /** The agent could not be started at all (binary missing, not executable, directory gone). */
 export class AgentSpawnError extends Error {
   readonly errno: string | undefined
@@ -53,29 +74,27 @@ export class AgentSpawnError extends Error {
   }
 }
 
-function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
-  try {
-    if (GROUPS_SUPPORTED) process.kill(-child.pid!, signal)
-    else child.kill(signal)
-  } catch (error) {
-    // ESRCH: the group is already gone, which is what we wanted.
-    if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error
-  }
-}
-
 /**
  * Runs one agent to completion: no shell, stdin closed (both CLIs wait on an open stdin), stdout and stderr merged into
- * one bounded buffer, the agent leading its own process group so that stopping it reaches every descendant.
- * Stopping escalates SIGINT (the only signal crush traps to wind down) → SIGTERM → SIGKILL, a grace period apart.
+ * one bounded buffer, inside the containment that holds every process it starts. Stopping escalates SIGINT (the only
+ * signal crush traps to wind down) → SIGTERM → SIGKILL, a grace period apart; once the agent exits, whatever it left is
+ * killed before the run ends.
  */
 export async function runAgent(options: AgentRunOptions): Promise<AgentRunOutcome> {
-  const { command, signal } = options
+  const { command, signal, containment, env } = options
+  const launch = containment.launch(command.file, command.args)
+  if (launch.checkAgentOnHost && (await findOnPath(command.file, env['PATH'] ?? '', command.cwd)) === undefined) {
+    // The wrapper would start and only then fail to find the agent: say it the way spawn would have.
+    throw new AgentSpawnError(Object.assign(new Error(`spawn ${command.file} ENOENT`), { code: 'ENOENT' }))
+  }
+  // A client that left while the request was checked or queued for a slot: nothing starts.
+  if (signal?.aborted) throw new RunAbandoned(abortReason(signal))
   const startedAt = performance.now()
-  const child = spawn(command.file, command.args, {
+  const child = spawn(launch.file, launch.args, {
     cwd: command.cwd,
-    env: options.env,
+    env,
     stdio: ['ignore', 'pipe', 'pipe'],
-    detached: GROUPS_SUPPORTED,
+    detached: launch.detached,
     windowsHide: true
   })
   if (child.pid === undefined) {
@@ -83,6 +102,8 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentRunOutcom
     throw new AgentSpawnError(error)
   }
   const pid = child.pid
+  const contained = containment.control(child)
+  options.ledger?.started(contained.leftover)
   options.onSpawn?.(pid)
 
   const output = new HeadTailBuffer(options.outputLimitBytes)
@@ -103,31 +124,33 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentRunOutcom
   child.stderr!.on('data', collect)
 
   let escalation: NodeJS.Timeout | undefined
+  const exited = (): boolean => child.exitCode !== null || child.signalCode !== null
   const stop = (reason: StopReason): void => {
-    if (stopReason !== null || child.exitCode !== null || child.signalCode !== null) return
+    if (stopReason !== null || exited()) return
     stopReason = reason
     // A reader that fell behind must not keep a stopping agent blocked on a full pipe.
     resume()
-    signalGroup(child, 'SIGINT')
+    void contained.signal('SIGINT')
     escalation = setTimeout(() => {
-      signalGroup(child, 'SIGTERM')
-      escalation = setTimeout(() => signalGroup(child, 'SIGKILL'), options.killGraceMs)
+      void contained.signal('SIGTERM')
+      escalation = setTimeout(() => void contained.signal('SIGKILL'), options.killGraceMs)
     }, options.killGraceMs)
   }
   const deadline = setTimeout(() => stop('timeout'), options.timeoutMs)
-  const onAbort = (): void => stop((signal?.reason as StopReason | undefined) ?? 'client_gone')
+  const onAbort = (): void => stop(abortReason(signal!))
   if (signal?.aborted) onAbort()
   else signal?.addEventListener('abort', onAbort, { once: true })
 
   try {
     const [exitCode, exitSignal] = (await once(child, 'exit')) as [number | null, NodeJS.Signals | null]
     const durationMs = Math.round(performance.now() - startedAt)
-    // Descendants the agent left behind (daemons, stuck tools) go with it.
-    signalGroup(child, 'SIGKILL')
+    clearTimeout(escalation)
+    await contained.sweep()
+    options.ledger?.ended()
     // Nothing is left to slow down: what remains in the pipes (at most their capacity) flows to the reader now.
     resume()
     await waitForPipes(child)
-    return { pid, exitCode, signal: exitSignal, stopReason, durationMs, output }
+    return { pid, ...contained.exit(exitCode, exitSignal), stopReason, durationMs, output }
   } finally {
     clearTimeout(deadline)
     clearTimeout(escalation)

@@ -2,8 +2,10 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import { LRUCache } from 'lru-cache'
 import type { AgentTool } from '../agents/definitions.js'
-import { findOnPath, versionOf } from '../agents/locate.js'
+import { versionOf } from '../agents/locate.js'
+import { findOnPath } from '../process/find-executable.js'
 import type { Metrics } from '../metrics.js'
+import { CONTAINMENT_MODES, type ContainmentMode } from '../process/containment.js'
 import type { SlotLimiter } from '../slots/limiter.js'
 
 export interface HealthRoutesOptions {
@@ -11,6 +13,7 @@ export interface HealthRoutesOptions {
   tools: AgentTool[]
   agentEnv: NodeJS.ProcessEnv
   metrics: Metrics
+  containment: { mode: ContainmentMode; reason: string }
 }
 
 const AgentReadiness = Type.Object({
@@ -30,13 +33,20 @@ const Readiness = Type.Object({
       error: Type.Optional(Type.String())
     },
     { description: 'Where the agent slots are counted; with Redis, whether it answers.' }
+  ),
+  containment: Type.Object(
+    {
+      mode: Type.Union(CONTAINMENT_MODES.map((mode) => Type.Literal(mode))),
+      reason: Type.String()
+    },
+    { description: 'How agents on this host are contained (WSL runs: wsl-process-group), and why not a stronger mode.' }
   )
 })
 
 /** Versions change only when someone upgrades a CLI; asking each probe would spawn on every readiness check. */
 const VERSION_TTL_MS = 10 * 60 * 1000
 
-const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app, { tools, agentEnv, metrics, slots }) => {
+const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app, { tools, agentEnv, metrics, slots, containment }) => {
   const versions = new LRUCache<string, string, { env: NodeJS.ProcessEnv }>({
     max: 64,
     ttl: VERSION_TTL_MS,
@@ -82,7 +92,7 @@ const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app,
       )
       const slotsHealth = await slots.health()
       const usable = agents.some((agent) => agent.path !== null) && slotsHealth.ok
-      return reply.code(usable ? 200 : 503).send({ status: usable ? 'ready' : 'unavailable', agents, slots: slotsHealth })
+      return reply.code(usable ? 200 : 503).send({ status: usable ? 'ready' : 'unavailable', agents, slots: slotsHealth, containment })
     }
   )
 

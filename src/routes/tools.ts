@@ -77,9 +77,9 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { c
       async (request, reply) => {
         const params = request.body
         const format = negotiateStream(request.headers.accept)
-        const lease = await launcher.reserve(name, params)
         const watch = activeRuns.begin(reply)
         try {
+          const lease = await launcher.reserve(name, params)
           if (format === null) return await launcher.run(name, params, lease, { signal: watch.signal, log: request.log })
           // The stream opens only once the agent runs, so every refusal before it is the same JSON error as without it.
           const writer = new EventWriter(reply.raw, format, config.heartbeatMs)

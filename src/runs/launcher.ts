@@ -1,5 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify'
-import { runsInWsl } from '../agents/command.js'
+import { randomUUID } from 'node:crypto'
+import { runsInWsl } from '../agents/placement.js'
+import { assertRunnableOnWindows } from '../agents/windows-checks.js'
 import type { AgentTool, ToolName } from '../agents/definitions.js'
 import { runTool } from '../agents/run-tool.js'
 import type { OutputSink } from '../agents/runner.js'
@@ -7,6 +9,9 @@ import { assertHostDirectory } from '../agents/workspace.js'
 import type { Config } from '../config.js'
 import { AgentLimitReached } from '../errors.js'
 import type { Metrics } from '../metrics.js'
+import type { Containment } from '../process/containment.js'
+import type { RunLedger } from '../process/ledger.js'
+import type { WslDistros } from '../process/wsl-distros.js'
 import type { RunParams, RunResult } from '../schemas/run.js'
 import type { SlotLease, SlotLimiter } from '../slots/limiter.js'
 import type { SudoProbe } from '../sudo/probe.js'
@@ -18,9 +23,14 @@ export interface LauncherDeps {
   agentEnv: NodeJS.ProcessEnv
   sudoProbe: SudoProbe
   metrics: Metrics
+  hostContainment: Containment
+  ledger: RunLedger
+  wslDistros: WslDistros
 }
 
 export interface LaunchContext {
+  /** The run's id, when the caller already named it (an async run); otherwise one is made. */
+  runId?: string
   signal: AbortSignal
   log: FastifyBaseLogger
   onSpawn?: (pid: number) => void
@@ -39,9 +49,10 @@ export class RunLauncher {
     this.#deps = deps
   }
 
-  /** Everything that can refuse a valid body before an agent starts: the host directory (400), then a slot (429). */
+  /** Everything that can refuse a valid body before an agent starts: where it would run (400), then a slot (429). */
   async reserve(name: ToolName, params: RunParams): Promise<SlotLease> {
-    const { config, slots } = this.#deps
+    const { config, slots, tools } = this.#deps
+    if (config.hostPlatform === 'win32') await assertRunnableOnWindows(tools[name], params, config.wslBin, this.#deps.wslDistros)
     if (params.cwd !== undefined && !runsInWsl(params, config.hostPlatform)) await assertHostDirectory(params.cwd)
     const lease = await slots.acquire(name)
     if (lease === null) throw new AgentLimitReached(slots.limit(name))
@@ -50,9 +61,11 @@ export class RunLauncher {
 
   /** Runs with a reserved slot and gives it back whatever happens. */
   async run(name: ToolName, params: RunParams, lease: SlotLease, context: LaunchContext): Promise<RunResult> {
-    const { config, tools, agentEnv, sudoProbe, metrics } = this.#deps
+    const { config, tools, agentEnv, sudoProbe, metrics, hostContainment, ledger } = this.#deps
     try {
-      const result = await runTool(tools[name], params, { config, env: agentEnv, sudoProbe, ...context })
+      const result = await runTool(tools[name], params, {
+        config, env: agentEnv, sudoProbe, hostContainment, ledger, ...context, runId: context.runId ?? randomUUID()
+      })
       metrics.observeRun(result)
       return result
     } finally {

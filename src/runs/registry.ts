@@ -64,6 +64,7 @@ export class RunRegistry {
     const started = new Promise<void>((resolve, reject) => {
       run.done = launcher
         .run(tool, params, lease, {
+          runId: run.id,
           signal: run.controller.signal,
           log: log.child({ run: run.id }),
           onSpawn: () => {

@@ -10,7 +10,16 @@ export const ERROR_CODES = {
     INVALID_JSON: ['The body is not JSON, or is empty.', "Body is not valid JSON but content-type is set to 'application/json'"],
     INVALID_CONTENT_LENGTH: ['The content-length header does not match the body.', 'Request body size did not match Content-Length'],
     CWD_NOT_FOUND: ['`cwd` does not exist on this host.', 'body/cwd: /srv/project does not exist'],
-    CWD_NOT_A_DIRECTORY: ['`cwd` exists on this host but is not a directory.', 'body/cwd: /srv/project/README.md is not a directory']
+    CWD_NOT_A_DIRECTORY: ['`cwd` exists on this host but is not a directory.', 'body/cwd: /srv/project/README.md is not a directory'],
+    WSL_DISTRO_NOT_FOUND: ['Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.', 'body/wsl_distro: there is no WSL distro named Arch on this host (wsl --list)'],
+    WSL_ARGUMENT_UNSAFE: [
+      "Windows hosts: `cwd` would be misread by wsl.exe's own command-line parser (a `\"`, or a blank with a trailing `\\`).",
+      'body/cwd: a directory inside WSL cannot contain `"`: wsl.exe would end --cd at it'
+    ],
+    COMMAND_LINE_TOO_LONG: [
+      "Windows hosts: the command line would exceed Windows' 32,767 characters (quotes and backslashes in the task count twice).",
+      'body/task: the command line would be 40123 characters, over the 32766 Windows accepts (quotes and backslashes in the task count twice)'
+    ]
   },
   401: { UNAUTHORIZED: ['API_TOKENS is set and the request has no right `Authorization: Bearer <token>`.', 'missing authorization header'] },
   404: {
@@ -24,7 +33,8 @@ export const ERROR_CODES = {
   503: {
     AGENT_NOT_INSTALLED: ["The agent's executable is not on the service's PATH.", 'The claude agent is not installed here: claude was not found on PATH'],
     AGENT_SPAWN_FAILED: ["The agent's executable exists but could not be started.", 'The crush agent could not be started: EACCES'],
-    SLOTS_UNAVAILABLE: ['SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.', 'The shared agent slots cannot be reached (Redis): Connection is closed.']
+    SLOTS_UNAVAILABLE: ['SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.', 'The shared agent slots cannot be reached (Redis): Connection is closed.'],
+    SHUTTING_DOWN: ['The service began shutting down before the agent started; nothing was started.', 'The service is shutting down: the run was not started']
   }
 } as const satisfies Record<number, Record<string, readonly [when: string, message: string]>>
 

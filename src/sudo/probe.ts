@@ -1,6 +1,8 @@
 import { spawn } from 'node:child_process'
 import { LRUCache } from 'lru-cache'
-import { findOnPath } from '../agents/locate.js'
+import { withWslEnv } from '../agents/environment.js'
+import { findOnPath } from '../process/find-executable.js'
+import { wslProcessEnv } from '../process/wsl-group.js'
 import type { SudoStatus } from '../schemas/run.js'
 
 /** Where the agent will run: on the host with its PATH, or inside a WSL distro as a user. */
@@ -37,7 +39,8 @@ export async function probeSudo(context: SudoContext, env: NodeJS.ProcessEnv): P
     return (await exitCodeOf(sudo, ['-n', 'true'], env)) === 0 ? 'passwordless' : 'password_required'
   }
   const args = ['-d', context.distro, ...(context.user === undefined ? [] : ['-u', context.user]), '--exec', 'sh', '-c', WSL_PROBE_SCRIPT]
-  const code = await exitCodeOf(context.wslBin, args, env)
+  // The same environment as the agent's wsl.exe call, so the probe meets the sudo the agent will meet.
+  const code = await exitCodeOf(context.wslBin, args, wslProcessEnv(withWslEnv(env)))
   // null: wsl itself could not start, so no sudo can be reached there (the run will report the missing wsl).
   if (code === 127 || code === null) return 'not_installed'
   return code === 0 ? 'passwordless' : 'password_required'

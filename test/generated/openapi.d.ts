@@ -397,7 +397,7 @@ export interface components {
              */
             error: string;
             /**
-             * @description Machine-readable error code: VALIDATION_ERROR, INVALID_JSON, INVALID_CONTENT_LENGTH, CWD_NOT_FOUND, CWD_NOT_A_DIRECTORY, UNAUTHORIZED, ROUTE_NOT_FOUND, RUN_NOT_FOUND, BODY_TOO_LARGE, UNSUPPORTED_MEDIA_TYPE, AGENT_LIMIT_REACHED, INTERNAL_ERROR, AGENT_NOT_INSTALLED, AGENT_SPAWN_FAILED, SLOTS_UNAVAILABLE.
+             * @description Machine-readable error code: VALIDATION_ERROR, INVALID_JSON, INVALID_CONTENT_LENGTH, CWD_NOT_FOUND, CWD_NOT_A_DIRECTORY, WSL_DISTRO_NOT_FOUND, WSL_ARGUMENT_UNSAFE, COMMAND_LINE_TOO_LONG, UNAUTHORIZED, ROUTE_NOT_FOUND, RUN_NOT_FOUND, BODY_TOO_LARGE, UNSUPPORTED_MEDIA_TYPE, AGENT_LIMIT_REACHED, INTERNAL_ERROR, AGENT_NOT_INSTALLED, AGENT_SPAWN_FAILED, SLOTS_UNAVAILABLE, SHUTTING_DOWN.
              * @example AGENT_LIMIT_REACHED
              */
             code: string;
@@ -462,6 +462,7 @@ export interface operations {
              * @description - `AGENT_NOT_INSTALLED`: The agent's executable is not on the service's PATH.
              *     - `AGENT_SPAWN_FAILED`: The agent's executable exists but could not be started.
              *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
+             *     - `SHUTTING_DOWN`: The service began shutting down before the agent started; nothing was started.
              */
             503: {
                 headers: {
@@ -503,6 +504,9 @@ export interface operations {
              *     - `INVALID_CONTENT_LENGTH`: The content-length header does not match the body.
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
+             *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
+             *     - `WSL_ARGUMENT_UNSAFE`: Windows hosts: `cwd` would be misread by wsl.exe's own command-line parser (a `"`, or a blank with a trailing `\`).
+             *     - `COMMAND_LINE_TOO_LONG`: Windows hosts: the command line would exceed Windows' 32,767 characters (quotes and backslashes in the task count twice).
              */
             400: {
                 headers: {
@@ -561,6 +565,7 @@ export interface operations {
              * @description - `AGENT_NOT_INSTALLED`: The agent's executable is not on the service's PATH.
              *     - `AGENT_SPAWN_FAILED`: The agent's executable exists but could not be started.
              *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
+             *     - `SHUTTING_DOWN`: The service began shutting down before the agent started; nothing was started.
              */
             503: {
                 headers: {
@@ -602,6 +607,9 @@ export interface operations {
              *     - `INVALID_CONTENT_LENGTH`: The content-length header does not match the body.
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
+             *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
+             *     - `WSL_ARGUMENT_UNSAFE`: Windows hosts: `cwd` would be misread by wsl.exe's own command-line parser (a `"`, or a blank with a trailing `\`).
+             *     - `COMMAND_LINE_TOO_LONG`: Windows hosts: the command line would exceed Windows' 32,767 characters (quotes and backslashes in the task count twice).
              */
             400: {
                 headers: {
@@ -660,6 +668,7 @@ export interface operations {
              * @description - `AGENT_NOT_INSTALLED`: The agent's executable is not on the service's PATH.
              *     - `AGENT_SPAWN_FAILED`: The agent's executable exists but could not be started.
              *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
+             *     - `SHUTTING_DOWN`: The service began shutting down before the agent started; nothing was started.
              */
             503: {
                 headers: {
@@ -730,6 +739,9 @@ export interface operations {
              *     - `INVALID_CONTENT_LENGTH`: The content-length header does not match the body.
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
+             *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
+             *     - `WSL_ARGUMENT_UNSAFE`: Windows hosts: `cwd` would be misread by wsl.exe's own command-line parser (a `"`, or a blank with a trailing `\`).
+             *     - `COMMAND_LINE_TOO_LONG`: Windows hosts: the command line would exceed Windows' 32,767 characters (quotes and backslashes in the task count twice).
              */
             400: {
                 headers: {
@@ -788,6 +800,7 @@ export interface operations {
              * @description - `AGENT_NOT_INSTALLED`: The agent's executable is not on the service's PATH.
              *     - `AGENT_SPAWN_FAILED`: The agent's executable exists but could not be started.
              *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
+             *     - `SHUTTING_DOWN`: The service began shutting down before the agent started; nothing was started.
              */
             503: {
                 headers: {
@@ -916,6 +929,9 @@ export interface operations {
              *     - `INVALID_CONTENT_LENGTH`: The content-length header does not match the body.
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
+             *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
+             *     - `WSL_ARGUMENT_UNSAFE`: Windows hosts: `cwd` would be misread by wsl.exe's own command-line parser (a `"`, or a blank with a trailing `\`).
+             *     - `COMMAND_LINE_TOO_LONG`: Windows hosts: the command line would exceed Windows' 32,767 characters (quotes and backslashes in the task count twice).
              */
             400: {
                 headers: {
@@ -1001,6 +1017,11 @@ export interface operations {
                             ok: boolean;
                             error?: string;
                         };
+                        /** @description How agents on this host are contained (WSL runs: wsl-process-group), and why not a stronger mode. */
+                        containment: {
+                            mode: "pid-namespace" | "process-group" | "wsl-process-group";
+                            reason: string;
+                        };
                     };
                 };
             };
@@ -1024,6 +1045,11 @@ export interface operations {
                             backend: "memory" | "redis";
                             ok: boolean;
                             error?: string;
+                        };
+                        /** @description How agents on this host are contained (WSL runs: wsl-process-group), and why not a stronger mode. */
+                        containment: {
+                            mode: "pid-namespace" | "process-group" | "wsl-process-group";
+                            reason: string;
                         };
                     };
                 };

@@ -1,0 +1,66 @@
+import type { Containment } from '../process/containment.js'
+import { wslCommand, wslProcessEnv, wslProcessGroup, type WslTarget } from '../process/wsl-group.js'
+import type { RunParams } from '../schemas/run.js'
+import type { SudoContext } from '../sudo/probe.js'
+import { withWslEnv } from './environment.js'
+
+export interface AgentCommand {
+  file: string
+  args: string[]
+  /** Host directory to spawn in; undefined inside WSL, where the directory travels as `--cd`. */
+  cwd: string | undefined
+}
+
+/** Where one run goes and everything that follows from it, decided once. */
+export interface Placement {
+  where: 'host' | 'wsl'
+  /** What is spawned (and shown as the result's `command`): the agent itself, or the wsl.exe call that runs it. */
+  command: AgentCommand
+  containment: Containment
+  env: NodeJS.ProcessEnv
+  sudo: SudoContext
+}
+
+export interface PlacementInput {
+  params: Pick<RunParams, 'cwd' | 'wsl_distro' | 'wsl_user'>
+  agentBin: string
+  /** The agent's own argv after the binary, options already ended so the task can never read as a flag. */
+  agentArgs: string[]
+  /** The platform deciding the argv shape (AGENT_HOST_PLATFORM): only a Windows host runs agents inside WSL. */
+  hostPlatform: NodeJS.Platform
+  wslBin: string
+  hostContainment: Containment
+  env: NodeJS.ProcessEnv
+  runId: string
+}
+
+export function runsInWsl(params: Pick<RunParams, 'wsl_distro'>, hostPlatform: NodeJS.Platform): boolean {
+  return hostPlatform === 'win32' && params.wsl_distro !== undefined
+}
+
+export function wslTarget(params: Pick<RunParams, 'cwd' | 'wsl_distro' | 'wsl_user'>, wslBin: string): WslTarget {
+  return { wslBin, distro: params.wsl_distro!, user: params.wsl_user, cwd: params.cwd }
+}
+
+/** Decides where a run goes, without side effects. */
+export function placeRun(input: PlacementInput): Placement {
+  const { params, agentBin, agentArgs, env } = input
+  if (!runsInWsl(params, input.hostPlatform)) {
+    return {
+      where: 'host',
+      command: { file: agentBin, args: agentArgs, cwd: params.cwd },
+      containment: input.hostContainment,
+      env,
+      sudo: { kind: 'host', path: env['PATH'] ?? '' }
+    }
+  }
+  const target = wslTarget(params, input.wslBin)
+  return {
+    where: 'wsl',
+    command: { ...wslCommand(target, input.runId, agentBin, agentArgs), cwd: undefined },
+    containment: wslProcessGroup(target, input.runId, env),
+    // WSL hands a Windows process's variables to the distro only when WSLENV names them.
+    env: wslProcessEnv(withWslEnv(env)),
+    sudo: { kind: 'wsl', wslBin: input.wslBin, distro: target.distro, user: target.user }
+  }
+}

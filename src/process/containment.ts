@@ -1,0 +1,52 @@
+import type { ChildProcess } from 'node:child_process'
+
+/** The signals a run is stopped with, in this order, a grace period apart. */
+export type StopSignal = 'SIGINT' | 'SIGTERM' | 'SIGKILL'
+
+/**
+ * How strongly a run's processes are held together, strongest first:
+ * - `pid-namespace`: the agent runs in its own PID namespace under an init (tini); when it ends, the kernel kills every
+ *   process left in the namespace, whatever session or group it moved to; the service's death ends it too.
+ * - `process-group`: the agent leads its own process group; a process that leaves the group (setsid, a daemon) escapes.
+ * - `wsl-process-group`: inside a WSL distro, the agent leads a process group that the service signals through wsl.exe.
+ */
+export const CONTAINMENT_MODES = ['pid-namespace', 'process-group', 'wsl-process-group'] as const
+export type ContainmentMode = (typeof CONTAINMENT_MODES)[number]
+
+/** What to spawn for an agent's argv, contained. */
+export interface Launch {
+  file: string
+  args: string[]
+  /** Whether the spawned process must lead a new session and process group (POSIX). */
+  detached: boolean
+  /** The spawned file is a wrapper that finds the agent itself: look for the agent on the host first, as spawn would. */
+  checkAgentOnHost: boolean
+}
+
+/** How the agent itself ended, once the containment's own wrappers are seen through. */
+export interface AgentExit {
+  exitCode: number | null
+  signal: NodeJS.Signals | null
+}
+
+/** What a later life of the service needs to stop a run this one left behind (see ledger.ts). */
+export type LeftoverRecord =
+  | { kind: 'host-group'; pid: number; startTime: string | null }
+  | { kind: 'wsl-group'; wslBin: string; distro: string; user: string | undefined; runId: string }
+
+/** One way of containing and stopping runs; each platform is one implementation of it. */
+export interface Containment {
+  readonly mode: ContainmentMode
+  launch(file: string, args: string[]): Launch
+  /** Takes charge of a spawned run. */
+  control(child: ChildProcess): ContainedRun
+}
+
+export interface ContainedRun {
+  /** Delivers a stop signal to everything the run started that the mode can reach. Never throws. */
+  signal(signal: StopSignal): Promise<void>
+  /** After the agent's exit: kills whatever it left. Resolves once nothing is left (or SIGKILL was sent). Never throws. */
+  sweep(): Promise<void>
+  exit(code: number | null, signal: NodeJS.Signals | null): AgentExit
+  readonly leftover: LeftoverRecord
+}

@@ -1,0 +1,22 @@
+import { constants } from 'node:fs'
+import { access } from 'node:fs/promises'
+import { delimiter, isAbsolute, join, resolve } from 'node:path'
+
+/**
+ * The executable a spawn with this PATH would run, looked up the way execvp does (a name with a slash is a path,
+ * relative to `cwd`); undefined when there is none.
+ */
+export async function findOnPath(name: string, path: string, cwd = process.cwd()): Promise<string | undefined> {
+  const candidates = isAbsolute(name) || name.includes('/')
+    ? [resolve(cwd, name)]
+    : path.split(delimiter).filter(Boolean).map((dir) => join(dir, name))
+  for (const candidate of candidates) {
+    try {
+      await access(candidate, constants.X_OK)
+      return candidate
+    } catch {
+      // not here
+    }
+  }
+  return undefined
+}

@@ -1,0 +1,50 @@
+import type { Containment } from './containment.js'
+import { findOnPath } from './find-executable.js'
+import { namespaceWorks, pidNamespace, type NamespaceTools } from './pid-namespace.js'
+import { processGroup } from './process-group.js'
+
+export const CONTAINMENT_SETTINGS = ['auto', 'pid-namespace', 'process-group'] as const
+export type ContainmentSetting = (typeof CONTAINMENT_SETTINGS)[number]
+
+export interface HostContainment {
+  containment: Containment
+  /** Why this mode and not a stronger one, for the startup log and /readyz. */
+  reason: string
+}
+
+async function namespaceTools(path: string): Promise<NamespaceTools | string> {
+  const [setpriv, unshare, tini] = await Promise.all([
+    findOnPath('setpriv', path),
+    findOnPath('unshare', path),
+    (async () => (await findOnPath('tini', path)) ?? findOnPath('tini-static', path))()
+  ])
+  if (setpriv === undefined || unshare === undefined) return 'util-linux setpriv and unshare are not on PATH'
+  if (tini === undefined) return 'tini is not on PATH (apt-get install tini)'
+  return { setpriv, unshare, tini, userNamespace: process.getuid?.() !== 0 }
+}
+
+/** One probe per set of tools and process: building an app (each test does) must not spawn the chain again. */
+const probes = new Map<string, Promise<boolean>>()
+
+/**
+ * The strongest containment this host offers, probed by running it once: a PID namespace where util-linux, tini and
+ * the kernel allow it (root, or unprivileged user namespaces), else the process group. A mode asked for by name that
+ * cannot work is an error at start rather than a weaker guarantee than the operator believes.
+ */
+export async function chooseHostContainment(setting: ContainmentSetting, path = process.env['PATH'] ?? ''): Promise<HostContainment> {
+  if (setting === 'process-group' || process.platform !== 'linux') {
+    return { containment: processGroup, reason: setting === 'process-group' ? 'AGENT_CONTAINMENT=process-group' : `no PID namespaces on ${process.platform}` }
+  }
+  const tools = await namespaceTools(path)
+  let failure = typeof tools === 'string' ? tools : undefined
+  if (typeof tools !== 'string') {
+    const key = JSON.stringify(tools)
+    if (!probes.has(key)) probes.set(key, namespaceWorks(tools))
+    if (await probes.get(key)!) return { containment: pidNamespace(tools), reason: 'PID namespaces work here' }
+    failure = tools.userNamespace
+      ? 'this user may not create a user and PID namespace (unprivileged user namespaces disabled, or a seccomp profile)'
+      : 'unshare --pid --mount-proc failed (in a container: --cap-add SYS_ADMIN, or a user namespace)'
+  }
+  if (setting === 'pid-namespace') throw new Error(`AGENT_CONTAINMENT=pid-namespace cannot work here: ${failure}`)
+  return { containment: processGroup, reason: failure! }
+}

@@ -1,0 +1,51 @@
+import { spawn } from 'node:child_process'
+import type { Containment } from './containment.js'
+import { exitThroughInit } from './posix-signals.js'
+import { groupControl } from './process-group.js'
+
+/** The programs that build the namespace, found once on the service's own PATH. */
+export interface NamespaceTools {
+  setpriv: string
+  unshare: string
+  tini: string
+  /** Not root: the namespace needs a user namespace, with the caller's own uid mapped (never root: claude refuses it). */
+  userNamespace: boolean
+}
+
+/**
+ * setpriv → unshare → tini → agent:
+ * - setpriv gives unshare a parent-death signal, so the service's death (even SIGKILL) ends the run;
+ * - unshare creates the PID namespace (and a mount namespace with its own /proc, so `ps` shows the run's processes),
+ *   and with --kill-child takes the namespace down with it;
+ * - tini is the namespace's init: it forwards the service's signals to the agent's process group and reaps orphans.
+ *   When the agent exits, tini exits, and the kernel kills whatever is left in the namespace, daemons included.
+ * All of them lead one process group on the host, which the service signals like any other.
+ */
+export function namespaceArgv(tools: NamespaceTools, file: string, args: string[]): string[] {
+  return [
+    '--pdeathsig', 'KILL', '--',
+    tools.unshare, ...(tools.userNamespace ? ['--user', '--map-current-user'] : []),
+    '--pid', '--fork', '--kill-child', '--mount-proc', '--',
+    tools.tini, '-g', '--',
+    file, ...args
+  ]
+}
+
+export function pidNamespace(tools: NamespaceTools): Containment {
+  return {
+    mode: 'pid-namespace',
+    launch: (file, args) => ({ file: tools.setpriv, args: namespaceArgv(tools, file, args), detached: true, checkAgentOnHost: true }),
+    // tini reports the agent's death by signal N as 128 + N.
+    control: (child) => groupControl(child, exitThroughInit)
+  }
+}
+
+/** Whether this host lets the service build the namespace: one real, empty run of the whole chain. */
+export function namespaceWorks(tools: NamespaceTools, timeoutMs = 5000): Promise<boolean> {
+  const [file, ...args] = [tools.setpriv, ...namespaceArgv(tools, 'true', [])]
+  return new Promise((resolve) => {
+    const child = spawn(file!, args, { stdio: 'ignore', timeout: timeoutMs })
+    child.once('error', () => resolve(false))
+    child.once('exit', (code) => resolve(code === 0))
+  })
+}

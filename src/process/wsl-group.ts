@@ -1,0 +1,111 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import type { Containment, ContainedRun, LeftoverRecord, StopSignal } from './containment.js'
+
+/** Where a WSL run goes, as wsl.exe names it. */
+export interface WslTarget {
+  wslBin: string
+  distro: string
+  user: string | undefined
+  /** The directory inside the distro, for `--cd`. */
+  cwd: string | undefined
+}
+
+/**
+ * Inside the distro: record the pid of a new session (setsid made it the leader of its own process group) where the
+ * service can find it by run id, then become the agent. Fixed text: the run id and the agent's argv arrive as
+ * positional parameters, so nothing from a request is ever read by a shell.
+ */
+const START_SCRIPT = 'echo $$ > "/tmp/agent-runner-$1.pid" && shift && exec "$@"'
+
+/**
+ * Signals the group recorded for a run id. A stop may come before the start script wrote the file: wait for it up to
+ * $3 tenths of a second. SIGKILL is the last word, so it also removes the record.
+ */
+const SIGNAL_SCRIPT = [
+  'f="/tmp/agent-runner-$1.pid"; i=0',
+  'while [ ! -s "$f" ] && [ "$i" -lt "$3" ]; do sleep 0.1; i=$((i + 1)); done',
+  '[ -s "$f" ] || exit 0',
+  'kill -s "$2" -- "-$(cat "$f")" 2>/dev/null',
+  '[ "$2" != KILL ] || rm -f "$f"'
+].join('\n')
+
+/** How long a stop waits for a run that has just started to record itself, in tenths of a second. */
+const START_WAIT_TENTHS = 50
+/** A wsl.exe round trip that hangs (a distro shutting down) must not hold the run forever. */
+const SIGNAL_CALL_TIMEOUT_MS = 30_000
+
+function distroArgs(distro: string, user: string | undefined): string[] {
+  return ['-d', distro, ...(user === undefined ? [] : ['-u', user])]
+}
+
+/** wsl.exe's own messages in UTF-8 rather than UTF-16LE (WSL_UTF8 stays on the Windows side unless WSLENV names it). */
+export function wslProcessEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return { ...env, WSL_UTF8: '1' }
+}
+
+/** Runs the signal script through a second wsl.exe; resolves when it has answered (or could not start). */
+export function signalWslRun(
+  target: Pick<WslTarget, 'wslBin' | 'distro' | 'user'>,
+  runId: string,
+  signal: StopSignal,
+  env: NodeJS.ProcessEnv,
+  waitTenths = START_WAIT_TENTHS
+): Promise<void> {
+  const args = [
+    ...distroArgs(target.distro, target.user),
+    '--exec', 'sh', '-c', SIGNAL_SCRIPT, 'agent-runner', runId, signal.slice(3), String(waitTenths)
+  ]
+  return new Promise((resolve) => {
+    const call = spawn(target.wslBin, args, { env: wslProcessEnv(env), stdio: 'ignore', windowsHide: true, timeout: SIGNAL_CALL_TIMEOUT_MS })
+    call.once('error', () => resolve())
+    call.once('exit', () => resolve())
+  })
+}
+
+/**
+ * The wsl.exe call that runs the agent's argv inside the distro as the leader of a process group recorded under the
+ * run id. `--exec`, never `--`: after `--` wsl.exe hands the rest of its command line to the distro's shell.
+ */
+export function wslCommand(target: WslTarget, runId: string, file: string, args: string[]): { file: string; args: string[] } {
+  return {
+    file: target.wslBin,
+    args: [
+      ...distroArgs(target.distro, target.user),
+      ...(target.cwd === undefined ? [] : ['--cd', target.cwd]),
+      '--exec', 'setsid', '-w', 'sh', '-c', START_SCRIPT, 'agent-runner', runId, file, ...args
+    ]
+  }
+}
+
+/**
+ * A WSL run: the Linux process lives under the distro's init, not under wsl.exe, so ending wsl.exe (all that Windows
+ * can do to a child) leaves it running (microsoft/WSL#2496). Every stop is therefore a second wsl.exe call that
+ * signals the agent's process group inside the distro; wsl.exe itself ends when its Linux process does, and is
+ * terminated only after SIGKILL was sent inside.
+ */
+export function wslProcessGroup(target: WslTarget, runId: string, env: NodeJS.ProcessEnv): Containment {
+  return {
+    mode: 'wsl-process-group',
+    // The argv is already the wsl.exe call (wslCommand); on the Windows side there is nothing to wrap.
+    launch: (file, args) => ({ file, args, detached: false, checkAgentOnHost: false }),
+    control: (child: ChildProcess): ContainedRun => {
+      const leftover: LeftoverRecord = { kind: 'wsl-group', wslBin: target.wslBin, distro: target.distro, user: target.user, runId }
+      const killWsl = (): void => {
+        if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+      }
+      return {
+        leftover,
+        async signal(signal) {
+          await signalWslRun(target, runId, signal, env)
+          if (signal === 'SIGKILL') killWsl()
+        },
+        async sweep() {
+          await signalWslRun(target, runId, 'SIGKILL', env, 0)
+          killWsl()
+        },
+        // wsl.exe passes the Linux exit status on, and a death by signal N as N: nothing tells the two apart.
+        exit: (exitCode, signal) => ({ exitCode, signal })
+      }
+    }
+  }
+}
