@@ -19,6 +19,10 @@ closeWithGrace({ delay: config.killGraceMs * 2 + 5000, logger: app.log }, async 
   await app.close()
 })
 
+// Windows never delivers SIGTERM: Ctrl-C arrives as SIGINT, Ctrl-Break (and a service manager's stop, through
+// GenerateConsoleCtrlEvent) as SIGBREAK, which close-with-grace does not listen to. Both close gracefully.
+process.on('SIGBREAK', () => process.emit('SIGINT', 'SIGINT'))
+
 try {
   await app.listen({ host: config.host, port: config.port })
 } catch (error) {

@@ -11,7 +11,8 @@ import type { SudoContext, SudoProbe } from '../sudo/probe.js'
 import type { AgentTool } from './definitions.js'
 import { placeRun, type Placement } from './placement.js'
 import { toRunResult } from './result.js'
-import { AgentSpawnError, RunAbandoned, runAgent, type OutputSink } from './runner.js'
+import { AgentSpawnError } from '../process/spawn-error.js'
+import { RunAbandoned, runAgent, type OutputSink } from './runner.js'
 import { assertHostDirectory } from './workspace.js'
 
 export interface RunContext {

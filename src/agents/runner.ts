@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { performance } from 'node:perf_hooks'
 import type { Containment, LeftoverRecord } from '../process/containment.js'
-import { findOnPath } from '../process/find-executable.js'
+import { AgentSpawnError } from '../process/spawn-error.js'
 import type { StopReason } from '../schemas/run.js'
 import type { AgentCommand } from './placement.js'
 import { HeadTailBuffer } from './output.js'
@@ -64,16 +64,6 @@ export class RunAbandoned extends Error {
 
 const abortReason = (signal: AbortSignal): StopReason => (signal.reason as StopReason | undefined) ?? 'client_gone'
 
-/** The agent could not be started at all (binary missing, not executable, directory gone). */
-export class AgentSpawnError extends Error {
-  readonly errno: string | undefined
-  constructor(cause: NodeJS.ErrnoException) {
-    super(cause.message, { cause })
-    this.name = 'AgentSpawnError'
-    this.errno = cause.code
-  }
-}
-
 /**
  * Runs one agent to completion: no shell, stdin closed (both CLIs wait on an open stdin), stdout and stderr merged into
  * one bounded buffer, inside the containment that holds every process it starts. Stopping escalates SIGINT (the only
@@ -82,11 +72,7 @@ export class AgentSpawnError extends Error {
  */
 export async function runAgent(options: AgentRunOptions): Promise<AgentRunOutcome> {
   const { command, signal, containment, env } = options
-  const launch = containment.launch(command.file, command.args)
-  if (launch.checkAgentOnHost && (await findOnPath(command.file, env['PATH'] ?? '', command.cwd)) === undefined) {
-    // The wrapper would start and only then fail to find the agent: say it the way spawn would have.
-    throw new AgentSpawnError(Object.assign(new Error(`spawn ${command.file} ENOENT`), { code: 'ENOENT' }))
-  }
+  const launch = await containment.launch(command.file, command.args, { env, cwd: command.cwd })
   // A client that left while the request was checked or queued for a slot: nothing starts.
   if (signal?.aborted) throw new RunAbandoned(abortReason(signal))
   const startedAt = performance.now()

@@ -9,8 +9,9 @@ export type StopSignal = 'SIGINT' | 'SIGTERM' | 'SIGKILL'
  *   process left in the namespace, whatever session or group it moved to; the service's death ends it too.
  * - `process-group`: the agent leads its own process group; a process that leaves the group (setsid, a daemon) escapes.
  * - `wsl-process-group`: inside a WSL distro, the agent leads a process group that the service signals through wsl.exe.
+ * - `windows-tree`: native Windows, the agent's process tree ended with taskkill.
  */
-export const CONTAINMENT_MODES = ['pid-namespace', 'process-group', 'wsl-process-group'] as const
+export const CONTAINMENT_MODES = ['pid-namespace', 'process-group', 'wsl-process-group', 'windows-tree'] as const
 export type ContainmentMode = (typeof CONTAINMENT_MODES)[number]
 
 /** What to spawn for an agent's argv, contained. */
@@ -19,8 +20,12 @@ export interface Launch {
   args: string[]
   /** Whether the spawned process must lead a new session and process group (POSIX). */
   detached: boolean
-  /** The spawned file is a wrapper that finds the agent itself: look for the agent on the host first, as spawn would. */
-  checkAgentOnHost: boolean
+}
+
+/** What the agent will be started with, for a containment that has to look at the host first. */
+export interface LaunchContext {
+  env: NodeJS.ProcessEnv
+  cwd: string | undefined
 }
 
 /** How the agent itself ended, once the containment's own wrappers are seen through. */
@@ -33,11 +38,14 @@ export interface AgentExit {
 export type LeftoverRecord =
   | { kind: 'host-group'; pid: number; startTime: string | null }
   | { kind: 'wsl-group'; wslBin: string; distro: string; user: string | undefined; runId: string }
+  /** Windows reuses pids quickly and keeps no start time a later life could check: recorded, never acted on. */
+  | { kind: 'windows-tree'; pid: number }
 
 /** One way of containing and stopping runs; each platform is one implementation of it. */
 export interface Containment {
   readonly mode: ContainmentMode
-  launch(file: string, args: string[]): Launch
+  /** May reject with AgentSpawnError, as a spawn that cannot start the agent would. */
+  launch(file: string, args: string[], context: LaunchContext): Promise<Launch>
   /** Takes charge of a spawned run. */
   control(child: ChildProcess): ContainedRun
 }

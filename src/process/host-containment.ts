@@ -2,6 +2,7 @@ import type { Containment } from './containment.js'
 import { findOnPath } from './find-executable.js'
 import { namespaceWorks, pidNamespace, type NamespaceTools } from './pid-namespace.js'
 import { processGroup } from './process-group.js'
+import { windowsTree } from './windows-tree.js'
 
 export const CONTAINMENT_SETTINGS = ['auto', 'pid-namespace', 'process-group'] as const
 export type ContainmentSetting = (typeof CONTAINMENT_SETTINGS)[number]
@@ -32,6 +33,8 @@ const probes = new Map<string, Promise<boolean>>()
  * cannot work is an error at start rather than a weaker guarantee than the operator believes.
  */
 export async function chooseHostContainment(setting: ContainmentSetting, path = process.env['PATH'] ?? ''): Promise<HostContainment> {
+  if (setting === 'pid-namespace' && process.platform !== 'linux') throw new Error(`AGENT_CONTAINMENT=pid-namespace cannot work here: ${process.platform} has no PID namespaces`)
+  if (process.platform === 'win32') return { containment: windowsTree(), reason: 'Windows: the agent\'s process tree, with taskkill' }
   if (setting === 'process-group' || process.platform !== 'linux') {
     return { containment: processGroup, reason: setting === 'process-group' ? 'AGENT_CONTAINMENT=process-group' : `no PID namespaces on ${process.platform}` }
   }

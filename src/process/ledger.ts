@@ -58,6 +58,7 @@ async function stopLeftover(runId: string, record: LeftoverRecord, env: NodeJS.P
     await signalWslRun(record, runId, 'SIGKILL', env, 0)
     return true
   }
+  if (record.kind === 'windows-tree') return false
   // Only the group that was recorded. While any process is in it, its number cannot be given to a new process; so a
   // live process under that pid that started at another time means the group died and the number went to a stranger.
   const current = processStartTime(record.pid)

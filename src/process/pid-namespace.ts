@@ -1,5 +1,7 @@
 import { spawn } from 'node:child_process'
 import type { Containment } from './containment.js'
+import { findOnPath } from './find-executable.js'
+import { AgentSpawnError } from './spawn-error.js'
 import { exitThroughInit } from './posix-signals.js'
 import { groupControl } from './process-group.js'
 
@@ -34,7 +36,11 @@ export function namespaceArgv(tools: NamespaceTools, file: string, args: string[
 export function pidNamespace(tools: NamespaceTools): Containment {
   return {
     mode: 'pid-namespace',
-    launch: (file, args) => ({ file: tools.setpriv, args: namespaceArgv(tools, file, args), detached: true, checkAgentOnHost: true }),
+    launch: async (file, args, { env, cwd }) => {
+      // The wrapper would start and only then fail to find the agent: say it before, the way spawn would have.
+      if ((await findOnPath(file, env['PATH'] ?? '', cwd)) === undefined) throw AgentSpawnError.notFound(file)
+      return { file: tools.setpriv, args: namespaceArgv(tools, file, args), detached: true }
+    },
     // tini reports the agent's death by signal N as 128 + N.
     control: (child) => groupControl(child, exitThroughInit)
   }

@@ -87,7 +87,7 @@ export function wslProcessGroup(target: WslTarget, runId: string, env: NodeJS.Pr
   return {
     mode: 'wsl-process-group',
     // The argv is already the wsl.exe call (wslCommand); on the Windows side there is nothing to wrap.
-    launch: (file, args) => ({ file, args, detached: false, checkAgentOnHost: false }),
+    launch: async (file, args) => ({ file, args, detached: false }),
     control: (child: ChildProcess): ContainedRun => {
       const leftover: LeftoverRecord = { kind: 'wsl-group', wslBin: target.wslBin, distro: target.distro, user: target.user, runId }
       const killWsl = (): void => {
