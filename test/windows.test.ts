@@ -5,6 +5,8 @@ import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 // npm's own shim writer: the shims tested here are the ones `npm install -g` writes on Windows.
 import cmdShim from 'cmd-shim'
+import { buildAgentEnv } from '../src/agents/environment.js'
+import { searchPath } from '../src/process/search-path.js'
 import { quoteWindowsArg, windowsCommandLine } from '../src/process/windows-command-line.js'
 import { findWindowsExecutable, parseNpmCmdShim, resolveWindowsCommand, UnsafeBatchFile } from '../src/process/windows-executable.js'
 import { windowsTree } from '../src/process/windows-tree.js'
@@ -81,4 +83,13 @@ t.test('windows-tree: stops are taskkill of the whole tree, asked first, then fo
   await run.sweep()
   child.kill()
   await once(child, 'exit')
+})
+
+t.test("Windows' variable names ignore case: PATH spelled Path passes, api_tokens never does", async (t) => {
+  const rule = { allow: ['PATH', 'ANTHROPIC_*'], deny: ['REDIS_URL'] }
+  const parent = { Path: 'C:\\Windows', anthropic_api_key: 'k', api_tokens: 's', Redis_Url: 'r' }
+  t.same(buildAgentEnv(parent, rule, true), { Path: 'C:\\Windows', anthropic_api_key: 'k' })
+  t.same(buildAgentEnv(parent, rule, false), {}, 'elsewhere names are exact')
+  t.equal(searchPath({ Path: 'C:\\bin' }), 'C:\\bin')
+  t.equal(searchPath({}), '')
 })

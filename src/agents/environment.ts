@@ -31,15 +31,19 @@ export interface AgentEnvRule {
   deny: string[]
 }
 
-const matches = (name: string, pattern: string): boolean =>
-  pattern.endsWith('*') ? name.startsWith(pattern.slice(0, -1)) : name === pattern
+function matches(name: string, pattern: string, ignoreCase: boolean): boolean {
+  const [subject, rule] = ignoreCase ? [name.toUpperCase(), pattern.toUpperCase()] : [name, pattern]
+  return rule.endsWith('*') ? subject.startsWith(rule.slice(0, -1)) : subject === rule
+}
 
-export function buildAgentEnv(parent: NodeJS.ProcessEnv, rule: AgentEnvRule): NodeJS.ProcessEnv {
+/** Windows' variable names ignore case (its PATH is usually spelled `Path`): so do the lists there. */
+export function buildAgentEnv(parent: NodeJS.ProcessEnv, rule: AgentEnvRule, ignoreCase = process.platform === 'win32'): NodeJS.ProcessEnv {
   const deny = [...rule.deny, ...ALWAYS_DENIED]
   const env: NodeJS.ProcessEnv = {}
   for (const [name, value] of Object.entries(parent)) {
     if (value === undefined) continue
-    if (rule.allow.some((pattern) => matches(name, pattern)) && !deny.some((pattern) => matches(name, pattern))) env[name] = value
+    const allowed = rule.allow.some((pattern) => matches(name, pattern, ignoreCase))
+    if (allowed && !deny.some((pattern) => matches(name, pattern, ignoreCase))) env[name] = value
   }
   return env
 }

@@ -1,4 +1,5 @@
 import type { Containment } from '../process/containment.js'
+import { searchPath } from '../process/search-path.js'
 import { wslCommand, wslProcessEnv, wslProcessGroup, type WslTarget } from '../process/wsl-group.js'
 import type { RunParams } from '../schemas/run.js'
 import type { SudoContext } from '../sudo/probe.js'
@@ -51,7 +52,7 @@ export function placeRun(input: PlacementInput): Placement {
       command: { file: agentBin, args: agentArgs, cwd: params.cwd },
       containment: input.hostContainment,
       env,
-      sudo: { kind: 'host', path: env['PATH'] ?? '' }
+      sudo: { kind: 'host', path: searchPath(env) }
     }
   }
   const target = wslTarget(params, input.wslBin)

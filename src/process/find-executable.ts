@@ -1,12 +1,15 @@
 import { constants } from 'node:fs'
 import { access } from 'node:fs/promises'
 import { delimiter, isAbsolute, join, resolve } from 'node:path'
+import { findWindowsExecutable } from './windows-executable.js'
 
 /**
  * The executable a spawn with this PATH would run, looked up the way execvp does (a name with a slash is a path,
  * relative to `cwd`); undefined when there is none.
  */
 export async function findOnPath(name: string, path: string, cwd = process.cwd()): Promise<string | undefined> {
+  // Windows finds `claude` as `claude.cmd` through PATHEXT, and PATH is `;`-separated.
+  if (process.platform === 'win32') return findWindowsExecutable(name, path, process.env['PATHEXT'] ?? '.COM;.EXE;.BAT;.CMD', cwd)
   const candidates = isAbsolute(name) || name.includes('/')
     ? [resolve(cwd, name)]
     : path.split(delimiter).filter(Boolean).map((dir) => join(dir, name))

@@ -1,6 +1,7 @@
 import { constants } from 'node:fs'
 import { access, readFile } from 'node:fs/promises'
 import { dirname, extname, isAbsolute, join, resolve, win32 } from 'node:path'
+import { searchPath } from './search-path.js'
 
 /** What to spawn on Windows for an agent's file and argv, without cmd.exe ever reading the task. */
 export interface WindowsCommand {
@@ -65,7 +66,7 @@ export function parseNpmCmdShim(content: string): { program: string | null; prog
  * parsing of `%VAR%`, `^`, `&`, `|`, `!` and `"` no quoting fully tames. undefined when there is nothing to run.
  */
 export async function resolveWindowsCommand(file: string, args: string[], env: NodeJS.ProcessEnv, cwd: string): Promise<WindowsCommand | undefined> {
-  const found = await findWindowsExecutable(file, env['PATH'] ?? env['Path'] ?? '', env['PATHEXT'] ?? '.COM;.EXE;.BAT;.CMD', cwd)
+  const found = await findWindowsExecutable(file, searchPath(env), env['PATHEXT'] ?? '.COM;.EXE;.BAT;.CMD', cwd)
   if (found === undefined) return undefined
   if (!/\.(cmd|bat)$/i.test(found)) return { file: found, args }
   const shim = parseNpmCmdShim(await readFile(found, 'utf8'))

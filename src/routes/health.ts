@@ -4,6 +4,7 @@ import { LRUCache } from 'lru-cache'
 import type { AgentTool } from '../agents/definitions.js'
 import { versionOf } from '../agents/locate.js'
 import { findOnPath } from '../process/find-executable.js'
+import { searchPath } from '../process/search-path.js'
 import type { Metrics } from '../metrics.js'
 import { CONTAINMENT_MODES, type ContainmentMode } from '../process/containment.js'
 import type { SlotLimiter } from '../slots/limiter.js'
@@ -85,7 +86,7 @@ const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app,
     async (_request, reply) => {
       const agents = await Promise.all(
         tools.map(async (tool) => {
-          const path = (await findOnPath(tool.bin, agentEnv['PATH'] ?? '')) ?? null
+          const path = (await findOnPath(tool.bin, searchPath(agentEnv))) ?? null
           const version = path === null ? null : (await versions.fetch(path, { context: { env: agentEnv } })) || null
           return { tool: tool.name, bin: tool.bin, path, version }
         })

@@ -1019,7 +1019,7 @@ export interface operations {
                         };
                         /** @description How agents on this host are contained (WSL runs: wsl-process-group), and why not a stronger mode. */
                         containment: {
-                            mode: "pid-namespace" | "process-group" | "wsl-process-group";
+                            mode: "pid-namespace" | "process-group" | "wsl-process-group" | "windows-tree";
                             reason: string;
                         };
                     };
@@ -1048,7 +1048,7 @@ export interface operations {
                         };
                         /** @description How agents on this host are contained (WSL runs: wsl-process-group), and why not a stronger mode. */
                         containment: {
-                            mode: "pid-namespace" | "process-group" | "wsl-process-group";
+                            mode: "pid-namespace" | "process-group" | "wsl-process-group" | "windows-tree";
                             reason: string;
                         };
                     };

