@@ -16,7 +16,7 @@ export class ActiveRuns {
    * Watches the reply's connection: closed before the response is written means the client is gone. Begin before any
    * await, so that no moment between the body and the agent's start goes unwatched.
    */
-  begin(reply: FastifyReply): { signal: AbortSignal; end: () => void } {
+  begin(reply: FastifyReply): { signal: AbortSignal; abort: (reason: StopReason) => void; end: () => void } {
     const controller = new AbortController()
     this.#controllers.add(controller)
     const onClose = (): void => {
@@ -27,6 +27,7 @@ export class ActiveRuns {
     if (reply.request.raw.socket?.destroyed === true) onClose()
     return {
       signal: controller.signal,
+      abort: (reason) => controller.abort(reason),
       end: () => {
         reply.raw.off('close', onClose)
         this.#controllers.delete(controller)

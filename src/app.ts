@@ -107,7 +107,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await registerOpenApi(app)
   await app.register(async (authenticated) => {
     await requireBearerToken(authenticated, config.apiTokens)
-    await authenticated.register(toolRoutes, { config, tools, slots, activeRuns, launcher })
+    await authenticated.register(toolRoutes, { config, tools, slots, activeRuns, launcher, registry })
     await authenticated.register(runRoutes, { registry, heartbeatMs: config.heartbeatMs })
   })
   await app.register(healthRoutes, { tools: Object.values(tools), agentEnv, metrics, slots, containment: { mode: host.containment.mode, reason: host.reason } })

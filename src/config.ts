@@ -1,4 +1,5 @@
 import envSchema from 'env-schema'
+import { createHash } from 'node:crypto'
 import { Type, type Static } from '@sinclair/typebox'
 import { DEFAULT_AGENT_ENV_ALLOW, DEFAULT_AGENT_ENV_DENY, type AgentEnvRule } from './agents/environment.js'
 import { CONTAINMENT_SETTINGS, type ContainmentSetting } from './process/host-containment.js'
@@ -51,8 +52,8 @@ type RawEnv = Static<typeof EnvSchema>
 
 export interface Config {
   host: string
-  /** Bearer tokens accepted on /tools and /runs; empty means no authentication. */
-  apiTokens: string[]
+  /** Bearer tokens accepted on /tools and /runs, each with the name logs and run ownership use; empty: no authentication. */
+  apiTokens: ApiToken[]
   port: number
   logLevel: string
   hostPlatform: NodeJS.Platform
@@ -84,7 +85,7 @@ export function loadConfig(source?: Record<string, string | undefined>): Config 
   })
   const config: Config = {
     host: env.HOST,
-    apiTokens: splitList(env.API_TOKENS),
+    apiTokens: parseApiTokens(splitList(env.API_TOKENS)),
     port: env.PORT,
     logLevel: env.LOG_LEVEL,
     hostPlatform: env.AGENT_HOST_PLATFORM ?? process.platform,
@@ -115,6 +116,32 @@ function slotsConfig(env: RawEnv): Config['slots'] {
   if (env.SLOTS_BACKEND === 'memory') return { backend: 'memory' }
   if (env.REDIS_URL === '') throw new Error('REDIS_URL is required when SLOTS_BACKEND=redis (e.g. redis://127.0.0.1:6379)')
   return { backend: 'redis', url: env.REDIS_URL, ttlMs: env.SLOTS_TTL_MS, keyPrefix: env.SLOTS_KEY_PREFIX }
+}
+
+export interface ApiToken {
+  name: string
+  secret: string
+}
+
+/**
+ * `name:secret` entries, or a bare secret named after a short digest of it: a name logs and metrics can carry, and
+ * that says which caller ran what, without the secret itself.
+ */
+export function parseApiTokens(entries: string[]): ApiToken[] {
+  const tokens = entries.map((entry) => {
+    const separator = entry.indexOf(':')
+    if (separator > 0 && /^[A-Za-z0-9._-]+$/.test(entry.slice(0, separator))) {
+      return { name: entry.slice(0, separator), secret: entry.slice(separator + 1) }
+    }
+    return { name: `token-${createHash('sha256').update(entry).digest('hex').slice(0, 8)}`, secret: entry }
+  })
+  for (const token of tokens) {
+    if (token.secret === '') throw new Error(`API_TOKENS: the token named ${token.name} has an empty secret`)
+  }
+  const names = tokens.map((token) => token.name)
+  const repeated = names.find((name, index) => names.indexOf(name) !== index)
+  if (repeated !== undefined) throw new Error(`API_TOKENS: the name ${repeated} is given to two tokens`)
+  return tokens
 }
 
 const splitList = (raw: string): string[] => raw.split(',').map((item) => item.trim()).filter((item) => item !== '')

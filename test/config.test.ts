@@ -1,6 +1,6 @@
 import t from 'tap'
 import { loggerOptions } from '../src/app.js'
-import { loadConfig } from '../src/config.js'
+import { loadConfig, parseApiTokens } from '../src/config.js'
 
 t.test('defaults', async (t) => {
   const config = loadConfig({})
@@ -20,13 +20,25 @@ t.test('defaults', async (t) => {
 t.test('values from the environment', async (t) => {
   const config = loadConfig({
     HOST: '0.0.0.0',
-    API_TOKENS: 'a, b ,,c',
+    API_TOKENS: 'a, studio:b ,,c',
     PORT: '9000',
     AGENT_HOST_PLATFORM: 'win32',
     MAX_CLAUDE_AGENTS: '5',
     CLAUDE_EXTRA_ARGS: '["--model", "opus"]'
   })
-  t.match(config, { host: '0.0.0.0', apiTokens: ['a', 'b', 'c'], port: 9000, hostPlatform: 'win32', claude: { maxAgents: 5, extraArgs: ['--model', 'opus'] } })
+  t.match(config, {
+    host: '0.0.0.0',
+    apiTokens: [{ name: /^token-[0-9a-f]{8}$/, secret: 'a' }, { name: 'studio', secret: 'b' }, { name: /^token-[0-9a-f]{8}$/, secret: 'c' }],
+    port: 9000, hostPlatform: 'win32', claude: { maxAgents: 5, extraArgs: ['--model', 'opus'] } })
+})
+
+t.test('API_TOKENS: named tokens, a bare secret named by its digest, no name twice, no empty secret', async (t) => {
+  const [bare] = parseApiTokens(['s3cret'])
+  t.equal(bare!.name, parseApiTokens(['s3cret'])[0]!.name, 'the same secret always gets the same name')
+  t.notOk(bare!.name.includes('s3cret'), 'the name does not reveal the secret')
+  t.same(parseApiTokens(['ci:x:y']), [{ name: 'ci', secret: 'x:y' }], 'a secret may hold colons')
+  t.throws(() => parseApiTokens(['a:1', 'a:2']), /the name a is given to two tokens/)
+  t.throws(() => parseApiTokens(['a:']), /the token named a has an empty secret/)
 })
 
 t.test('the slots backend', async (t) => {

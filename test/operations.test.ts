@@ -42,6 +42,20 @@ t.test('tokens and Authorization headers never reach the logs', async (t) => {
   t.notOk(lines.join('').includes(TOKEN), 'no token in any log line')
 })
 
+t.test("a named token's name, never its secret, tags the run's log lines", async (t) => {
+  const lines: string[] = []
+  const stream = new Writable({ write: (chunk, _encoding, done) => (lines.push(String(chunk)), done()) })
+  const config = testConfig({ API_TOKENS: `studio:${TOKEN}`, LOG_LEVEL: 'info' })
+  const app = await buildApp(config, { logger: { ...(loggerOptions(config) as object), stream }, agentEnv: standInEnv() })
+  t.teardown(() => app.close())
+  await app.inject({ method: 'POST', url: '/tools/crush_run', payload: { task: 'x' }, headers: { authorization: `Bearer ${TOKEN}` } })
+  const entries = lines.map((line) => JSON.parse(line))
+  t.match(entries.find((entry) => entry.msg === 'agent run started'), { caller: 'studio', tool: 'crush_run', agent_pid: Number, run: String })
+  t.match(entries.find((entry) => entry.msg === 'agent run ended'), { caller: 'studio' })
+  t.notOk(lines.join('').includes(TOKEN), 'no secret in any log line')
+  t.ok(entries.every((entry) => !('pid' in entry) || entry.pid === process.pid), "the agent's pid never takes pino's `pid` key")
+})
+
 t.test('the server refuses a non-loopback HOST without a token, unless told to', async (t) => {
   t.throws(() => loadConfig({ HOST: '0.0.0.0' }), /HOST=0\.0\.0\.0 .*API_TOKENS.*ALLOW_UNAUTHENTICATED=true/)
   t.throws(() => loadConfig({ HOST: '::' }), /API_TOKENS/)

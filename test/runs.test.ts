@@ -184,3 +184,42 @@ t.test('SIGTERM stops async runs too, and the server still exits 0', async (t) =
   t.same((await exited)[0], 0)
   t.notOk(isAlive(agent), 'the async run’s agent is gone')
 })
+
+t.test('a run belongs to the token that created it: other tokens get 404 and an empty list', async (t) => {
+  const app = await build(t, { API_TOKENS: 'alice:secret-a,bob:secret-b' })
+  const as = (token: string) => ({ authorization: `Bearer ${token}` })
+  const created = (await app.inject({ method: 'POST', url: '/runs', headers: as('secret-a'), payload: { tool: 'crush_run', task: '@sleep 60000' } })).json()
+  for (const [method, url] of [['GET', `/runs/${created.id}`], ['GET', `/runs/${created.id}/events`], ['DELETE', `/runs/${created.id}`]] as const) {
+    const response = await app.inject({ method, url, headers: as('secret-b') })
+    t.match({ status: response.statusCode, code: response.json().code }, { status: 404, code: 'RUN_NOT_FOUND' }, `bob: ${method} ${url}`)
+  }
+  t.same((await app.inject({ method: 'GET', url: '/runs', headers: as('secret-b') })).json(), { runs: [] })
+  t.equal(app.slots.inUse('crush_run'), 1, "bob's DELETE did not stop alice's run")
+  t.match((await app.inject({ method: 'GET', url: '/runs', headers: as('secret-a') })).json(), { runs: [{ id: created.id, kind: 'async', status: 'running' }] })
+  t.match((await app.inject({ method: 'DELETE', url: `/runs/${created.id}`, headers: as('secret-a') })).json(), { status: 'cancelled' })
+})
+
+t.test('synchronous and streamed runs are listed while they run, and DELETE stops them', async (t) => {
+  const app = await build(t)
+  const sync = app.inject({ method: 'POST', url: '/tools/crush_run', payload: { task: '@sleep 60000' } })
+  const stream = app.inject({ method: 'POST', url: '/tools/claude_run', headers: { accept: 'application/x-ndjson' }, payload: { task: '@sleep 60000' } })
+  const listed = async () => (await app.inject({ method: 'GET', url: '/runs' })).json().runs as Array<{ id: string; kind: string; tool: string; status: string }>
+  let runs = await listed()
+  for (let attempt = 0; runs.length < 2 && attempt < 250; attempt++) {
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    runs = await listed()
+  }
+  t.same(runs.map(({ kind, tool, status }) => ({ kind, tool, status })).sort((a, b) => a.kind.localeCompare(b.kind)), [
+    { kind: 'stream', tool: 'claude_run', status: 'running' },
+    { kind: 'sync', tool: 'crush_run', status: 'running' }
+  ])
+  for (const run of runs) {
+    const cancelled = (await app.inject({ method: 'DELETE', url: `/runs/${run.id}` })).json()
+    t.match(cancelled, { id: run.id, status: 'cancelled', result: null })
+  }
+  t.match((await sync).json(), { stop_reason: 'cancelled', ok: false }, 'the synchronous caller gets its result, cancelled')
+  t.match((await stream).body, /"stop_reason":"cancelled"/)
+  t.same(await listed(), [], 'forgotten once their responses are written')
+  const events = await app.inject({ method: 'GET', url: `/runs/${runs[0]!.id}/events` })
+  t.equal(events.statusCode, 404, 'their output went to their own response')
+})

@@ -23,8 +23,8 @@ const RunId = Type.Object({ id: Type.String({ description: 'The id POST /runs an
 
 const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { registry, heartbeatMs }) => {
 
-  const find = (id: string) => {
-    const run = registry.get(id)
+  const find = (id: string, caller: string) => {
+    const run = registry.get(id, caller)
     if (run === undefined) throw new RunNotFound(id)
     return run
   }
@@ -50,7 +50,7 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
     },
     async (request, reply) => {
       const { tool, ...params } = request.body
-      const run = await registry.start(tool, params, request.log)
+      const run = await registry.start(tool, params, request.log, request.caller)
       return reply.code(202).header('location', `/runs/${run.id}`).send(stateOf(run))
     }
   )
@@ -62,11 +62,13 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
         operationId: 'listRuns',
         tags: ['runs'],
         summary: 'Recent runs, newest first',
-        description: 'Running runs and finished ones still retained (RUNS_RETENTION_MS, RUNS_MAX_FINISHED) on this replica.',
+        description:
+          'The caller’s own runs (those started with the same token) on this replica: async runs, running or finished and ' +
+          'still retained (RUNS_RETENTION_MS, RUNS_MAX_FINISHED), and synchronous or streamed runs while they run.',
         response: { 200: Type.Object({ runs: Type.Array(ref(RunSummary)) }, { description: 'The runs.' }), ...errorResponses([401]) }
       }
     },
-    async () => ({ runs: registry.list().map(summaryOf) })
+    async (request) => ({ runs: registry.list(request.caller).map(summaryOf) })
   )
 
   app.get(
@@ -81,7 +83,7 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
         response: { 200: ref(RunState, { description: 'The run.' }), ...errorResponses([401, 404]) }
       }
     },
-    async (request) => stateOf(find(request.params.id))
+    async (request) => stateOf(find(request.params.id, request.caller))
   )
 
   app.get(
@@ -107,7 +109,9 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
       }
     },
     async (request, reply) => {
-      const run = find(request.params.id)
+      const run = find(request.params.id, request.caller)
+      // A synchronous or streamed run's output belongs to its own response.
+      if (run.kind !== 'async') throw new RunNotFound(request.params.id)
       let lastId = Number(request.headers['last-event-id'] ?? 0)
       reply.hijack()
       const writer = new EventWriter(reply.raw, 'sse', heartbeatMs)
@@ -155,8 +159,10 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
       }
     },
     async (request) => {
-      const run = find(request.params.id)
+      const run = find(request.params.id, request.caller)
       if (statusOf(run) === 'running') await registry.cancel(run)
+      // A synchronous run's result went to its own caller; here, only that it was cancelled.
+      if (run.kind !== 'async') return { ...stateOf(run), status: 'cancelled' as const, finished_at: new Date().toISOString() }
       return stateOf(run)
     }
   )

@@ -1,9 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
+import { randomUUID } from 'node:crypto'
 import type { ActiveRuns } from '../active-runs.js'
 import { TOOL_NAMES, type AgentTool, type ToolName } from '../agents/definitions.js'
 import type { Config } from '../config.js'
 import type { RunLauncher } from '../runs/launcher.js'
+import type { RunRegistry } from '../runs/registry.js'
 import { RunParams } from '../schemas/run.js'
 import { errorResponses, ref, runResponse } from '../schemas/shared.js'
 import type { SlotLimiter } from '../slots/limiter.js'
@@ -17,6 +19,7 @@ export interface ToolRoutesOptions {
   slots: SlotLimiter
   activeRuns: ActiveRuns
   launcher: RunLauncher
+  registry: RunRegistry
 }
 
 const ToolStatus = Type.Object({
@@ -27,7 +30,7 @@ const ToolStatus = Type.Object({
   free: Type.Integer()
 })
 
-const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { config, tools, slots, activeRuns, launcher }) => {
+const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { config, tools, slots, activeRuns, launcher, registry }) => {
 
   app.get(
     '/tools',
@@ -77,14 +80,31 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { c
       async (request, reply) => {
         const params = request.body
         const format = negotiateStream(request.headers.accept)
+        const runId = randomUUID()
         const watch = activeRuns.begin(reply)
+        let forget = (): void => {}
+        let ended = (): void => {}
+        const done = new Promise<void>((resolve) => (ended = resolve))
         try {
           const lease = await launcher.reserve(name, params)
-          if (format === null) return await launcher.run(name, params, lease, { signal: watch.signal, log: request.log })
+          // Listed in GET /runs while it runs, and DELETE stops it like an async run.
+          forget = registry.track({
+            id: runId,
+            kind: format === null ? 'sync' : 'stream',
+            owner: request.caller,
+            tool: name,
+            createdAt: new Date(),
+            cancel: async (reason) => {
+              watch.abort(reason)
+              await done
+            }
+          })
+          if (format === null) return await launcher.run(name, params, lease, { runId, signal: watch.signal, log: request.log })
           // The stream opens only once the agent runs, so every refusal before it is the same JSON error as without it.
           const writer = new EventWriter(reply.raw, format, config.heartbeatMs)
           const events = new OutputEvents()
           const result = await launcher.run(name, params, lease, {
+            runId,
             signal: watch.signal,
             log: request.log,
             onSpawn: () => {
@@ -99,6 +119,8 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { c
           writer.close()
           return reply
         } finally {
+          forget()
+          ended()
           watch.end()
         }
       }

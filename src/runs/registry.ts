@@ -9,8 +9,14 @@ import { OutputEvents } from '../streams/output-events.js'
 import { RunEventLog } from './event-log.js'
 import type { RunLauncher } from './launcher.js'
 
+/** How a run was asked for: it decides who reads its output and who may stop it. */
+export type RunKind = 'sync' | 'stream' | 'async'
+
 export interface AsyncRun {
   readonly id: string
+  readonly kind: 'async'
+  /** The name of the token that created it: other callers neither see it nor reach it. */
+  readonly owner: string
   readonly tool: ToolName
   readonly createdAt: Date
   finishedAt: Date | null
@@ -21,6 +27,22 @@ export interface AsyncRun {
   /** Settles when the agent has ended and the result is recorded. */
   done: Promise<void>
 }
+
+/**
+ * A synchronous or streamed run while it runs: listed and cancellable like an async run, its output goes only to its own
+ * response, and it is forgotten when that response ends.
+ */
+export interface LiveRun {
+  readonly id: string
+  readonly kind: 'sync' | 'stream'
+  readonly owner: string
+  readonly tool: ToolName
+  readonly createdAt: Date
+  /** Stops it (DELETE, shutdown) and resolves once its response has been written. */
+  cancel(reason: StopReason): Promise<void>
+}
+
+export type AnyRun = AsyncRun | LiveRun
 
 export interface RegistryOptions {
   launcher: RunLauncher
@@ -37,6 +59,7 @@ export interface RegistryOptions {
 export class RunRegistry {
   readonly #options: RegistryOptions
   readonly #running = new Map<string, AsyncRun>()
+  readonly #live = new Map<string, LiveRun>()
   readonly #finished: LRUCache<string, AsyncRun>
 
   constructor(options: RegistryOptions) {
@@ -45,11 +68,13 @@ export class RunRegistry {
   }
 
   /** Starts a run; resolves once the agent runs, or rejects with the same errors as the synchronous route. */
-  async start(tool: ToolName, params: RunParams, log: FastifyBaseLogger): Promise<AsyncRun> {
+  async start(tool: ToolName, params: RunParams, log: FastifyBaseLogger, owner: string): Promise<AsyncRun> {
     const { launcher, outputLimitBytes } = this.#options
     const lease = await launcher.reserve(tool, params)
     const run: AsyncRun = {
       id: randomUUID(),
+      kind: 'async',
+      owner,
       tool,
       createdAt: new Date(),
       finishedAt: null,
@@ -93,17 +118,28 @@ export class RunRegistry {
     return run
   }
 
-  get(id: string): AsyncRun | undefined {
-    return this.#running.get(id) ?? this.#finished.get(id)
+  /** A run of this caller's; undefined for an unknown run and for another caller's alike. */
+  get(id: string, owner: string): AnyRun | undefined {
+    const run = this.#running.get(id) ?? this.#finished.get(id) ?? this.#live.get(id)
+    return run?.owner === owner ? run : undefined
   }
 
-  /** Newest first. */
-  list(): AsyncRun[] {
-    return [...this.#running.values(), ...this.#finished.values()].sort((a, b) => b.createdAt.getTime() - a.createdAt.getTime())
+  /** This caller's runs, newest first: async ones, and synchronous or streamed ones while they run. */
+  list(owner: string): AnyRun[] {
+    return [...this.#running.values(), ...this.#finished.values(), ...this.#live.values()]
+      .filter((run) => run.owner === owner)
+      .sort((a, b) => b.createdAt.getTime() - a.createdAt.getTime())
+  }
+
+  /** Lists a synchronous or streamed run while it runs; the returned function forgets it. */
+  track(run: LiveRun): () => void {
+    this.#live.set(run.id, run)
+    return () => this.#live.delete(run.id)
   }
 
   /** Stops a run (its whole process tree) and resolves once it has ended. */
-  async cancel(run: AsyncRun, reason: StopReason = 'cancelled'): Promise<void> {
+  async cancel(run: AnyRun, reason: StopReason = 'cancelled'): Promise<void> {
+    if (run.kind !== 'async') return run.cancel(reason)
     run.controller.abort(reason)
     await run.done
   }
@@ -121,22 +157,24 @@ export class RunRegistry {
   }
 }
 
-export function statusOf(run: AsyncRun): RunStatus {
+export function statusOf(run: AnyRun): RunStatus {
+  if (run.kind !== 'async') return 'running'
   if (run.result === null) return run.failed ? 'failed' : 'running'
   // Stopped by DELETE or by shutdown, a run was cancelled; a caller that vanished cannot stop an async run.
   return runOutcome(run.result)
 }
 
-export function summaryOf(run: AsyncRun): RunSummary {
+export function summaryOf(run: AnyRun): RunSummary {
   return {
     id: run.id,
     tool: run.tool,
+    kind: run.kind,
     status: statusOf(run),
     created_at: run.createdAt.toISOString(),
-    finished_at: run.finishedAt?.toISOString() ?? null
+    finished_at: run.kind === 'async' ? run.finishedAt?.toISOString() ?? null : null
   }
 }
 
-export function stateOf(run: AsyncRun): RunState {
-  return { ...summaryOf(run), result: run.result }
+export function stateOf(run: AnyRun): RunState {
+  return { ...summaryOf(run), result: run.kind === 'async' ? run.result : null }
 }

@@ -28,6 +28,9 @@ export type RunRequest = Static<typeof RunRequest>
 const runStateProperties = {
   id: Type.String({ description: 'The run id, for /runs/{id}.' }),
   tool: Type.String(),
+  kind: Type.Union([Type.Literal('sync'), Type.Literal('stream'), Type.Literal('async')], {
+    description: 'How it was started: POST /tools/{tool} (sync, or stream when it streams its events) or POST /runs (async). Synchronous and streamed runs are listed only while they run; their output and result go to their own response.'
+  }),
   status: RunStatus,
   created_at: Type.String({ format: 'date-time' }),
   finished_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()])

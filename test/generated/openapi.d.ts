@@ -73,7 +73,7 @@ export interface paths {
         };
         /**
          * Recent runs, newest first
-         * @description Running runs and finished ones still retained (RUNS_RETENTION_MS, RUNS_MAX_FINISHED) on this replica.
+         * @description The caller’s own runs (those started with the same token) on this replica: async runs, running or finished and still retained (RUNS_RETENTION_MS, RUNS_MAX_FINISHED), and synchronous or streamed runs while they run.
          */
         get: operations["listRuns"];
         put?: never;
@@ -359,6 +359,8 @@ export interface components {
             /** @description The run id, for /runs/{id}. */
             id: string;
             tool: string;
+            /** @description How it was started: POST /tools/{tool} (sync, or stream when it streams its events) or POST /runs (async). Synchronous and streamed runs are listed only while they run; their output and result go to their own response. */
+            kind: "sync" | "stream" | "async";
             /** @description running until the agent ends; then how it ended (cancelled: DELETE, or the service shutting down). */
             status: "running" | "succeeded" | "failed" | "timed_out" | "cancelled";
             /** Format: date-time */
@@ -373,6 +375,8 @@ export interface components {
             /** @description The run id, for /runs/{id}. */
             id: string;
             tool: string;
+            /** @description How it was started: POST /tools/{tool} (sync, or stream when it streams its events) or POST /runs (async). Synchronous and streamed runs are listed only while they run; their output and result go to their own response. */
+            kind: "sync" | "stream" | "async";
             /** @description running until the agent ends; then how it ended (cancelled: DELETE, or the service shutting down). */
             status: "running" | "succeeded" | "failed" | "timed_out" | "cancelled";
             /** Format: date-time */
