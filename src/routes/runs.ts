@@ -117,13 +117,16 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
       const writer = new EventWriter(reply.raw, 'sse', heartbeatMs)
       writer.open(reply.getHeaders())
       let waitingForDrain = false
-      // Sends what the log holds past lastId; a slow follower pauses here and catches up from the log on 'drain',
-      // so it never makes the service buffer more than the log already keeps.
+      // Where the output this follower has received ends, so that a gap it falls into counts exactly what it missed.
+      let receivedEnd: number | undefined
+      // Sends what the log holds past lastId (the same encoded bytes to every follower); a slow follower pauses here
+      // and catches up from the log on 'drain', so it never makes the service buffer more than the log already keeps.
       const pump = (): void => {
         if (waitingForDrain) return
-        for (const event of run.events.since(lastId)) {
-          if ('id' in event && event.id !== undefined) lastId = event.id
-          if (!writer.send(event)) {
+        for (const { frame, id, end } of run.events.since(lastId, receivedEnd)) {
+          if (id !== undefined) lastId = id
+          if (end !== undefined) receivedEnd = end
+          if (!writer.sendFrame(frame)) {
             waitingForDrain = true
             writer.onDrain(() => {
               waitingForDrain = false

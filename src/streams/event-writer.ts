@@ -34,6 +34,13 @@ export class EventWriter {
     return this.#raw.write(formatEvent(this.#format, event))
   }
 
+  /** An event already encoded for this stream's format (shared by every follower of a run). */
+  sendFrame(frame: Buffer): boolean {
+    if (this.closed) return true
+    this.#armHeartbeat()
+    return this.#raw.write(frame)
+  }
+
   onDrain(resume: () => void): void {
     if (this.closed) resume()
     else this.#raw.once('drain', resume)

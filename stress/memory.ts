@@ -1,0 +1,37 @@
+import t from 'tap'
+import { readFileSync } from 'node:fs'
+import { startServer } from '../test/helper.js'
+
+// What a finished run keeps is bounded by the output limit, whatever its agent wrote: the service does not grow with runs.
+
+const rssMiB = (pid: number): number => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024
+
+t.test('20 async runs each writing 64 MiB: the service stays within a bound that does not grow with the runs', async (t) => {
+  // Three finished runs retained: from the fourth run on, each new one replaces an old one. The JavaScript heap is
+  // capped at 64 MiB: memory that grew with the runs would end the service (out of memory) long before run 20.
+  const { child, base } = await startServer(t, {
+    RUNS_MAX_FINISHED: '3',
+    AGENT_OUTPUT_LIMIT_BYTES: String(1 << 20),
+    NODE_OPTIONS: '--max-old-space-size=64'
+  })
+  const pid = child.pid!
+  const runOne = async (): Promise<void> => {
+    const body = JSON.stringify({ tool: 'crush_run', task: `@flood ${64 << 20}` })
+    const response = await fetch(`${base}/runs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body })
+    const created = (await response.json()) as { id: string; status: string }
+    let state: { status: string } = created
+    for (let attempt = 0; state.status === 'running' && attempt < 3000; attempt++) {
+      await new Promise((resolve) => setTimeout(resolve, 20))
+      state = (await (await fetch(`${base}/runs/${created.id}`)).json()) as { status: string }
+    }
+    t.equal(state.status, 'succeeded')
+  }
+  let peak = 0
+  for (let index = 0; index < 20; index++) {
+    await runOne()
+    peak = Math.max(peak, rssMiB(pid))
+  }
+  t.equal(child.exitCode, null, 'the service lived through 1.25 GiB of output within its 64 MiB heap')
+  t.comment(`peak RSS: ${peak.toFixed(0)} MiB`)
+  t.ok(peak < 256, `${peak.toFixed(0)} MiB at most, within the documented 256 MiB for this configuration`)
+})
