@@ -1,4 +1,4 @@
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { randomUUID } from 'node:crypto'
 import { ActiveRuns } from './active-runs.js'
@@ -6,8 +6,9 @@ import { closeConnectionsWhenIdle } from './connections.js'
 import { defineTools, TOOL_NAMES } from './agents/definitions.js'
 import { buildAgentEnv } from './agents/environment.js'
 import type { Config } from './config.js'
-import { formatValidationError, registerErrorHandlers } from './errors.js'
+import { answerClientError, formatValidationError, registerErrorHandlers, toErrorResponse } from './errors.js'
 import { requireBearerToken } from './auth.js'
+import { allowedHostNames, requireKnownHost } from './host-check.js'
 import healthRoutes from './routes/health.js'
 import { Metrics } from './metrics.js'
 import { chooseHostContainment } from './process/host-containment.js'
@@ -53,9 +54,21 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     bodyLimit: BODY_LIMIT_BYTES,
     requestIdHeader: 'x-request-id',
     genReqId: () => randomUUID(),
-    // A run may last 30 minutes: no server-side timer may cut the response short.
+    // A run may last 30 minutes: no idle timer may cut a quiet response short. Receiving the request is bounded,
+    // though (Node's requestTimeout ends once the body is in): a client trickling its headers or body holds nothing
+    // for long. Node checks every connectionsCheckingInterval, 30 s by default: far coarser than the bound.
     connectionTimeout: 0,
-    requestTimeout: 0,
+    requestTimeout: config.requestTimeoutMs,
+    http: {
+      headersTimeout: Math.min(10_000, config.requestTimeoutMs),
+      connectionsCheckingInterval: Math.min(1000, config.requestTimeoutMs)
+    },
+    clientErrorHandler: answerClientError,
+    // The router's own refusals (a URL that cannot be decoded, a parameter over 100 characters), in the shared shape.
+    frameworkErrors: (error, _request, reply: FastifyReply) => {
+      const body = toErrorResponse(error)
+      void reply.code(body.statusCode).send(body)
+    },
     forceCloseConnections: 'idle',
     schemaErrorFormatter: formatValidationError,
     ajv: {
@@ -63,6 +76,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       customOptions: { removeAdditional: false, coerceTypes: false }
     }
   }).withTypeProvider<TypeBoxTypeProvider>()
+
+  app.server.maxConnections = config.maxConnections
 
   // Fastify also parses text/plain by default; this API speaks JSON only, so anything else is a 415.
   app.removeContentTypeParser('text/plain')
@@ -107,6 +122,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await registerOpenApi(app)
   await app.register(async (authenticated) => {
     await requireBearerToken(authenticated, config.apiTokens)
+    if (config.apiTokens.length === 0) requireKnownHost(authenticated, allowedHostNames(config.host, config.allowedHosts))
     await authenticated.register(toolRoutes, { config, tools, slots, activeRuns, launcher, registry })
     await authenticated.register(runRoutes, { registry, heartbeatMs: config.heartbeatMs })
   })

@@ -18,6 +18,7 @@ export const EnvSchema = Type.Object({
   HOST: Type.String({ default: '127.0.0.1' }),
   API_TOKENS: Type.String({ default: '' }),
   ALLOW_UNAUTHENTICATED: Type.Boolean({ default: false }),
+  ALLOWED_HOSTS: Type.String({ default: '' }),
   PORT: Type.Integer({ default: 8080, minimum: 0, maximum: 65535 }),
   LOG_LEVEL: Type.Union(
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
@@ -41,6 +42,8 @@ export const EnvSchema = Type.Object({
   REDIS_URL: Type.String({ default: '' }),
   SLOTS_TTL_MS: Type.Integer({ default: 30_000, minimum: 300, maximum: 3_600_000 }),
   SLOTS_KEY_PREFIX: Type.String({ default: 'agent-runner:' }),
+  REQUEST_TIMEOUT_MS: Type.Integer({ default: 30_000, minimum: 100, maximum: 600_000 }),
+  MAX_CONNECTIONS: Type.Integer({ default: 1024, minimum: 1, maximum: 1_000_000 }),
   STREAM_HEARTBEAT_MS: Type.Integer({ default: 15_000, minimum: 10, maximum: 600_000 }),
   RUNS_RETENTION_MS: Type.Integer({ default: 3_600_000, minimum: 1, maximum: 7 * 86_400_000 }),
   RUNS_MAX_FINISHED: Type.Integer({ default: 100, minimum: 1, maximum: 100_000 }),
@@ -54,6 +57,8 @@ export interface Config {
   host: string
   /** Bearer tokens accepted on /tools and /runs, each with the name logs and run ownership use; empty: no authentication. */
   apiTokens: ApiToken[]
+  /** Without tokens: the Host and Origin names served besides loopback's and HOST's; `*` for any. */
+  allowedHosts: string[]
   port: number
   logLevel: string
   hostPlatform: NodeJS.Platform
@@ -65,6 +70,9 @@ export interface Config {
   outputLimitBytes: number
   sudoProbeTtlMs: number
   heartbeatMs: number
+  /** How long a request (headers and body) may take to arrive; the run that follows is not bounded by it. */
+  requestTimeoutMs: number
+  maxConnections: number
   slots: { backend: 'memory' } | { backend: 'redis'; url: string; ttlMs: number; keyPrefix: string }
   runsRetentionMs: number
   runsMaxFinished: number
@@ -86,6 +94,7 @@ export function loadConfig(source?: Record<string, string | undefined>): Config 
   const config: Config = {
     host: env.HOST,
     apiTokens: parseApiTokens(splitList(env.API_TOKENS)),
+    allowedHosts: splitList(env.ALLOWED_HOSTS),
     port: env.PORT,
     logLevel: env.LOG_LEVEL,
     hostPlatform: env.AGENT_HOST_PLATFORM ?? process.platform,
@@ -95,6 +104,8 @@ export function loadConfig(source?: Record<string, string | undefined>): Config 
     outputLimitBytes: env.AGENT_OUTPUT_LIMIT_BYTES,
     sudoProbeTtlMs: env.SUDO_PROBE_TTL_MS,
     heartbeatMs: env.STREAM_HEARTBEAT_MS,
+    requestTimeoutMs: env.REQUEST_TIMEOUT_MS,
+    maxConnections: env.MAX_CONNECTIONS,
     slots: slotsConfig(env),
     runsRetentionMs: env.RUNS_RETENTION_MS,
     runsMaxFinished: env.RUNS_MAX_FINISHED,

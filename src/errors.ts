@@ -1,6 +1,7 @@
 import createError from '@fastify/error'
 import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify'
 import { STATUS_CODES } from 'node:http'
+import type { Duplex } from 'node:stream'
 import type { ErrorResponse } from './schemas/error.js'
 
 // Every error below is an answer to a caller, not a bug: none captures a stack trace, which would be most of its cost.
@@ -11,6 +12,8 @@ export const CwdNotADirectory = createError<'CWD_NOT_A_DIRECTORY', 400, [string]
 export const WslDistroNotFound = createError<'WSL_DISTRO_NOT_FOUND', 400, [string]>('WSL_DISTRO_NOT_FOUND', 'body/wsl_distro: there is no WSL distro named %s on this host (wsl --list)', 400, Error, false)
 export const WslArgumentUnsafe = createError<'WSL_ARGUMENT_UNSAFE', 400, [string]>('WSL_ARGUMENT_UNSAFE', '%s', 400, Error, false)
 export const CommandLineTooLong = createError<'COMMAND_LINE_TOO_LONG', 400, [number, number]>('COMMAND_LINE_TOO_LONG', 'body/task: the command line would be %s characters, over the %s Windows accepts (quotes and backslashes in the task count twice)', 400, Error, false)
+export const HostNotAllowed = createError<'HOST_NOT_ALLOWED', 403, [string]>('HOST_NOT_ALLOWED', 'Host %s is not this service: without API_TOKENS only its own names are served (ALLOWED_HOSTS adds more)', 403, Error, false)
+export const OriginNotAllowed = createError<'ORIGIN_NOT_ALLOWED', 403, [string]>('ORIGIN_NOT_ALLOWED', 'Origin %s may not call this service: without API_TOKENS only pages of its own names may (ALLOWED_HOSTS adds more)', 403, Error, false)
 export const RunNotFound = createError<'RUN_NOT_FOUND', 404, [string]>('RUN_NOT_FOUND', 'No run %s here: unknown, expired, or started on another replica', 404, Error, false)
 export const SlotsUnavailable = createError<'SLOTS_UNAVAILABLE', 503, [string]>('SLOTS_UNAVAILABLE', 'The shared agent slots cannot be reached (Redis): %s', 503, Error, false)
 export const AgentNotInstalled = createError<'AGENT_NOT_INSTALLED', 503, [string, string]>('AGENT_NOT_INSTALLED', 'The %s agent is not installed here: %s was not found on PATH', 503, Error, false)
@@ -29,6 +32,9 @@ const PUBLIC_CODES: Record<string, string> = {
   FST_ERR_CTP_EMPTY_JSON_BODY: 'INVALID_JSON',
   FST_ERR_CTP_INVALID_JSON_BODY: 'INVALID_JSON',
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'INVALID_CONTENT_LENGTH',
+  FST_ERR_BAD_URL: 'BAD_URL',
+  FST_ERR_MAX_PARAM_LENGTH: 'URL_TOO_LONG',
+  FST_STATIC_FORBIDDEN_PATH: 'FORBIDDEN_PATH',
   FST_BEARER_AUTH_MISSING_AUTHORIZATION_HEADER: 'UNAUTHORIZED',
   FST_BEARER_AUTH_INVALID_AUTHORIZATION_HEADER: 'UNAUTHORIZED'
 }
@@ -62,6 +68,28 @@ export function toErrorResponse(error: FastifyError): ErrorResponse {
     return errorBody(500, 'INTERNAL_ERROR', 'Internal server error')
   }
   return errorBody(statusCode, PUBLIC_CODES[error.code] ?? error.code ?? 'BAD_REQUEST', error.message)
+}
+
+/** Node's own refusals, before any route: a request that never arrived whole, or that no HTTP parser can read. */
+export function clientErrorAnswer(error: NodeJS.ErrnoException): ErrorResponse {
+  if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') return errorBody(408, 'REQUEST_TIMEOUT', 'The request did not arrive in time (REQUEST_TIMEOUT_MS)')
+  if (error.code === 'HPE_HEADER_OVERFLOW') return errorBody(431, 'HEADERS_TOO_LARGE', 'The request headers are over 16 KiB')
+  return errorBody(400, 'MALFORMED_REQUEST', `The request is not valid HTTP/1.1 (${error.code ?? 'parse error'})`)
+}
+
+/** Fastify's clientErrorHandler: the same error shape as every other answer, then the connection ends. */
+export function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
+  // A connection reset by the client, or one already answered: there is nobody to tell.
+  if (error.code === 'ECONNRESET' || !socket.writable) {
+    socket.destroy()
+    return
+  }
+  const answer = clientErrorAnswer(error)
+  const body = JSON.stringify(answer)
+  socket.end(
+    `HTTP/1.1 ${answer.statusCode} ${answer.error}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`
+  )
 }
 
 declare module 'fastify' {

@@ -100,9 +100,10 @@ t.test('closing the app stops running agents and still answers their requests', 
   t.notOk(isAlive(agent))
 })
 
-t.test('no server timer can cut a long run short', async (t) => {
-  const app = await build(t)
+t.test('no idle timer can cut a long run short; only receiving the request is bounded (edges.test.ts shows both)', async (t) => {
+  const app = await build(t, { REQUEST_TIMEOUT_MS: '4000' })
   await listen(t, app)
-  t.equal(app.server.requestTimeout, 0)
-  t.equal(app.server.timeout, 0)
+  t.equal(app.server.timeout, 0, 'no idle timeout on the socket')
+  t.equal(app.server.requestTimeout, 4000)
+  t.equal(app.server.headersTimeout, 4000, 'headers within the same bound, or 10 s when it is longer')
 })

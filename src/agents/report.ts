@@ -6,8 +6,14 @@ export interface ParsedReport {
   report: AgentReport
 }
 
-const optional = <T>(value: unknown, type: 'string' | 'number'): T | undefined =>
-  typeof value === type ? (value as T) : undefined
+const optionalString = (value: unknown): string | undefined => (typeof value === 'string' ? value : undefined)
+
+/** A number as the answer can carry it: absent when it is no number, null when JSON could not write it back. */
+function optionalNumber(value: unknown, integer = false): number | null | undefined {
+  if (typeof value !== 'number') return undefined
+  const number = integer ? Math.trunc(value) : value
+  return Number.isFinite(number) && (!integer || Number.isSafeInteger(number)) ? number : null
+}
 
 /**
  * Claude's `--output-format json` prints one JSON object on one line, `{"type":"result", …}`, after whatever else
@@ -25,17 +31,16 @@ export function parseClaudeReport(output: string): ParsedReport | null {
       continue
     }
     if (candidate['type'] !== 'result' || typeof candidate['is_error'] !== 'boolean') continue
-    const numTurns = optional<number>(candidate['num_turns'], 'number')
     return {
-      text: optional<string>(candidate['result'], 'string') ?? '',
+      text: optionalString(candidate['result']) ?? '',
       report: {
         is_error: candidate['is_error'],
-        subtype: optional(candidate['subtype'], 'string'),
-        session_id: optional(candidate['session_id'], 'string'),
-        num_turns: numTurns === undefined ? undefined : Math.trunc(numTurns),
-        total_cost_usd: optional(candidate['total_cost_usd'], 'number'),
-        duration_ms: optional(candidate['duration_ms'], 'number'),
-        duration_api_ms: optional(candidate['duration_api_ms'], 'number')
+        subtype: optionalString(candidate['subtype']),
+        session_id: optionalString(candidate['session_id']),
+        num_turns: optionalNumber(candidate['num_turns'], true),
+        total_cost_usd: optionalNumber(candidate['total_cost_usd']),
+        duration_ms: optionalNumber(candidate['duration_ms']),
+        duration_api_ms: optionalNumber(candidate['duration_api_ms'])
       }
     }
   }

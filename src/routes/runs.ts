@@ -44,7 +44,7 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
         body: ref(RunRequest),
         response: {
           202: ref(RunState, { description: 'The run started; poll its Location or follow /runs/{id}/events.' }),
-          ...errorResponses([400, 401, 413, 415, 429, 500, 503])
+          ...errorResponses([400, 401, 403, 413, 415, 429, 500, 503])
         }
       }
     },
@@ -65,7 +65,7 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
         description:
           'The caller’s own runs (those started with the same token) on this replica: async runs, running or finished and ' +
           'still retained (RUNS_RETENTION_MS, RUNS_MAX_FINISHED), and synchronous or streamed runs while they run.',
-        response: { 200: Type.Object({ runs: Type.Array(ref(RunSummary)) }, { description: 'The runs.' }), ...errorResponses([401]) }
+        response: { 200: Type.Object({ runs: Type.Array(ref(RunSummary)) }, { description: 'The runs.' }), ...errorResponses([401, 403]) }
       }
     },
     async (request) => ({ runs: registry.list(request.caller).map(summaryOf) })
@@ -80,7 +80,7 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
         summary: 'A run’s status and, once finished, its result',
         description: 'Poll until status is no longer `running`; the result is then the same object the synchronous route answers.',
         params: RunId,
-        response: { 200: ref(RunState, { description: 'The run.' }), ...errorResponses([401, 404]) }
+        response: { 200: ref(RunState, { description: 'The run.' }), ...errorResponses([401, 403, 404]) }
       }
     },
     async (request) => stateOf(find(request.params.id, request.caller))
@@ -104,7 +104,7 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
             description: 'The event stream.',
             content: { 'text/event-stream': { schema: Type.String({ description: 'SSE frames whose data is a RunEvent.' }) } }
           },
-          ...errorResponses([400, 401, 404])
+          ...errorResponses([400, 401, 403, 404])
         }
       }
     },
@@ -158,7 +158,7 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
           'Stops the agent and its whole process tree (SIGINT, then SIGTERM and SIGKILL after the grace periods) and ' +
           'answers once it has ended. A finished run is answered as it is.',
         params: RunId,
-        response: { 200: ref(RunState, { description: 'The run, ended.' }), ...errorResponses([401, 404]) }
+        response: { 200: ref(RunState, { description: 'The run, ended.' }), ...errorResponses([401, 403, 404]) }
       }
     },
     async (request) => {

@@ -40,7 +40,7 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { c
         tags: ['tools'],
         summary: 'Each tool with its limit and its slots in use and free',
         description: 'What a caller checks before running: a tool with no free slot would answer 429.',
-        response: { 200: Type.Object({ tools: Type.Array(ToolStatus) }, { description: 'The tools and their slots.' }), ...errorResponses([401, 503]) }
+        response: { 200: Type.Object({ tools: Type.Array(ToolStatus) }, { description: 'The tools and their slots.' }), ...errorResponses([401, 403, 503]) }
       }
     },
     async () => ({
@@ -73,7 +73,7 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { c
               'The run started and ended, whatever its end: `ok` says whether it went well. With `Accept: ' +
                 'application/x-ndjson` or `text/event-stream`, the output streams live as RunEvents and the last one carries the result.'
             ),
-            ...errorResponses([400, 401, 413, 415, 429, 500, 503])
+            ...errorResponses([400, 401, 403, 413, 415, 429, 500, 503])
           }
         }
       },
@@ -85,9 +85,8 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { c
         let forget = (): void => {}
         let ended = (): void => {}
         const done = new Promise<void>((resolve) => (ended = resolve))
-        try {
-          const lease = await launcher.reserve(name, params)
-          // Listed in GET /runs while it runs, and DELETE stops it like an async run.
+        // Listed in GET /runs once its agent runs, and DELETE stops it like an async run.
+        const listed = (): void => {
           forget = registry.track({
             id: runId,
             kind: format === null ? 'sync' : 'stream',
@@ -99,7 +98,12 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { c
               await done
             }
           })
-          if (format === null) return await launcher.run(name, params, lease, { runId, signal: watch.signal, log: request.log })
+        }
+        try {
+          const lease = await launcher.reserve(name, params)
+          if (format === null) {
+            return await launcher.run(name, params, lease, { runId, signal: watch.signal, log: request.log, onSpawn: listed })
+          }
           // The stream opens only once the agent runs, so every refusal before it is the same JSON error as without it.
           const writer = new EventWriter(reply.raw, format, config.heartbeatMs)
           const events = new OutputEvents()
@@ -108,6 +112,7 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { c
             signal: watch.signal,
             log: request.log,
             onSpawn: () => {
+              listed()
               reply.hijack()
               writer.open(reply.getHeaders())
             },

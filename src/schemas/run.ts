@@ -51,10 +51,11 @@ export const AgentReport = Type.Object(
     is_error: Type.Boolean(),
     subtype: Type.Optional(Type.String()),
     session_id: Type.Optional(Type.String()),
-    num_turns: Type.Optional(Type.Integer()),
-    total_cost_usd: Type.Optional(Type.Number()),
-    duration_ms: Type.Optional(Type.Number()),
-    duration_api_ms: Type.Optional(Type.Number())
+    // null: the agent wrote a number JSON cannot carry back (1e400, an integer past 2^53).
+    num_turns: Type.Optional(Type.Union([Type.Integer(), Type.Null()])),
+    total_cost_usd: Type.Optional(Type.Union([Type.Number(), Type.Null()])),
+    duration_ms: Type.Optional(Type.Union([Type.Number(), Type.Null()])),
+    duration_api_ms: Type.Optional(Type.Union([Type.Number(), Type.Null()]))
   },
   { description: "What the agent reported about its own run (claude's JSON report)." }
 )

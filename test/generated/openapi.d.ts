@@ -282,10 +282,10 @@ export interface components {
                 is_error: boolean;
                 subtype?: string;
                 session_id?: string;
-                num_turns?: number;
-                total_cost_usd?: number;
-                duration_ms?: number;
-                duration_api_ms?: number;
+                num_turns?: number | null;
+                total_cost_usd?: number | null;
+                duration_ms?: number | null;
+                duration_api_ms?: number | null;
             } | null;
             sudo: {
                 /** @description Whether sudo works without a password where the agent runs (probed before the run, cached). */
@@ -401,7 +401,7 @@ export interface components {
              */
             error: string;
             /**
-             * @description Machine-readable error code: VALIDATION_ERROR, INVALID_JSON, INVALID_CONTENT_LENGTH, CWD_NOT_FOUND, CWD_NOT_A_DIRECTORY, WSL_DISTRO_NOT_FOUND, WSL_ARGUMENT_UNSAFE, COMMAND_LINE_TOO_LONG, UNAUTHORIZED, ROUTE_NOT_FOUND, RUN_NOT_FOUND, BODY_TOO_LARGE, UNSUPPORTED_MEDIA_TYPE, AGENT_LIMIT_REACHED, INTERNAL_ERROR, AGENT_NOT_INSTALLED, AGENT_SPAWN_FAILED, SLOTS_UNAVAILABLE, SHUTTING_DOWN.
+             * @description Machine-readable error code: VALIDATION_ERROR, INVALID_JSON, INVALID_CONTENT_LENGTH, MALFORMED_REQUEST, BAD_URL, CWD_NOT_FOUND, CWD_NOT_A_DIRECTORY, WSL_DISTRO_NOT_FOUND, WSL_ARGUMENT_UNSAFE, COMMAND_LINE_TOO_LONG, UNAUTHORIZED, HOST_NOT_ALLOWED, FORBIDDEN_PATH, ORIGIN_NOT_ALLOWED, ROUTE_NOT_FOUND, RUN_NOT_FOUND, REQUEST_TIMEOUT, BODY_TOO_LARGE, URL_TOO_LONG, UNSUPPORTED_MEDIA_TYPE, AGENT_LIMIT_REACHED, HEADERS_TOO_LARGE, INTERNAL_ERROR, AGENT_NOT_INSTALLED, AGENT_SPAWN_FAILED, SLOTS_UNAVAILABLE, SHUTTING_DOWN.
              * @example AGENT_LIMIT_REACHED
              */
             code: string;
@@ -463,6 +463,19 @@ export interface operations {
                 };
             };
             /**
+             * @description - `HOST_NOT_ALLOWED`: No API_TOKENS, and Host is not one of this service’s names (DNS rebinding).
+             *     - `FORBIDDEN_PATH`: A path that leaves the documentation’s directory (/docs).
+             *     - `ORIGIN_NOT_ALLOWED`: No API_TOKENS, and a browser sent an Origin that is not one of this service’s names.
+             */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /**
              * @description - `AGENT_NOT_INSTALLED`: The agent's executable is not on the service's PATH.
              *     - `AGENT_SPAWN_FAILED`: The agent's executable exists but could not be started.
              *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
@@ -506,6 +519,8 @@ export interface operations {
              * @description - `VALIDATION_ERROR`: The body breaks the RunParams schema; the message names the field and why.
              *     - `INVALID_JSON`: The body is not JSON, or is empty.
              *     - `INVALID_CONTENT_LENGTH`: The content-length header does not match the body.
+             *     - `MALFORMED_REQUEST`: Not valid HTTP/1.1 (a bad header byte, Content-Length with Transfer-Encoding…); the connection is closed.
+             *     - `BAD_URL`: The URL cannot be decoded.
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
              *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
@@ -522,6 +537,19 @@ export interface operations {
             };
             /** @description - `UNAUTHORIZED`: API_TOKENS is set and the request has no right `Authorization: Bearer <token>`. */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /**
+             * @description - `HOST_NOT_ALLOWED`: No API_TOKENS, and Host is not one of this service’s names (DNS rebinding).
+             *     - `FORBIDDEN_PATH`: A path that leaves the documentation’s directory (/docs).
+             *     - `ORIGIN_NOT_ALLOWED`: No API_TOKENS, and a browser sent an Origin that is not one of this service’s names.
+             */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -609,6 +637,8 @@ export interface operations {
              * @description - `VALIDATION_ERROR`: The body breaks the RunParams schema; the message names the field and why.
              *     - `INVALID_JSON`: The body is not JSON, or is empty.
              *     - `INVALID_CONTENT_LENGTH`: The content-length header does not match the body.
+             *     - `MALFORMED_REQUEST`: Not valid HTTP/1.1 (a bad header byte, Content-Length with Transfer-Encoding…); the connection is closed.
+             *     - `BAD_URL`: The URL cannot be decoded.
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
              *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
@@ -625,6 +655,19 @@ export interface operations {
             };
             /** @description - `UNAUTHORIZED`: API_TOKENS is set and the request has no right `Authorization: Bearer <token>`. */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /**
+             * @description - `HOST_NOT_ALLOWED`: No API_TOKENS, and Host is not one of this service’s names (DNS rebinding).
+             *     - `FORBIDDEN_PATH`: A path that leaves the documentation’s directory (/docs).
+             *     - `ORIGIN_NOT_ALLOWED`: No API_TOKENS, and a browser sent an Origin that is not one of this service’s names.
+             */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -713,6 +756,19 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /**
+             * @description - `HOST_NOT_ALLOWED`: No API_TOKENS, and Host is not one of this service’s names (DNS rebinding).
+             *     - `FORBIDDEN_PATH`: A path that leaves the documentation’s directory (/docs).
+             *     - `ORIGIN_NOT_ALLOWED`: No API_TOKENS, and a browser sent an Origin that is not one of this service’s names.
+             */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
         };
     };
     createRun: {
@@ -741,6 +797,8 @@ export interface operations {
              * @description - `VALIDATION_ERROR`: The body breaks the RunParams schema; the message names the field and why.
              *     - `INVALID_JSON`: The body is not JSON, or is empty.
              *     - `INVALID_CONTENT_LENGTH`: The content-length header does not match the body.
+             *     - `MALFORMED_REQUEST`: Not valid HTTP/1.1 (a bad header byte, Content-Length with Transfer-Encoding…); the connection is closed.
+             *     - `BAD_URL`: The URL cannot be decoded.
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
              *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
@@ -757,6 +815,19 @@ export interface operations {
             };
             /** @description - `UNAUTHORIZED`: API_TOKENS is set and the request has no right `Authorization: Bearer <token>`. */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /**
+             * @description - `HOST_NOT_ALLOWED`: No API_TOKENS, and Host is not one of this service’s names (DNS rebinding).
+             *     - `FORBIDDEN_PATH`: A path that leaves the documentation’s directory (/docs).
+             *     - `ORIGIN_NOT_ALLOWED`: No API_TOKENS, and a browser sent an Origin that is not one of this service’s names.
+             */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -847,6 +918,19 @@ export interface operations {
                 };
             };
             /**
+             * @description - `HOST_NOT_ALLOWED`: No API_TOKENS, and Host is not one of this service’s names (DNS rebinding).
+             *     - `FORBIDDEN_PATH`: A path that leaves the documentation’s directory (/docs).
+             *     - `ORIGIN_NOT_ALLOWED`: No API_TOKENS, and a browser sent an Origin that is not one of this service’s names.
+             */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /**
              * @description - `ROUTE_NOT_FOUND`: No route matches the method and path.
              *     - `RUN_NOT_FOUND`: No such async run on this replica: unknown, expired, or started elsewhere.
              */
@@ -883,6 +967,19 @@ export interface operations {
             };
             /** @description - `UNAUTHORIZED`: API_TOKENS is set and the request has no right `Authorization: Bearer <token>`. */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /**
+             * @description - `HOST_NOT_ALLOWED`: No API_TOKENS, and Host is not one of this service’s names (DNS rebinding).
+             *     - `FORBIDDEN_PATH`: A path that leaves the documentation’s directory (/docs).
+             *     - `ORIGIN_NOT_ALLOWED`: No API_TOKENS, and a browser sent an Origin that is not one of this service’s names.
+             */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -931,6 +1028,8 @@ export interface operations {
              * @description - `VALIDATION_ERROR`: The body breaks the RunParams schema; the message names the field and why.
              *     - `INVALID_JSON`: The body is not JSON, or is empty.
              *     - `INVALID_CONTENT_LENGTH`: The content-length header does not match the body.
+             *     - `MALFORMED_REQUEST`: Not valid HTTP/1.1 (a bad header byte, Content-Length with Transfer-Encoding…); the connection is closed.
+             *     - `BAD_URL`: The URL cannot be decoded.
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
              *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
@@ -947,6 +1046,19 @@ export interface operations {
             };
             /** @description - `UNAUTHORIZED`: API_TOKENS is set and the request has no right `Authorization: Bearer <token>`. */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /**
+             * @description - `HOST_NOT_ALLOWED`: No API_TOKENS, and Host is not one of this service’s names (DNS rebinding).
+             *     - `FORBIDDEN_PATH`: A path that leaves the documentation’s directory (/docs).
+             *     - `ORIGIN_NOT_ALLOWED`: No API_TOKENS, and a browser sent an Origin that is not one of this service’s names.
+             */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
