@@ -15,7 +15,7 @@ RUN npm run build
 FROM node:20-bookworm-slim
 # Containers are reached from outside their own loopback, so the service listens on all interfaces — and therefore
 # refuses to start without API_TOKENS (or an explicit ALLOW_UNAUTHENTICATED=true).
-ENV NODE_ENV=production HOST=0.0.0.0 PORT=8080 DATA_DIR=/var/lib/agent-runner
+ENV NODE_ENV=production HOST=0.0.0.0 PORT=8080 DATA_DIR=/var/lib/agent-runner AGENT_WORKDIR=/workspace
 # tini as PID 1 reaps the orphans agents leave (node reaps only its own children) and passes signals on; the service
 # also uses it as the init of each agent's PID namespace, where the container allows one (see README, Docker).
 RUN apt-get update && apt-get install -y --no-install-recommends tini && rm -rf /var/lib/apt/lists/*

@@ -1,6 +1,7 @@
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { randomUUID } from 'node:crypto'
+import { mkdirSync } from 'node:fs'
 import { ActiveRuns } from './active-runs.js'
 import { closeConnectionsWhenIdle } from './connections.js'
 import { defineTools, TOOL_NAMES } from './agents/definitions.js'
@@ -11,7 +12,9 @@ import { requireBearerToken } from './auth.js'
 import { allowedHostNames, requireKnownHost } from './host-check.js'
 import healthRoutes from './routes/health.js'
 import { Metrics } from './metrics.js'
+import type { ContainmentMode } from './process/containment.js'
 import { chooseHostContainment } from './process/host-containment.js'
+import { agentReadiness, type AgentReadiness } from './readiness.js'
 import { RunLedger } from './process/ledger.js'
 import { WslDistros } from './process/wsl-distros.js'
 import { registerOpenApi } from './openapi.js'
@@ -24,8 +27,14 @@ import { createSlotLimiter } from './slots/index.js'
 import type { SlotLimiter } from './slots/limiter.js'
 import { SudoProbe } from './sudo/probe.js'
 
-/** A JSON body of the largest accepted task: 30,000 characters, each at most a 6-byte `\uXXXX` escape, plus fields. */
-export const BODY_LIMIT_BYTES = 256 * 1024
+/**
+ * A JSON body of the largest accepted task: 30,000 characters, each at most a 12-byte surrogate pair escaped as
+ * `\uXXXX\uXXXX` (an emoji), plus the other fields.
+ */
+export const BODY_LIMIT_BYTES = 512 * 1024
+
+/** A caller's x-request-id is kept when it is a plain token of reasonable size; anything else gets a fresh id. */
+const REQUEST_ID = /^[A-Za-z0-9._:@/+=-]{1,128}$/
 
 export interface AppOptions {
   /** Overrides the logger built from config (tests pass false or a stream). */
@@ -39,6 +48,9 @@ declare module 'fastify' {
     slots: SlotLimiter
     activeRuns: ActiveRuns
     metrics: Metrics
+    /** Each agent as found, for /readyz and the startup log. */
+    readiness: () => Promise<AgentReadiness[]>
+    containment: { mode: ContainmentMode; reason: string }
   }
 }
 
@@ -52,8 +64,11 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const app = Fastify({
     logger: options.logger ?? loggerOptions(config),
     bodyLimit: BODY_LIMIT_BYTES,
-    requestIdHeader: 'x-request-id',
-    genReqId: () => randomUUID(),
+    requestIdHeader: false,
+    genReqId: (request) => {
+      const given = request.headers['x-request-id']
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID()
+    },
     // A run may last 30 minutes: no idle timer may cut a quiet response short. Receiving the request is bounded,
     // though (Node's requestTimeout ends once the body is in): a client trickling its headers or body holds nothing
     // for long. Node checks every connectionsCheckingInterval, 30 s by default: far coarser than the bound.
@@ -92,6 +107,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const host = await chooseHostContainment(config.containment)
   app.log.info({ containment: host.containment.mode, reason: host.reason }, `containment: ${host.containment.mode}`)
   const ledger = new RunLedger(config.dataDir)
+  // Agents' default directory: theirs alone, not the service's (its .env, its data).
+  mkdirSync(config.agentWorkdir, { recursive: true, mode: 0o700 })
   // Before anything runs: what a previous life of the service left running (it was killed) is stopped now.
   const leftovers = await ledger.stopLeftovers(agentEnv)
   if (leftovers.length > 0) app.log.warn({ leftovers }, `stopped what ${leftovers.length} run(s) of a previous life left running`)
@@ -126,6 +143,9 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     await authenticated.register(toolRoutes, { config, tools, slots, activeRuns, launcher, registry })
     await authenticated.register(runRoutes, { registry, heartbeatMs: config.heartbeatMs })
   })
-  await app.register(healthRoutes, { tools: Object.values(tools), agentEnv, metrics, slots, containment: { mode: host.containment.mode, reason: host.reason } })
+  const readiness = agentReadiness(Object.values(tools), agentEnv)
+  app.decorate('readiness', readiness)
+  app.decorate('containment', { mode: host.containment.mode, reason: host.reason })
+  await app.register(healthRoutes, { readiness, metrics, slots, containment: app.containment })
   return app
 }

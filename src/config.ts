@@ -1,5 +1,8 @@
 import envSchema from 'env-schema'
 import { createHash } from 'node:crypto'
+import { readFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { Type, type Static } from '@sinclair/typebox'
 import { DEFAULT_AGENT_ENV_ALLOW, DEFAULT_AGENT_ENV_DENY, type AgentEnvRule } from './agents/environment.js'
 import { CONTAINMENT_SETTINGS, type ContainmentSetting } from './process/host-containment.js'
@@ -17,6 +20,9 @@ const ExtraArgs = Type.String({
 export const EnvSchema = Type.Object({
   HOST: Type.String({ default: '127.0.0.1' }),
   API_TOKENS: Type.String({ default: '' }),
+  API_TOKENS_FILE: Type.Optional(Type.String({ minLength: 1 })),
+  REDIS_URL_FILE: Type.Optional(Type.String({ minLength: 1 })),
+  AGENT_WORKDIR: Type.String({ default: '' }),
   ALLOW_UNAUTHENTICATED: Type.Boolean({ default: false }),
   ALLOWED_HOSTS: Type.String({ default: '' }),
   PORT: Type.Integer({ default: 8080, minimum: 0, maximum: 65535 }),
@@ -66,6 +72,8 @@ export interface Config {
   containment: ContainmentSetting
   /** Where the service keeps what must outlive it (the records of running agents). */
   dataDir: string
+  /** Where agents run when a request names no cwd: never the service's own directory, next to its .env. */
+  agentWorkdir: string
   killGraceMs: number
   outputLimitBytes: number
   sudoProbeTtlMs: number
@@ -93,13 +101,14 @@ export function loadConfig(source?: Record<string, string | undefined>): Config 
   })
   const config: Config = {
     host: env.HOST,
-    apiTokens: parseApiTokens(splitList(env.API_TOKENS)),
+    apiTokens: parseApiTokens(splitList(secretValue(env, 'API_TOKENS'))),
     allowedHosts: splitList(env.ALLOWED_HOSTS),
     port: env.PORT,
     logLevel: env.LOG_LEVEL,
     hostPlatform: env.AGENT_HOST_PLATFORM ?? process.platform,
     containment: env.AGENT_CONTAINMENT,
     dataDir: env.DATA_DIR,
+    agentWorkdir: env.AGENT_WORKDIR === '' ? join(tmpdir(), 'agent-runner-workspace') : env.AGENT_WORKDIR,
     killGraceMs: env.AGENT_KILL_GRACE_MS,
     outputLimitBytes: env.AGENT_OUTPUT_LIMIT_BYTES,
     sudoProbeTtlMs: env.SUDO_PROBE_TTL_MS,
@@ -123,10 +132,26 @@ export function loadConfig(source?: Record<string, string | undefined>): Config 
   return config
 }
 
+/**
+ * A secret given directly, or as `<NAME>_FILE`, the path of a file holding it (Docker and Kubernetes secrets): then it
+ * is in no environment an agent or a crash report could show. One of the two, not both.
+ */
+function secretValue(env: RawEnv, name: 'API_TOKENS' | 'REDIS_URL'): string {
+  const file = env[`${name}_FILE`]
+  if (file === undefined) return env[name]
+  if (env[name] !== '') throw new Error(`${name} and ${name}_FILE are both set: keep one`)
+  try {
+    return readFileSync(file, 'utf8').trim()
+  } catch (error) {
+    throw new Error(`${name}_FILE=${file} cannot be read: ${(error as Error).message}`)
+  }
+}
+
 function slotsConfig(env: RawEnv): Config['slots'] {
   if (env.SLOTS_BACKEND === 'memory') return { backend: 'memory' }
-  if (env.REDIS_URL === '') throw new Error('REDIS_URL is required when SLOTS_BACKEND=redis (e.g. redis://127.0.0.1:6379)')
-  return { backend: 'redis', url: env.REDIS_URL, ttlMs: env.SLOTS_TTL_MS, keyPrefix: env.SLOTS_KEY_PREFIX }
+  const url = secretValue(env, 'REDIS_URL')
+  if (url === '') throw new Error('REDIS_URL is required when SLOTS_BACKEND=redis (e.g. redis://127.0.0.1:6379)')
+  return { backend: 'redis', url, ttlMs: env.SLOTS_TTL_MS, keyPrefix: env.SLOTS_KEY_PREFIX }
 }
 
 export interface ApiToken {

@@ -6,7 +6,9 @@ import type { ErrorResponse } from './schemas/error.js'
 
 // Every error below is an answer to a caller, not a bug: none captures a stack trace, which would be most of its cost.
 export const ValidationFailed = createError<'VALIDATION_ERROR', 400, [string]>('VALIDATION_ERROR', '%s', 400, Error, false)
-export const AgentLimitReached = createError<'AGENT_LIMIT_REACHED', 429, [number]>('AGENT_LIMIT_REACHED', 'Limite de %s agents atteinte', 429, Error, false)
+const AgentLimitError = createError<'AGENT_LIMIT_REACHED', 429, [string]>('AGENT_LIMIT_REACHED', 'Limite de %s atteinte', 429, Error, false)
+/** The seed's message, `Limite de N agents atteinte`, in French that agrees with N (`Limite de 1 agent atteinte`). */
+export const agentLimitReached = (limit: number) => new AgentLimitError(`${limit} agent${limit > 1 ? 's' : ''}`)
 export const CwdNotFound = createError<'CWD_NOT_FOUND', 400, [string]>('CWD_NOT_FOUND', 'body/cwd: %s does not exist', 400, Error, false)
 export const CwdNotADirectory = createError<'CWD_NOT_A_DIRECTORY', 400, [string]>('CWD_NOT_A_DIRECTORY', 'body/cwd: %s is not a directory', 400, Error, false)
 export const WslDistroNotFound = createError<'WSL_DISTRO_NOT_FOUND', 400, [string]>('WSL_DISTRO_NOT_FOUND', 'body/wsl_distro: there is no WSL distro named %s on this host (wsl --list)', 400, Error, false)

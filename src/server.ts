@@ -1,4 +1,5 @@
 import closeWithGrace from 'close-with-grace'
+import { TOOL_NAMES } from './agents/definitions.js'
 import { buildApp } from './app.js'
 import { loadConfig, type Config } from './config.js'
 
@@ -23,9 +24,27 @@ closeWithGrace({ delay: config.killGraceMs * 2 + 5000, logger: app.log }, async 
 // GenerateConsoleCtrlEvent) as SIGBREAK, which close-with-grace does not listen to. Both close gracefully.
 process.on('SIGBREAK', () => process.emit('SIGINT', 'SIGINT'))
 
+let address: string
 try {
-  await app.listen({ host: config.host, port: config.port })
+  address = await app.listen({ host: config.host, port: config.port })
 } catch (error) {
   app.log.fatal({ err: error }, 'could not listen')
   process.exit(1)
+}
+
+// What a newcomer needs to know at a glance: which agents will run, how many at once, who may call, and how contained.
+const agents = await app.readiness()
+app.log.info(
+  {
+    agents: agents.map(({ tool, path, version }) => ({ tool, path, version })),
+    limits: Object.fromEntries(TOOL_NAMES.map((name) => [name, app.slots.limit(name)])),
+    auth: config.apiTokens.length > 0 ? `bearer tokens: ${config.apiTokens.map((token) => token.name).join(', ')}` : 'none: loopback only, Host and Origin checked',
+    containment: app.containment.mode,
+    docs: `${address}/docs`
+  },
+  `agent-runner ready: ${agents.filter((agent) => agent.path !== null).map((agent) => agent.tool).join(', ') || 'no agent found'}`
+)
+for (const agent of agents) {
+  if (agent.path === null) app.log.warn({ tool: agent.tool }, `${agent.tool}: ${agent.bin} is not on the agents' PATH; its runs answer 503`)
+  if (agent.problem !== null) app.log.warn({ tool: agent.tool }, `${agent.tool}: ${agent.problem}`)
 }

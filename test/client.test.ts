@@ -39,7 +39,7 @@ t.test('a generated client runs both tools and reads 200, 400 and 429 as the doc
       const { data, error, response } = await client.POST(path, { body: { task: 'one more' } })
       t.equal(response.status, 429)
       t.equal(data, undefined)
-      t.same(error, { statusCode: 429, error: 'Too Many Requests', code: 'AGENT_LIMIT_REACHED', message: 'Limite de 1 agents atteinte' })
+      t.same(error, { statusCode: 429, error: 'Too Many Requests', code: 'AGENT_LIMIT_REACHED', message: 'Limite de 1 agent atteinte' })
       t.match((await first).data, { tool, ok: true }, 'the run holding the slot ends normally')
     })
   }

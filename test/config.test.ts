@@ -1,6 +1,10 @@
 import t from 'tap'
 import { loggerOptions } from '../src/app.js'
 import { loadConfig, parseApiTokens } from '../src/config.js'
+import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { build, echoed, post } from './helper.js'
 
 t.test('defaults', async (t) => {
   const config = loadConfig({})
@@ -76,4 +80,28 @@ t.test('logs: pino JSON, pretty only on a terminal', async (t) => {
   t.same(loggerOptions(config), { level: 'debug', redact: ['req.headers.authorization'] }, 'JSON lines for files and collectors')
   process.stdout.isTTY = true
   t.match(loggerOptions(config), { level: 'debug', transport: { target: 'pino-pretty' } }, 'pretty at a terminal')
+})
+
+t.test('API_TOKENS_FILE and REDIS_URL_FILE: secrets read from files, one source only', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'agent-runner-secrets-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  writeFileSync(join(dir, 'tokens'), 'studio:s3cret,ci:other\n')
+  writeFileSync(join(dir, 'redis'), 'redis://:pw@127.0.0.1:6390\n')
+  const config = loadConfig({ API_TOKENS_FILE: join(dir, 'tokens'), SLOTS_BACKEND: 'redis', REDIS_URL_FILE: join(dir, 'redis') })
+  t.same(config.apiTokens, [{ name: 'studio', secret: 's3cret' }, { name: 'ci', secret: 'other' }])
+  t.match(config.slots, { backend: 'redis', url: 'redis://:pw@127.0.0.1:6390' })
+  t.throws(() => loadConfig({ API_TOKENS: 'x', API_TOKENS_FILE: join(dir, 'tokens') }), /API_TOKENS and API_TOKENS_FILE are both set/)
+  t.throws(() => loadConfig({ API_TOKENS_FILE: join(dir, 'missing') }), /API_TOKENS_FILE=.*missing cannot be read/)
+})
+
+t.test('agents run in AGENT_WORKDIR by default, never in the service directory', async (t) => {
+  t.equal(loadConfig({}).agentWorkdir, join(tmpdir(), 'agent-runner-workspace'))
+  const workdir = join(mkdtempSync(join(tmpdir(), 'agent-runner-work-')), 'agents')
+  t.teardown(() => rmSync(workdir, { recursive: true, force: true }))
+  const app = await build(t, { AGENT_WORKDIR: workdir })
+  t.ok(statSync(workdir).isDirectory(), 'created at start')
+  t.equal(statSync(workdir).mode & 0o777, 0o700, 'for the agents alone')
+  const { body } = await post(app, 'crush_run', { task: 'where am I' })
+  t.equal(echoed(body).cwd, workdir)
+  t.not(echoed(body).cwd, process.cwd())
 })

@@ -24,7 +24,7 @@ t.test('N+1 requests while N run: 429 with the French message, limits independen
   await waitFor(() => app.slots.inUse('claude_run') === 1, 5000, 'one claude run')
   const claudeRefused = await post(app, 'claude_run', { task: 'x' })
   t.equal(claudeRefused.status, 429)
-  t.equal(claudeRefused.body.message, 'Limite de 1 agents atteinte')
+  t.equal(claudeRefused.body.message, 'Limite de 1 agent atteinte')
 
   for (const answer of await Promise.all([...running, claudeRunning])) t.equal(answer.status, 200)
   t.equal(app.slots.inUse('crush_run'), 0)

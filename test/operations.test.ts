@@ -147,3 +147,15 @@ t.test('on Windows, the variables meant for the distro travel through WSLENV', a
   t.ok(names.includes('EXISTING/u'), 'what WSLENV already said is kept')
   t.notOk(names.includes('PATH'), 'the Windows PATH does not replace the distro’s')
 })
+
+t.test('/readyz says when claude cannot run as configured, and which variable to change', { skip: process.getuid!() !== 0 && 'only as root' }, async (t) => {
+  const claudeOf = async (overrides: Record<string, string>, env: NodeJS.ProcessEnv = standInEnv()) => {
+    const app = await build(t, overrides, env)
+    return ((await app.inject({ method: 'GET', url: '/readyz' })).json().agents as Array<{ tool: string; problem: string | null }>).find((agent) => agent.tool === 'claude_run')!
+  }
+  t.match(await claudeOf({}), { problem: /claude refuses CLAUDE_PERMISSION_MODE=bypassPermissions when run as root: .*set CLAUDE_PERMISSION_MODE/ })
+  t.match(await claudeOf({ CLAUDE_PERMISSION_MODE: 'acceptEdits' }), { problem: null })
+  t.match(await claudeOf({}, standInEnv({ IS_SANDBOX: '1' })), { problem: null })
+  const onlyClaude = await build(t, { CRUSH_BIN: 'no-crush-here' })
+  t.equal((await onlyClaude.inject({ method: 'GET', url: '/readyz' })).statusCode, 503, 'no agent that can run: not ready')
+})

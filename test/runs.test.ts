@@ -70,7 +70,7 @@ t.test('the same refusals as the tool routes, and 404 for an unknown run', async
   const holder = (await create(app, { tool: 'crush_run', task: '@sleep 500' })).json()
   const refused = await create(app, { tool: 'crush_run', task: 'x' })
   t.equal(refused.statusCode, 429)
-  t.match(refused.json(), { code: 'AGENT_LIMIT_REACHED', message: 'Limite de 1 agents atteinte' })
+  t.match(refused.json(), { code: 'AGENT_LIMIT_REACHED', message: 'Limite de 1 agent atteinte' })
   const sync = await app.inject({ method: 'POST', url: '/tools/crush_run', payload: { task: 'x' } })
   t.equal(sync.statusCode, 429, 'async and synchronous runs share the slots')
   await finished(app, holder.id)

@@ -4,7 +4,7 @@ import { once } from 'node:events'
 import { writeFileSync } from 'node:fs'
 import { connect } from 'node:net'
 import { join } from 'node:path'
-import { isAlive, readPidFile, SERVER, standInEnv, startServer, tempDir } from './helper.js'
+import { isAlive, readPidFile, SERVER, standInEnv, startServer, tempDir, waitFor } from './helper.js'
 
 const postJson = (base: string, path: string, body: unknown) =>
   fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })
@@ -12,6 +12,8 @@ const postJson = (base: string, path: string, body: unknown) =>
 t.test('SIGTERM: stop accepting, stop the agents, answer their requests, exit 0', async (t) => {
   const pidFile = join(tempDir(t), 'agent.pid')
   const { child, base, logs } = await startServer(t, { AGENT_KILL_GRACE_MS: '300', LOG_LEVEL: 'info' })
+  // Logged once the agents have been looked up, just after listening.
+  await waitFor(() => logs.some((entry) => String(entry['msg']).startsWith('agent-runner ready')), 10_000, 'the startup summary')
   const pending = postJson(base, '/tools/crush_run', { task: `@write-pid ${pidFile} 60000` })
   const agent = await readPidFile(pidFile)
   // A spare connection that never sends a request (as proxies keep) must not hold the shutdown open.
@@ -35,6 +37,15 @@ t.test('SIGTERM: stop accepting, stop the agents, answer their requests, exit 0'
   t.match(started, { tool: 'crush_run', agent_pid: agent, reqId: String })
   t.match(ended, { tool: 'crush_run', agent_pid: agent, reqId: started?.['reqId'], exit_code: 1, duration_ms: Number, stop_reason: 'shutdown' })
   t.notOk(JSON.stringify(logs).includes('@write-pid'), 'the task itself is not logged')
+  const ready = logs.find((entry) => String(entry['msg']).startsWith('agent-runner ready'))
+  t.match(ready, {
+    msg: 'agent-runner ready: crush_run, claude_run',
+    agents: [{ tool: 'crush_run', path: /crush$/, version: 'crush version v0.0.0-stand-in' }, { tool: 'claude_run', path: /claude$/ }],
+    limits: { crush_run: 2, claude_run: 2 },
+    auth: 'none: loopback only, Host and Origin checked',
+    containment: 'process-group',
+    docs: /^http:\/\/127\.0\.0\.1:\d+\/docs$/
+  }, 'the startup log says what runs, how many, who may call, how contained, and where the docs are')
 })
 
 t.test('a bad configuration value stops the server with a message naming the variable', async (t) => {

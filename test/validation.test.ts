@@ -3,7 +3,7 @@ import t, { type Test } from 'tap'
 import { existsSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { TASK_MAX_CHARS } from '../src/schemas/run.js'
-import { build, post, standInEnv, tempDir } from './helper.js'
+import { build, echoed, post, standInEnv, tempDir } from './helper.js'
 
 interface Answer {
   status: number
@@ -73,7 +73,7 @@ t.test('transport errors share the shape: 404, 413, 415, malformed JSON', async 
   expectError(t, await ask({ method: 'GET', url: '/tools/crush_run' }), 404, 'ROUTE_NOT_FOUND')
   expectError(
     t,
-    await ask({ method: 'POST', url: '/tools/crush_run', payload: { task: 'x'.repeat(300 * 1024) } }),
+    await ask({ method: 'POST', url: '/tools/crush_run', payload: { task: 'x'.repeat(600 * 1024) } }),
     413,
     'BODY_TOO_LARGE'
   )
@@ -96,4 +96,24 @@ t.test('transport errors share the shape: 404, 413, 415, malformed JSON', async 
     'INVALID_JSON'
   )
   expectError(t, await ask({ method: 'POST', url: '/tools/crush_run' }), 400, 'VALIDATION_ERROR', /body must be object/)
+})
+
+t.test('the longest task fits however it is escaped: 30,000 emoji sent as \\uXXXX pairs', async (t) => {
+  const app = await build(t)
+  const task = '😀'.repeat(30_000)
+  const payload = `{"task":"${'\\ud83d\\ude00'.repeat(30_000)}"}`
+  t.ok(Buffer.byteLength(payload) > 350_000, `${Buffer.byteLength(payload)} bytes of JSON`)
+  const response = await app.inject({ method: 'POST', url: '/tools/crush_run', payload, headers: { 'content-type': 'application/json' } })
+  t.equal(response.statusCode, 200)
+  t.equal(echoed(response.json()).prompt, task, 'it reached the agent whole')
+  const over = await app.inject({ method: 'POST', url: '/tools/crush_run', payload: `{"task":"${'\\ud83d\\ude00'.repeat(30_001)}"}`, headers: { 'content-type': 'application/json' } })
+  t.match(over.json(), { statusCode: 400, code: 'VALIDATION_ERROR', message: /task must NOT have more than 30000 characters/ })
+})
+
+t.test("a caller's x-request-id is kept when it is a plain token, replaced otherwise", async (t) => {
+  const app = await build(t)
+  const idOf = async (id: string) => (await app.inject({ method: 'GET', url: '/tools', headers: { 'x-request-id': id } })).headers['x-request-id']
+  t.equal(await idOf('studio-req-42'), 'studio-req-42')
+  t.match(await idOf('x'.repeat(129)), /^[0-9a-f-]{36}$/, 'too long')
+  t.match(await idOf('a b\u00e9'), /^[0-9a-f-]{36}$/, 'not a plain token')
 })

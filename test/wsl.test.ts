@@ -23,7 +23,7 @@ const agentStarts = (log: string): string[][] =>
   existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter((line) => line.startsWith('{"pid"')).map((line) => JSON.parse(line).argv) : []
 
 t.test('placeRun: the WSL shape, once per run', async (t) => {
-  const base = { agentBin: 'crush', agentArgs: ['run', '--', 'task'], wslBin: 'wsl.exe', hostContainment: processGroup, runId: 'r1', env: { PATH: '/bin', ANTHROPIC_API_KEY: 'k' } }
+  const base = { agentBin: 'crush', agentArgs: ['run', '--', 'task'], wslBin: 'wsl.exe', hostContainment: processGroup, runId: 'r1', env: { PATH: '/bin', ANTHROPIC_API_KEY: 'k' }, defaultCwd: '/agents' }
   const wsl = placeRun({ ...base, hostPlatform: 'win32', params: { wsl_distro: 'Ubuntu', wsl_user: 'dev', cwd: '/src' } })
   t.equal(wsl.where, 'wsl')
   t.same(wsl.command.file, 'wsl.exe')
@@ -41,6 +41,8 @@ t.test('placeRun: the WSL shape, once per run', async (t) => {
   const linux = placeRun({ ...base, hostPlatform: 'linux', params: { wsl_distro: 'Ubuntu', wsl_user: 'dev', cwd: '/src' } })
   t.same(linux.command, { file: 'crush', args: ['run', '--', 'task'], cwd: '/src' }, 'other hosts ignore the wsl fields')
   t.equal(linux.containment, processGroup)
+  t.equal(placeRun({ ...base, hostPlatform: 'linux', params: {} }).command.cwd, '/agents', 'no cwd: AGENT_WORKDIR, never the service’s own directory')
+  t.same(placeRun({ ...base, hostPlatform: 'win32', params: { wsl_distro: 'Ubuntu' } }).command.args.slice(0, 4), ['-d', 'Ubuntu', '--cd', '~'], 'no cwd in WSL: the distro user’s home, not the Windows directory of the service')
 })
 
 t.test('a task full of quotes, backslashes and shell syntax reaches the agent byte for byte through wsl.exe', async (t) => {

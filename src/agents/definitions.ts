@@ -17,6 +17,8 @@ export interface AgentTool {
   agentArgs(task: string, live: boolean): string[]
   /** Turns what the agent printed into the answer a person reads, when the agent reports in a structured form. */
   parseReport(output: string): ParsedReport | null
+  /** Why every run would fail as configured, with the variable to change; null when nothing stands in the way. */
+  problem(env: NodeJS.ProcessEnv): string | null
 }
 
 export function defineTools(config: Config): Record<ToolName, AgentTool> {
@@ -32,7 +34,8 @@ export function defineTools(config: Config): Record<ToolName, AgentTool> {
       maxAgents: config.crush.maxAgents,
       // `crush run` approves its tools by itself in non-interactive mode; `--` ends cobra's flags.
       agentArgs: (task, _live) => ['run', ...config.crush.extraArgs, '--', task],
-      parseReport: () => null
+      parseReport: () => null,
+      problem: () => null
     },
     claude_run: {
       name: 'claude_run',
@@ -53,7 +56,13 @@ export function defineTools(config: Config): Record<ToolName, AgentTool> {
         ...config.claude.extraArgs,
         '--', task
       ],
-      parseReport: parseClaudeReport
+      parseReport: parseClaudeReport,
+      // Claude Code refuses to skip its permission prompts as root (containers, CI), unless told it is in a sandbox.
+      problem: (env) =>
+        process.getuid?.() === 0 && config.claude.permissionMode === 'bypassPermissions' && env['IS_SANDBOX'] !== '1'
+          ? 'claude refuses CLAUDE_PERMISSION_MODE=bypassPermissions when run as root: run the service as another user, ' +
+            'set CLAUDE_PERMISSION_MODE (e.g. acceptEdits), or IS_SANDBOX=1 if the service runs in a sandbox'
+          : null
     }
   }
 }

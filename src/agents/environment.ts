@@ -23,8 +23,8 @@ export const DEFAULT_AGENT_ENV_DENY = [
   'XDG_RUNTIME_DIR', 'DBUS_SESSION_BUS_ADDRESS'
 ]
 
-/** Never passed on, whatever the configuration says: the service's secret and the prompt routes. */
-const ALWAYS_DENIED = ['API_TOKENS', 'SUDO_ASKPASS', 'DISPLAY', 'WAYLAND_DISPLAY']
+/** Never passed on, whatever the configuration says: the service's secrets (and where they are), the prompt routes. */
+const ALWAYS_DENIED = ['API_TOKENS', 'API_TOKENS_FILE', 'REDIS_URL', 'REDIS_URL_FILE', 'SUDO_ASKPASS', 'DISPLAY', 'WAYLAND_DISPLAY']
 
 export interface AgentEnvRule {
   allow: string[]

@@ -33,6 +33,8 @@ export interface PlacementInput {
   hostContainment: Containment
   env: NodeJS.ProcessEnv
   runId: string
+  /** Where a host run goes without a cwd (AGENT_WORKDIR); a WSL run goes to the distro user's home. */
+  defaultCwd: string
 }
 
 export function runsInWsl(params: Pick<RunParams, 'wsl_distro'>, hostPlatform: NodeJS.Platform): boolean {
@@ -49,13 +51,14 @@ export function placeRun(input: PlacementInput): Placement {
   if (!runsInWsl(params, input.hostPlatform)) {
     return {
       where: 'host',
-      command: { file: agentBin, args: agentArgs, cwd: params.cwd },
+      command: { file: agentBin, args: agentArgs, cwd: params.cwd ?? input.defaultCwd },
       containment: input.hostContainment,
       env,
       sudo: { kind: 'host', path: searchPath(env) }
     }
   }
-  const target = wslTarget(params, input.wslBin)
+  // Without --cd, wsl.exe would start in the Windows directory of the service itself.
+  const target = wslTarget({ ...params, cwd: params.cwd ?? '~' }, input.wslBin)
   return {
     where: 'wsl',
     command: { ...wslCommand(target, input.runId, agentBin, agentArgs), cwd: undefined },

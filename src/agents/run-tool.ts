@@ -41,7 +41,8 @@ export function placementFor(tool: AgentTool, params: RunParams, context: RunCon
     wslBin: context.config.wslBin,
     hostContainment: context.hostContainment,
     env: context.env,
-    runId: context.runId
+    runId: context.runId,
+    defaultCwd: context.config.agentWorkdir
   })
 }
 

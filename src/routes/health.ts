@@ -1,18 +1,13 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
-import { LRUCache } from 'lru-cache'
-import type { AgentTool } from '../agents/definitions.js'
-import { versionOf } from '../agents/locate.js'
-import { findOnPath } from '../process/find-executable.js'
-import { searchPath } from '../process/search-path.js'
+import type { AgentReadiness } from '../readiness.js'
 import type { Metrics } from '../metrics.js'
 import { CONTAINMENT_MODES, type ContainmentMode } from '../process/containment.js'
 import type { SlotLimiter } from '../slots/limiter.js'
 
 export interface HealthRoutesOptions {
   slots: SlotLimiter
-  tools: AgentTool[]
-  agentEnv: NodeJS.ProcessEnv
+  readiness: () => Promise<AgentReadiness[]>
   metrics: Metrics
   containment: { mode: ContainmentMode; reason: string }
 }
@@ -21,7 +16,8 @@ const AgentReadiness = Type.Object({
   tool: Type.String(),
   bin: Type.String(),
   path: Type.Union([Type.String(), Type.Null()], { description: 'Where the binary was found on the agents’ PATH.' }),
-  version: Type.Union([Type.String(), Type.Null()])
+  version: Type.Union([Type.String(), Type.Null()]),
+  problem: Type.Union([Type.String(), Type.Null()], { description: 'Why every run of this agent would fail as configured, and what to change.' })
 })
 
 const Readiness = Type.Object({
@@ -44,17 +40,7 @@ const Readiness = Type.Object({
   )
 })
 
-/** Versions change only when someone upgrades a CLI; asking each probe would spawn on every readiness check. */
-const VERSION_TTL_MS = 10 * 60 * 1000
-
-const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app, { tools, agentEnv, metrics, slots, containment }) => {
-  const versions = new LRUCache<string, string, { env: NodeJS.ProcessEnv }>({
-    max: 64,
-    ttl: VERSION_TTL_MS,
-    // A binary that does not answer --version is cached as '' (found, version unknown) rather than asked again.
-    fetchMethod: async (file, _stale, { context }) => (await versionOf(file, context.env)) ?? ''
-  })
-
+const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app, { readiness, metrics, slots, containment }) => {
   app.get('/healthz', {
     schema: {
       operationId: 'healthz',
@@ -76,7 +62,7 @@ const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app,
         tags: ['health'],
         security: [],
         summary: 'Each agent binary found, with its version',
-        description: 'Ready when at least one agent can run and the slots can be counted; 503 when no binary is found or Redis (SLOTS_BACKEND=redis) does not answer.',
+        description: 'Ready when at least one agent can run (found, and no `problem` as configured) and the slots can be counted; 503 otherwise, or when Redis (SLOTS_BACKEND=redis) does not answer.',
         response: {
           200: { ...Readiness, description: 'At least one agent is usable.' },
           503: { ...Readiness, description: 'No agent binary was found, or the slots backend does not answer.' }
@@ -84,15 +70,9 @@ const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app,
       }
     },
     async (_request, reply) => {
-      const agents = await Promise.all(
-        tools.map(async (tool) => {
-          const path = (await findOnPath(tool.bin, searchPath(agentEnv))) ?? null
-          const version = path === null ? null : (await versions.fetch(path, { context: { env: agentEnv } })) || null
-          return { tool: tool.name, bin: tool.bin, path, version }
-        })
-      )
+      const agents = await readiness()
       const slotsHealth = await slots.health()
-      const usable = agents.some((agent) => agent.path !== null) && slotsHealth.ok
+      const usable = agents.some((agent) => agent.path !== null && agent.problem === null) && slotsHealth.ok
       return reply.code(usable ? 200 : 503).send({ status: usable ? 'ready' : 'unavailable', agents, slots: slotsHealth, containment })
     }
   )

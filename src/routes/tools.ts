@@ -83,7 +83,7 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { c
         const runId = randomUUID()
         const watch = activeRuns.begin(reply)
         let forget = (): void => {}
-        let ended = (): void => {}
+        let ended!: () => void
         const done = new Promise<void>((resolve) => (ended = resolve))
         // Listed in GET /runs once its agent runs, and DELETE stops it like an async run.
         const listed = (): void => {

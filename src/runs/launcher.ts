@@ -7,7 +7,7 @@ import { runTool } from '../agents/run-tool.js'
 import type { OutputSink } from '../agents/runner.js'
 import { assertHostDirectory } from '../agents/workspace.js'
 import type { Config } from '../config.js'
-import { AgentLimitReached } from '../errors.js'
+import { agentLimitReached } from '../errors.js'
 import type { Metrics } from '../metrics.js'
 import type { Containment } from '../process/containment.js'
 import type { RunLedger } from '../process/ledger.js'
@@ -55,7 +55,7 @@ export class RunLauncher {
     if (config.hostPlatform === 'win32') await assertRunnableOnWindows(tools[name], params, config.wslBin, this.#deps.wslDistros)
     if (params.cwd !== undefined && !runsInWsl(params, config.hostPlatform)) await assertHostDirectory(params.cwd)
     const lease = await slots.acquire(name)
-    if (lease === null) throw new AgentLimitReached(slots.limit(name))
+    if (lease === null) throw agentLimitReached(slots.limit(name))
     return lease
   }
 

@@ -36,7 +36,7 @@ export const ERROR_CODES = {
   },
   414: { URL_TOO_LONG: ['A path parameter is over 100 characters.', 'Request path parameter id exceeds the max length of 100'] },
   431: { HEADERS_TOO_LARGE: ['The request headers are over 16 KiB; the connection is closed.', 'The request headers are over 16 KiB'] },
-  413: { BODY_TOO_LARGE: ['The body is over 256 KiB.', 'Request body is too large'] },
+  413: { BODY_TOO_LARGE: ['The body is over 512 KiB.', 'Request body is too large'] },
   415: { UNSUPPORTED_MEDIA_TYPE: ['The content-type is not application/json.', 'Unsupported Media Type: text/plain'] },
   429: { AGENT_LIMIT_REACHED: ['The tool already runs as many agents as it may; retry later.', 'Limite de 2 agents atteinte'] },
   500: { INTERNAL_ERROR: ['An unexpected failure; the details are in the service log, never in the answer.', 'Internal server error'] },

@@ -16,7 +16,8 @@ export const RunParams = Type.Object(
       minLength: 1,
       maxLength: TASK_MAX_CHARS,
       // An argv element cannot hold a NUL byte: refused here rather than failing inside spawn.
-      pattern: '^[^\\u0000]*$',
+      // \x00, not \u0000: the same in every regex dialect (Perl and PCRE read \u as a letter).
+      pattern: '^[^\\x00]*$',
       description: `The prompt for the agent, passed as one argv element (at most ${TASK_MAX_CHARS} characters).`
     }),
     timeout: Type.Integer({
@@ -28,7 +29,7 @@ export const RunParams = Type.Object(
     cwd: Type.Optional(
       Type.String({
         minLength: 1,
-        pattern: '^(/|[A-Za-z]:[\\\\/])[^\\u0000]*$',
+        pattern: '^(/|[A-Za-z]:[\\\\/])[^\\x00]*$',
         description: 'Absolute working directory. Outside WSL it must exist on the host; with wsl_distro it is a path inside the distro.'
       })
     ),

@@ -161,7 +161,7 @@ export interface paths {
         };
         /**
          * Each agent binary found, with its version
-         * @description Ready when at least one agent can run and the slots can be counted; 503 when no binary is found or Redis (SLOTS_BACKEND=redis) does not answer.
+         * @description Ready when at least one agent can run (found, and no `problem` as configured) and the slots can be counted; 503 otherwise, or when Redis (SLOTS_BACKEND=redis) does not answer.
          */
         get: operations["readyz"];
         put?: never;
@@ -557,7 +557,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description - `BODY_TOO_LARGE`: The body is over 256 KiB. */
+            /** @description - `BODY_TOO_LARGE`: The body is over 512 KiB. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -675,7 +675,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description - `BODY_TOO_LARGE`: The body is over 256 KiB. */
+            /** @description - `BODY_TOO_LARGE`: The body is over 512 KiB. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -835,7 +835,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description - `BODY_TOO_LARGE`: The body is over 256 KiB. */
+            /** @description - `BODY_TOO_LARGE`: The body is over 512 KiB. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -1126,6 +1126,8 @@ export interface operations {
                             /** @description Where the binary was found on the agents’ PATH. */
                             path: string | null;
                             version: string | null;
+                            /** @description Why every run of this agent would fail as configured, and what to change. */
+                            problem: string | null;
                         }[];
                         /** @description Where the agent slots are counted; with Redis, whether it answers. */
                         slots: {
@@ -1155,6 +1157,8 @@ export interface operations {
                             /** @description Where the binary was found on the agents’ PATH. */
                             path: string | null;
                             version: string | null;
+                            /** @description Why every run of this agent would fail as configured, and what to change. */
+                            problem: string | null;
                         }[];
                         /** @description Where the agent slots are counted; with Redis, whether it answers. */
                         slots: {
