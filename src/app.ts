@@ -1,7 +1,7 @@
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { randomUUID } from 'node:crypto'
-import { mkdirSync } from 'node:fs'
+import { chownSync, mkdirSync } from 'node:fs'
 import { ActiveRuns } from './active-runs.js'
 import { closeConnectionsWhenIdle } from './connections.js'
 import { defineTools, TOOL_NAMES } from './agents/definitions.js'
@@ -109,6 +109,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const ledger = new RunLedger(config.dataDir)
   // Agents' default directory: theirs alone, not the service's (its .env, its data).
   mkdirSync(config.agentWorkdir, { recursive: true, mode: 0o700 })
+  if (config.agentUser !== undefined) chownSync(config.agentWorkdir, config.agentUser.uid, config.agentUser.gid)
   // Before anything runs: what a previous life of the service left running (it was killed) is stopped now.
   const leftovers = await ledger.stopLeftovers(agentEnv)
   if (leftovers.length > 0) app.log.warn({ leftovers }, `stopped what ${leftovers.length} run(s) of a previous life left running`)
@@ -146,6 +147,6 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const readiness = agentReadiness(Object.values(tools), agentEnv)
   app.decorate('readiness', readiness)
   app.decorate('containment', { mode: host.containment.mode, reason: host.reason })
-  await app.register(healthRoutes, { readiness, metrics, slots, containment: app.containment })
+  await app.register(healthRoutes, { tokens: config.apiTokens, readiness, metrics, slots, containment: app.containment })
   return app
 }

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Type, type Static } from '@sinclair/typebox'
 import { DEFAULT_AGENT_ENV_ALLOW, DEFAULT_AGENT_ENV_DENY, type AgentEnvRule } from './agents/environment.js'
+import { resolveAgentUser, type AgentUser } from './process/agent-user.js'
 import { CONTAINMENT_SETTINGS, type ContainmentSetting } from './process/host-containment.js'
 
 /** The platforms whose argv shape differs: only Windows hosts wrap the agent in wsl.exe. */
@@ -23,6 +24,7 @@ export const EnvSchema = Type.Object({
   API_TOKENS_FILE: Type.Optional(Type.String({ minLength: 1 })),
   REDIS_URL_FILE: Type.Optional(Type.String({ minLength: 1 })),
   AGENT_WORKDIR: Type.String({ default: '' }),
+  AGENT_USER: Type.String({ default: '' }),
   ALLOW_UNAUTHENTICATED: Type.Boolean({ default: false }),
   ALLOWED_HOSTS: Type.String({ default: '' }),
   PORT: Type.Integer({ default: 8080, minimum: 0, maximum: 65535 }),
@@ -74,6 +76,8 @@ export interface Config {
   dataDir: string
   /** Where agents run when a request names no cwd: never the service's own directory, next to its .env. */
   agentWorkdir: string
+  /** Who agents run as, when the service runs as root and should not lend them its identity (AGENT_USER). */
+  agentUser: AgentUser | undefined
   killGraceMs: number
   outputLimitBytes: number
   sudoProbeTtlMs: number
@@ -109,6 +113,7 @@ export function loadConfig(source?: Record<string, string | undefined>): Config 
     containment: env.AGENT_CONTAINMENT,
     dataDir: env.DATA_DIR,
     agentWorkdir: env.AGENT_WORKDIR === '' ? join(tmpdir(), 'agent-runner-workspace') : env.AGENT_WORKDIR,
+    agentUser: env.AGENT_USER === '' ? undefined : resolveAgentUser(env.AGENT_USER),
     killGraceMs: env.AGENT_KILL_GRACE_MS,
     outputLimitBytes: env.AGENT_OUTPUT_LIMIT_BYTES,
     sudoProbeTtlMs: env.SUDO_PROBE_TTL_MS,

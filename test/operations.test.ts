@@ -25,7 +25,11 @@ t.test('with API_TOKENS, /tools routes need a right bearer token; health stays o
     t.equal((await ask(url, method, 'Bearer other-token')).statusCode, 200, 'any configured token')
   }
   t.equal((await ask('/healthz', 'GET')).statusCode, 200, 'healthz needs no token')
-  t.equal((await ask('/readyz', 'GET')).statusCode, 200, 'readyz needs no token')
+  const anonymous = await ask('/readyz', 'GET')
+  t.equal(anonymous.statusCode, 200, 'readyz needs no token')
+  t.same(anonymous.json(), { status: 'ready' }, 'but without one it says only ready or not')
+  t.same(Object.keys((await ask('/readyz', 'GET', 'Bearer wrong')).json()), ['status'])
+  t.match((await ask('/readyz', 'GET', `Bearer ${TOKEN}`)).json(), { status: 'ready', agents: [{ tool: 'crush_run', path: String }], slots: { ok: true }, containment: { mode: String } }, 'details for a token holder')
   t.equal(app.slots.inUse('crush_run'), 0, 'refused requests took no slot')
 })
 

@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { build, listen, tempDir } from './helper.js'
+import { ERROR_CODES } from '../src/schemas/error.js'
 
 const run = promisify(execFile)
 const README = readFileSync(fileURLToPath(new URL('../README.md', import.meta.url)), 'utf8')
@@ -63,4 +64,16 @@ t.test("README's curl examples run as written against the stand-in agents", asyn
       t.match(expected instanceof RegExp ? stdout : JSON.parse(stdout), expected, `${path} answers as README says`)
     })
   }
+})
+
+t.test("README's error table is the error catalog: every code with its status, and nothing else", async (t) => {
+  const section = README.slice(README.indexOf('| status | code | when |'), README.indexOf('Every response carries `x-request-id`'))
+  const documented = new Set(
+    [...section.matchAll(/^\| (\d{3}) \| ([^|]+) \|/gm)].flatMap(([, status, codes]) => [...codes!.matchAll(/`([A-Z_]+)`/g)].map(([, code]) => `${status} ${code}`))
+  )
+  const catalog = new Set(Object.entries(ERROR_CODES).flatMap(([status, codes]) => Object.keys(codes).map((code) => `${status} ${code}`)))
+  // Not in the catalog because no route's schema answers it: an unknown route has no schema to list it in.
+  catalog.add('404 ROUTE_NOT_FOUND')
+  t.same([...catalog].filter((entry) => !documented.has(entry)), [], 'every code the service answers with is in README')
+  t.same([...documented].filter((entry) => !catalog.has(entry)), [], 'README names no code the service does not have')
 })

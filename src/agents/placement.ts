@@ -1,3 +1,4 @@
+import { asAgentUser, type AgentUser } from '../process/agent-user.js'
 import type { Containment } from '../process/containment.js'
 import { searchPath } from '../process/search-path.js'
 import { wslCommand, wslProcessEnv, wslProcessGroup, type WslTarget } from '../process/wsl-group.js'
@@ -15,6 +16,8 @@ export interface AgentCommand {
 /** Where one run goes and everything that follows from it, decided once. */
 export interface Placement {
   where: 'host' | 'wsl'
+  /** Who the agent runs as on the host (AGENT_USER); WSL runs are the distro user's. */
+  user: AgentUser | undefined
   /** What is spawned (and shown as the result's `command`): the agent itself, or the wsl.exe call that runs it. */
   command: AgentCommand
   containment: Containment
@@ -35,6 +38,8 @@ export interface PlacementInput {
   runId: string
   /** Where a host run goes without a cwd (AGENT_WORKDIR); a WSL run goes to the distro user's home. */
   defaultCwd: string
+  /** AGENT_USER, for host runs. */
+  user?: AgentUser | undefined
 }
 
 export function runsInWsl(params: Pick<RunParams, 'wsl_distro'>, hostPlatform: NodeJS.Platform): boolean {
@@ -51,16 +56,18 @@ export function placeRun(input: PlacementInput): Placement {
   if (!runsInWsl(params, input.hostPlatform)) {
     return {
       where: 'host',
+      user: input.user,
       command: { file: agentBin, args: agentArgs, cwd: params.cwd ?? input.defaultCwd },
       containment: input.hostContainment,
-      env,
-      sudo: { kind: 'host', path: searchPath(env) }
+      env: asAgentUser(env, input.user),
+      sudo: { kind: 'host', path: searchPath(env), user: input.user }
     }
   }
   // Without --cd, wsl.exe would start in the Windows directory of the service itself.
   const target = wslTarget({ ...params, cwd: params.cwd ?? '~' }, input.wslBin)
   return {
     where: 'wsl',
+    user: undefined,
     command: { ...wslCommand(target, input.runId, agentBin, agentArgs), cwd: undefined },
     containment: wslProcessGroup(target, input.runId, env),
     // WSL hands a Windows process's variables to the distro only when WSLENV names them.

@@ -42,7 +42,8 @@ export function placementFor(tool: AgentTool, params: RunParams, context: RunCon
     hostContainment: context.hostContainment,
     env: context.env,
     runId: context.runId,
-    defaultCwd: context.config.agentWorkdir
+    defaultCwd: context.config.agentWorkdir,
+    user: context.config.agentUser
   })
 }
 
@@ -57,6 +58,7 @@ export async function runTool(tool: AgentTool, params: RunParams, context: RunCo
     const outcome = await runAgent({
       command,
       containment: placement.containment,
+      user: placement.user,
       env: placement.env,
       ledger: { started: (record) => ledger.started(runId, record), ended: () => ledger.ended(runId) },
       timeoutMs: params.timeout * 1000,

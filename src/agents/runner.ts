@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { performance } from 'node:perf_hooks'
+import type { AgentUser } from '../process/agent-user.js'
 import type { Containment, LeftoverRecord } from '../process/containment.js'
 import { AgentSpawnError } from '../process/spawn-error.js'
 import type { StopReason } from '../schemas/run.js'
@@ -18,6 +19,8 @@ export interface AgentRunOptions {
   command: AgentCommand
   /** How the run's processes are held together and stopped. */
   containment: Containment
+  /** AGENT_USER, on a host run. */
+  user?: AgentUser
   env: NodeJS.ProcessEnv
   timeoutMs: number
   killGraceMs: number
@@ -72,7 +75,7 @@ const abortReason = (signal: AbortSignal): StopReason => (signal.reason as StopR
  */
 export async function runAgent(options: AgentRunOptions): Promise<AgentRunOutcome> {
   const { command, signal, containment, env } = options
-  const launch = await containment.launch(command.file, command.args, { env, cwd: command.cwd })
+  const launch = await containment.launch(command.file, command.args, { env, cwd: command.cwd, user: options.user })
   // A client that left while the request was checked or queued for a slot: nothing starts.
   if (signal?.aborted) throw new RunAbandoned(abortReason(signal))
   const startedAt = performance.now()
@@ -81,6 +84,7 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentRunOutcom
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: launch.detached,
+    ...(launch.uid === undefined ? {} : { uid: launch.uid, gid: launch.gid }),
     windowsHide: true
   })
   if (child.pid === undefined) {

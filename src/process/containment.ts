@@ -1,4 +1,5 @@
 import type { ChildProcess } from 'node:child_process'
+import type { AgentUser } from './agent-user.js'
 
 /** The signals a run is stopped with, in this order, a grace period apart. */
 export type StopSignal = 'SIGINT' | 'SIGTERM' | 'SIGKILL'
@@ -20,12 +21,17 @@ export interface Launch {
   args: string[]
   /** Whether the spawned process must lead a new session and process group (POSIX). */
   detached: boolean
+  /** The identity spawn itself switches to, when the containment does not (process-group with AGENT_USER). */
+  uid?: number
+  gid?: number
 }
 
 /** What the agent will be started with, for a containment that has to look at the host first. */
 export interface LaunchContext {
   env: NodeJS.ProcessEnv
   cwd: string | undefined
+  /** AGENT_USER: who the agent runs as, when not the service's own user. */
+  user?: AgentUser | undefined
 }
 
 /** How the agent itself ended, once the containment's own wrappers are seen through. */

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process'
+import type { AgentUser } from './agent-user.js'
 import type { Containment } from './containment.js'
 import { findOnPath } from './find-executable.js'
 import { AgentSpawnError } from './spawn-error.js'
@@ -23,11 +24,13 @@ export interface NamespaceTools {
  *   When the agent exits, tini exits, and the kernel kills whatever is left in the namespace, daemons included.
  * All of them lead one process group on the host, which the service signals like any other.
  */
-export function namespaceArgv(tools: NamespaceTools, file: string, args: string[]): string[] {
+export function namespaceArgv(tools: NamespaceTools, file: string, args: string[], user?: AgentUser): string[] {
   return [
     '--pdeathsig', 'KILL', '--',
     tools.unshare, ...(tools.userNamespace ? ['--user', '--map-current-user'] : []),
     '--pid', '--fork', '--kill-child', '--mount-proc', '--',
+    // AGENT_USER: inside the namespace, before its init, everything drops to that user (and its groups).
+    ...(user === undefined ? [] : [tools.setpriv, '--reuid', String(user.uid), '--regid', String(user.gid), '--init-groups', '--']),
     tools.tini, '-g', '--',
     file, ...args
   ]
@@ -36,10 +39,10 @@ export function namespaceArgv(tools: NamespaceTools, file: string, args: string[
 export function pidNamespace(tools: NamespaceTools): Containment {
   return {
     mode: 'pid-namespace',
-    launch: async (file, args, { env, cwd }) => {
+    launch: async (file, args, { env, cwd, user }) => {
       // The wrapper would start and only then fail to find the agent: say it before, the way spawn would have.
       if ((await findOnPath(file, env['PATH'] ?? '', cwd)) === undefined) throw AgentSpawnError.notFound(file)
-      return { file: tools.setpriv, args: namespaceArgv(tools, file, args), detached: true }
+      return { file: tools.setpriv, args: namespaceArgv(tools, file, args, user), detached: true }
     },
     // tini reports the agent's death by signal N as 128 + N.
     control: (child) => groupControl(child, exitThroughInit)

@@ -1,11 +1,15 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
+import { createHash, timingSafeEqual } from 'node:crypto'
+import type { ApiToken } from '../config.js'
 import type { AgentReadiness } from '../readiness.js'
 import type { Metrics } from '../metrics.js'
 import { CONTAINMENT_MODES, type ContainmentMode } from '../process/containment.js'
 import type { SlotLimiter } from '../slots/limiter.js'
 
 export interface HealthRoutesOptions {
+  /** With tokens configured, /readyz tells its details (paths, versions, Redis errors) only to a caller holding one. */
+  tokens: ApiToken[]
   slots: SlotLimiter
   readiness: () => Promise<AgentReadiness[]>
   metrics: Metrics
@@ -22,25 +26,33 @@ const AgentReadiness = Type.Object({
 
 const Readiness = Type.Object({
   status: Type.Union([Type.Literal('ready'), Type.Literal('unavailable')]),
-  agents: Type.Array(AgentReadiness),
-  slots: Type.Object(
+  agents: Type.Optional(Type.Array(AgentReadiness)),
+  slots: Type.Optional(Type.Object(
     {
       backend: Type.Union([Type.Literal('memory'), Type.Literal('redis')]),
       ok: Type.Boolean(),
       error: Type.Optional(Type.String())
     },
     { description: 'Where the agent slots are counted; with Redis, whether it answers.' }
-  ),
-  containment: Type.Object(
+  )),
+  containment: Type.Optional(Type.Object(
     {
       mode: Type.Union(CONTAINMENT_MODES.map((mode) => Type.Literal(mode))),
       reason: Type.String()
     },
     { description: 'How agents on this host are contained (WSL runs: wsl-process-group), and why not a stronger mode.' }
-  )
-})
+  ))
+}, { description: 'With API_TOKENS set, only `status` unless the request carries a valid token.' })
 
-const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app, { readiness, metrics, slots, containment }) => {
+/** Whether the request carries one of the tokens, compared in constant time (digests of equal length). */
+export function holdsToken(authorization: string | undefined, tokens: ApiToken[]): boolean {
+  const presented = createHash('sha256').update((authorization ?? '').replace(/^Bearer\s+/i, '')).digest()
+  let found = false
+  for (const token of tokens) found = timingSafeEqual(presented, createHash('sha256').update(token.secret).digest()) || found
+  return found
+}
+
+const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app, { tokens, readiness, metrics, slots, containment }) => {
   app.get('/healthz', {
     schema: {
       operationId: 'healthz',
@@ -69,11 +81,14 @@ const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app,
         }
       }
     },
-    async (_request, reply) => {
+    async (request, reply) => {
       const agents = await readiness()
       const slotsHealth = await slots.health()
       const usable = agents.some((agent) => agent.path !== null && agent.problem === null) && slotsHealth.ok
-      return reply.code(usable ? 200 : 503).send({ status: usable ? 'ready' : 'unavailable', agents, slots: slotsHealth, containment })
+      const status = usable ? 'ready' : 'unavailable'
+      // Paths, versions and Redis errors help an operator and an attacker alike: with tokens, only for a token holder.
+      if (tokens.length > 0 && !holdsToken(request.headers.authorization, tokens)) return reply.code(usable ? 200 : 503).send({ status })
+      return reply.code(usable ? 200 : 503).send({ status, agents, slots: slotsHealth, containment })
     }
   )
 

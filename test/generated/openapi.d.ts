@@ -1120,7 +1120,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         status: "ready" | "unavailable";
-                        agents: {
+                        agents?: {
                             tool: string;
                             bin: string;
                             /** @description Where the binary was found on the agents’ PATH. */
@@ -1130,13 +1130,13 @@ export interface operations {
                             problem: string | null;
                         }[];
                         /** @description Where the agent slots are counted; with Redis, whether it answers. */
-                        slots: {
+                        slots?: {
                             backend: "memory" | "redis";
                             ok: boolean;
                             error?: string;
                         };
                         /** @description How agents on this host are contained (WSL runs: wsl-process-group), and why not a stronger mode. */
-                        containment: {
+                        containment?: {
                             mode: "pid-namespace" | "process-group" | "wsl-process-group" | "windows-tree";
                             reason: string;
                         };
@@ -1151,7 +1151,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         status: "ready" | "unavailable";
-                        agents: {
+                        agents?: {
                             tool: string;
                             bin: string;
                             /** @description Where the binary was found on the agents’ PATH. */
@@ -1161,13 +1161,13 @@ export interface operations {
                             problem: string | null;
                         }[];
                         /** @description Where the agent slots are counted; with Redis, whether it answers. */
-                        slots: {
+                        slots?: {
                             backend: "memory" | "redis";
                             ok: boolean;
                             error?: string;
                         };
                         /** @description How agents on this host are contained (WSL runs: wsl-process-group), and why not a stronger mode. */
-                        containment: {
+                        containment?: {
                             mode: "pid-namespace" | "process-group" | "wsl-process-group" | "windows-tree";
                             reason: string;
                         };

@@ -1,0 +1,32 @@
+import { execFileSync } from 'node:child_process'
+
+/** The account agents run as, when the service (root) runs them as someone else. */
+export interface AgentUser {
+  name: string
+  uid: number
+  gid: number
+  home: string
+}
+
+/**
+ * Looks the account up the way the system does (getent: /etc/passwd, LDAP…). Running agents as another user keeps the
+ * service's memory (/proc/<pid>/environ with its tokens), its files and its data out of their reach.
+ */
+export function resolveAgentUser(name: string): AgentUser {
+  if (process.platform !== 'linux') throw new Error(`AGENT_USER works on Linux hosts; this is ${process.platform}`)
+  if (process.getuid!() !== 0) throw new Error('AGENT_USER needs the service to run as root, to start agents as that user')
+  let entry: string
+  try {
+    entry = execFileSync('getent', ['passwd', name], { encoding: 'utf8' }).trim()
+  } catch {
+    throw new Error(`AGENT_USER=${name}: no such user (getent passwd ${name})`)
+  }
+  const [account, , uid, gid, , home] = entry.split(':')
+  if (Number(uid) === 0) throw new Error(`AGENT_USER=${name} is root: agents would reach the service as before`)
+  return { name: account!, uid: Number(uid), gid: Number(gid), home: home! }
+}
+
+/** The agent's own identity in its environment, so its tools write under its home, not the service's. */
+export function asAgentUser(env: NodeJS.ProcessEnv, user: AgentUser | undefined): NodeJS.ProcessEnv {
+  return user === undefined ? env : { ...env, HOME: user.home, USER: user.name, LOGNAME: user.name }
+}
