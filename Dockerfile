@@ -3,7 +3,7 @@
 # (build, production-only install, the image's own command and health check) on machines without a Docker daemon.
 
 # Build stage: compile TypeScript with the dev dependencies.
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -12,7 +12,7 @@ COPY src ./src
 RUN npm run build
 
 # Runtime stage: production dependencies and the compiled service only.
-FROM node:20-bookworm-slim
+FROM node:24-bookworm-slim
 # Containers are reached from outside their own loopback, so the service listens on all interfaces — and therefore
 # refuses to start without API_TOKENS (or an explicit ALLOW_UNAUTHENTICATED=true).
 ENV NODE_ENV=production HOST=0.0.0.0 PORT=8080 DATA_DIR=/var/lib/agent-runner AGENT_WORKDIR=/workspace

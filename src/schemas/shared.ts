@@ -55,7 +55,11 @@ export function runResponse(description: string) {
     description,
     content: {
       'application/json': { schema: ref(RunResult) },
-      'application/x-ndjson': { schema: ref(RunEvent) },
+      // A stream is a sequence of RunEvents, which OpenAPI 3.1 cannot type (3.2's itemSchema can): a string whose
+      // lines are RunEvents, so validators (Prism) read the body as what it is, and the RunEvent schema names the items.
+      'application/x-ndjson': {
+        schema: Type.String({ description: 'One RunEvent (components/schemas/RunEvent) as JSON per line, `\\n`-terminated; the last is `result`.' })
+      },
       'text/event-stream': { schema: Type.String({ description: 'SSE frames: `event: <type>`, `data: <RunEvent as JSON>`, and `id:` on stored events.' }) }
     }
   }

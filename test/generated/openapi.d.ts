@@ -511,7 +511,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RunResult"];
-                    "application/x-ndjson": components["schemas"]["RunEvent"];
+                    "application/x-ndjson": string;
                     "text/event-stream": string;
                 };
             };
@@ -629,7 +629,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RunResult"];
-                    "application/x-ndjson": components["schemas"]["RunEvent"];
+                    "application/x-ndjson": string;
                     "text/event-stream": string;
                 };
             };
