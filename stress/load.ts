@@ -43,5 +43,5 @@ t.test(`${REQUESTS} concurrent requests on one tool: never more than ${LIMIT} ag
   t.ok(most <= LIMIT, `at most ${most} agents ran at once`)
   t.equal(app.slots.inUse('crush_run'), 0, 'the slot count is back to 0')
   await waitFor(() => pids.every((pid) => !isAlive(Number(pid))), 5000, 'agents to be gone')
-  t.pass('no agent process survives')
+  t.same(pids.filter((pid) => isAlive(Number(pid))), [], 'no agent process survives')
 })

@@ -77,7 +77,7 @@ t.test('the client closing the stream stops the agent and frees the slot', async
   controller.abort()
   await waitFor(() => !isAlive(agent), 5000, 'the agent to stop')
   await waitFor(() => app.slots.inUse('crush_run') === 0, 2000, 'the slot to come back')
-  t.pass('stopped and freed')
+  t.same({ alive: isAlive(agent), slots: app.slots.inUse('crush_run') }, { alive: false, slots: 0 }, 'stopped and freed')
 })
 
 t.test('the same refusals as JSON before any stream starts', async (t) => {
