@@ -24,7 +24,8 @@ RUN apt-get update && apt-get install -y --no-install-recommends tini && rm -rf 
 RUN npm install --global --no-audit --no-fund @anthropic-ai/claude-code @charmland/crush && npm cache clean --force
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
+# Install scripts run: better-sqlite3 (the run store) fetches its prebuilt binary for this Node, or builds it.
+RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
 # Agents write where they work: give them a directory the unprivileged user owns (mount projects under it).
 RUN mkdir -p /workspace /var/lib/agent-runner && chown node:node /workspace /var/lib/agent-runner

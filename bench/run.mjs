@@ -156,12 +156,62 @@ async function memoryWhileFlooding() {
   return { idleMb: idle / 1024, peakMb: peak / 1024, bytes: result.output_bytes, seconds }
 }
 
+const procStatus = (pid, field) => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1])
+/** CPU seconds the process has used (user + system), from /proc. */
+const cpuSeconds = (pid) => {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
+  return (Number(fields[11]) + Number(fields[12])) / 100
+}
+
+/** Reads an SSE response to its end; returns how many bytes came. */
+async function drain(response) {
+  let bytes = 0
+  for await (const chunk of response.body) bytes += chunk.length
+  return bytes
+}
+
+async function startAsyncRun(base, task) {
+  const response = await fetch(`${base}/runs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ tool: 'crush_run', task }) })
+  return (await response.json()).id
+}
+
+/** An async run of 1 GiB followed by one SSE reader from its start: the service's peak RSS, to compare with the sync route's. */
+async function asyncRelayMemory() {
+  const { server, base } = await startService()
+  const started = performance.now()
+  const id = await startAsyncRun(base, `@flood ${1024 ** 3}`)
+  await drain(await fetch(`${base}/runs/${id}/events`))
+  const seconds = (performance.now() - started) / 1000
+  const peak = procStatus(server.pid, 'VmHWM')
+  server.kill('SIGTERM')
+  await once(server, 'exit')
+  return { peakMb: peak / 1024, seconds }
+}
+
+/** 200 followers of one 20 MB async run, all from its start: the service's CPU and peak RSS while it serves them. */
+async function manyFollowers() {
+  const { server, base } = await startService()
+  const idle = procStatus(server.pid, 'VmRSS')
+  const cpuBefore = cpuSeconds(server.pid)
+  const id = await startAsyncRun(base, `@flood ${20 * 1024 ** 2}`)
+  const started = performance.now()
+  const bytes = await Promise.all(Array.from({ length: 200 }, async () => drain(await fetch(`${base}/runs/${id}/events`))))
+  const seconds = (performance.now() - started) / 1000
+  const cpu = cpuSeconds(server.pid) - cpuBefore
+  const peak = procStatus(server.pid, 'VmHWM')
+  server.kill('SIGTERM')
+  await once(server, 'exit')
+  return { followers: bytes.length, cpu, seconds, idleMb: idle / 1024, peakMb: peak / 1024 }
+}
+
 const fixed = (value, digits = 2) => Number(value).toFixed(digits)
 const verdict = (ok) => (ok ? 'met' : '**missed**')
 
 const overhead = await syncOverhead()
 const rejections = await rejectionPaths()
 const memory = await memoryWhileFlooding()
+const asyncMemory = await asyncRelayMemory()
+const followers = await manyFollowers()
 const streaming = await streamingLatency()
 const versions = JSON.parse(readFileSync(`${ROOT}package.json`, 'utf8'))
 
@@ -179,6 +229,8 @@ agent-runner ${versions.version} · ${ROUNDS} rounds of ${SECONDS} s, A and B al
 | 429 rejections (A: trivial validated route) | ${fixed(rejections.trivial, 0)} req/s | ${fixed(rejections.limited, 0)} req/s | ${fixed(rejections.ratio429)}× | ≥ 0.8× | ${verdict(rejections.ratio429 >= 0.8)} |
 | 400 rejections (A: trivial validated route) | ${fixed(rejections.trivial, 0)} req/s | ${fixed(rejections.invalid, 0)} req/s | ${fixed(rejections.ratio400)}× | ≥ 0.8× | ${verdict(rejections.ratio400 >= 0.8)} |
 | peak RSS while one agent writes ${fixed(memory.bytes / 1024 ** 3, 1)} GB (A: idle RSS) | ${fixed(memory.idleMb, 0)} MB | ${fixed(memory.peakMb, 0)} MB | took ${fixed(memory.seconds, 1)} s | ≤ 150 MB | ${verdict(memory.peakMb <= 150)} |
+| peak RSS, 1 GiB relayed (A: sync route; B: async run + one SSE follower) | ${fixed(memory.peakMb, 0)} MB | ${fixed(asyncMemory.peakMb, 0)} MB | ${fixed(asyncMemory.peakMb / memory.peakMb)}× | ≤ 1.5× | ${verdict(asyncMemory.peakMb <= 1.5 * memory.peakMb)} |
+| ${followers.followers} SSE followers of one 20 MB async run (A: idle RSS; B: peak RSS) | ${fixed(followers.idleMb, 0)} MB | ${fixed(followers.peakMb, 0)} MB | ${fixed(followers.cpu, 1)} s CPU, ${fixed(followers.seconds, 1)} s wall | | |
 | streaming latency p50, agent write → client receipt (${streaming.count} writes) | | ${fixed(streaming.p50)} ms | | ≤ 10 ms | ${verdict(streaming.p50 <= 10)} |
 | streaming latency p99 | | ${fixed(streaming.p99)} ms | | ≤ 10 ms | ${verdict(streaming.p99 <= 10)} |
 

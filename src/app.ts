@@ -21,6 +21,7 @@ import { registerOpenApi } from './openapi.js'
 import toolRoutes from './routes/tools.js'
 import { RunLauncher } from './runs/launcher.js'
 import { RunRegistry } from './runs/registry.js'
+import { createRunStore } from './runs/stores/index.js'
 import runRoutes from './routes/runs.js'
 import { SHARED_SCHEMAS } from './schemas/shared.js'
 import { createSlotLimiter } from './slots/index.js'
@@ -35,6 +36,9 @@ export const BODY_LIMIT_BYTES = 512 * 1024
 
 /** A caller's x-request-id is kept when it is a plain token of reasonable size; anything else gets a fresh id. */
 const REQUEST_ID = /^[A-Za-z0-9._:@/+=-]{1,128}$/
+
+/** How often a running async run's new events reach the store: what a crash may lose, and how far other replicas lag. */
+const RUN_SAVE_EVERY_MS = 200
 
 export interface AppOptions {
   /** Overrides the logger built from config (tests pass false or a stream). */
@@ -114,11 +118,18 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const leftovers = await ledger.stopLeftovers(agentEnv)
   if (leftovers.length > 0) app.log.warn({ leftovers }, `stopped what ${leftovers.length} run(s) of a previous life left running`)
   const launcher = new RunLauncher({ config, tools, slots, agentEnv, sudoProbe, metrics, hostContainment: host.containment, ledger, wslDistros: new WslDistros(config.wslBin, agentEnv) })
+  const replica = randomUUID()
+  const store = await createRunStore(config, replica, app.log)
+  const lost = await store.recover()
+  if (lost.length > 0) app.log.warn({ runs: lost }, `${lost.length} run(s) of a previous life ended with it: now lost`)
   const registry = new RunRegistry({
     launcher,
+    replica,
+    store,
     outputLimitBytes: config.outputLimitBytes,
-    retentionMs: config.runsRetentionMs,
-    maxFinished: config.runsMaxFinished
+    saveEveryMs: RUN_SAVE_EVERY_MS,
+    remoteStopWaitMs: 3 * config.killGraceMs + 5000,
+    log: app.log
   })
   app.decorate('slots', slots)
   app.decorate('activeRuns', activeRuns)
@@ -132,12 +143,15 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     activeRuns.stopAll('shutdown')
     await registry.stopAll('shutdown')
   })
-  app.addHook('onClose', async () => slots.close())
+  app.addHook('onClose', async () => {
+    await slots.close()
+    await store.close()
+  })
   closeConnectionsWhenIdle(app)
 
   registerErrorHandlers(app, (tool, code) => metrics.observeRejection(tool, code))
   for (const schema of SHARED_SCHEMAS) app.addSchema(schema)
-  await registerOpenApi(app)
+  await registerOpenApi(app, config.publicUrl)
   await app.register(async (authenticated) => {
     await requireBearerToken(authenticated, config.apiTokens)
     if (config.apiTokens.length === 0) requireKnownHost(authenticated, allowedHostNames(config.host, config.allowedHosts))

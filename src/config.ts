@@ -50,11 +50,13 @@ export const EnvSchema = Type.Object({
   REDIS_URL: Type.String({ default: '' }),
   SLOTS_TTL_MS: Type.Integer({ default: 30_000, minimum: 300, maximum: 3_600_000 }),
   SLOTS_KEY_PREFIX: Type.String({ default: 'agent-runner:' }),
+  PUBLIC_URL: Type.String({ default: '', pattern: '^(https?://[^\\s/]+(/\\S*)?)?$' }),
   REQUEST_TIMEOUT_MS: Type.Integer({ default: 30_000, minimum: 100, maximum: 600_000 }),
   MAX_CONNECTIONS: Type.Integer({ default: 1024, minimum: 1, maximum: 1_000_000 }),
   STREAM_HEARTBEAT_MS: Type.Integer({ default: 15_000, minimum: 10, maximum: 600_000 }),
   RUNS_RETENTION_MS: Type.Integer({ default: 3_600_000, minimum: 1, maximum: 7 * 86_400_000 }),
   RUNS_MAX_FINISHED: Type.Integer({ default: 100, minimum: 1, maximum: 100_000 }),
+  RUNS_STORE: Type.Union([Type.Literal('auto'), Type.Literal('sqlite'), Type.Literal('memory'), Type.Literal('redis')], { default: 'auto' }),
   SUDO_PROBE_TTL_MS: Type.Integer({ default: 300_000, minimum: 1, maximum: 86_400_000 }),
   CLAUDE_PERMISSION_MODE: Type.Union(CLAUDE_PERMISSION_MODES.map((mode) => Type.Literal(mode)), { default: 'bypassPermissions' })
 })
@@ -68,6 +70,8 @@ export interface Config {
   /** Without tokens: the Host and Origin names served besides loopback's and HOST's; `*` for any. */
   allowedHosts: string[]
   port: number
+  /** Where callers reach the service (behind a proxy): the served OpenAPI document's server. */
+  publicUrl: string | undefined
   logLevel: string
   hostPlatform: NodeJS.Platform
   /** How agents on this host are contained: the strongest mode available, or one named. */
@@ -88,6 +92,8 @@ export interface Config {
   slots: { backend: 'memory' } | { backend: 'redis'; url: string; ttlMs: number; keyPrefix: string }
   runsRetentionMs: number
   runsMaxFinished: number
+  /** Where async runs are kept: an SQLite file under dataDir, this process's memory, or the fleet's Redis. */
+  runsStore: 'sqlite' | 'memory' | 'redis'
   agentEnvRule: AgentEnvRule
   wslBin: string
   crush: { bin: string; maxAgents: number; extraArgs: string[] }
@@ -108,6 +114,7 @@ export function loadConfig(source?: Record<string, string | undefined>): Config 
     apiTokens: parseApiTokens(splitList(secretValue(env, 'API_TOKENS'))),
     allowedHosts: splitList(env.ALLOWED_HOSTS),
     port: env.PORT,
+    publicUrl: env.PUBLIC_URL === '' ? undefined : env.PUBLIC_URL.replace(/\/+$/, ''),
     logLevel: env.LOG_LEVEL,
     hostPlatform: env.AGENT_HOST_PLATFORM ?? process.platform,
     containment: env.AGENT_CONTAINMENT,
@@ -123,6 +130,7 @@ export function loadConfig(source?: Record<string, string | undefined>): Config 
     slots: slotsConfig(env),
     runsRetentionMs: env.RUNS_RETENTION_MS,
     runsMaxFinished: env.RUNS_MAX_FINISHED,
+    runsStore: runsStore(env),
     agentEnvRule: { allow: splitList(env.AGENT_ENV_ALLOW), deny: splitList(env.AGENT_ENV_DENY) },
     wslBin: env.WSL_BIN,
     crush: { bin: env.CRUSH_BIN, maxAgents: env.MAX_CRUSH_AGENTS, extraArgs: parseExtraArgs('CRUSH_EXTRA_ARGS', env.CRUSH_EXTRA_ARGS) },
@@ -157,6 +165,13 @@ function slotsConfig(env: RawEnv): Config['slots'] {
   const url = secretValue(env, 'REDIS_URL')
   if (url === '') throw new Error('REDIS_URL is required when SLOTS_BACKEND=redis (e.g. redis://127.0.0.1:6379)')
   return { backend: 'redis', url, ttlMs: env.SLOTS_TTL_MS, keyPrefix: env.SLOTS_KEY_PREFIX }
+}
+
+/** A fleet (slots in Redis) keeps its runs there too, so that any replica answers for any run. */
+function runsStore(env: RawEnv): Config['runsStore'] {
+  const store = env.RUNS_STORE === 'auto' ? (env.SLOTS_BACKEND === 'redis' ? 'redis' : 'sqlite') : env.RUNS_STORE
+  if (store === 'redis' && env.SLOTS_BACKEND !== 'redis') throw new Error('RUNS_STORE=redis needs SLOTS_BACKEND=redis and its REDIS_URL')
+  return store
 }
 
 export interface ApiToken {

@@ -18,6 +18,7 @@ export const HostNotAllowed = createError<'HOST_NOT_ALLOWED', 403, [string]>('HO
 export const OriginNotAllowed = createError<'ORIGIN_NOT_ALLOWED', 403, [string]>('ORIGIN_NOT_ALLOWED', 'Origin %s may not call this service: without API_TOKENS only pages of its own names may (ALLOWED_HOSTS adds more)', 403, Error, false)
 export const RunNotFound = createError<'RUN_NOT_FOUND', 404, [string]>('RUN_NOT_FOUND', 'No run %s here: unknown, expired, or started on another replica', 404, Error, false)
 export const SlotsUnavailable = createError<'SLOTS_UNAVAILABLE', 503, [string]>('SLOTS_UNAVAILABLE', 'The shared agent slots cannot be reached (Redis): %s', 503, Error, false)
+export const RunsUnavailable = createError<'RUNS_UNAVAILABLE', 503, [string]>('RUNS_UNAVAILABLE', 'The shared run store cannot be reached (Redis): %s', 503, Error, false)
 export const AgentNotInstalled = createError<'AGENT_NOT_INSTALLED', 503, [string, string]>('AGENT_NOT_INSTALLED', 'The %s agent is not installed here: %s was not found on PATH', 503, Error, false)
 export const ShuttingDown = createError<'SHUTTING_DOWN', 503, []>('SHUTTING_DOWN', 'The service is shutting down: the run was not started', 503, Error, false)
 /** Answered to nobody (the connection is gone); 499 is the status proxies log for a client that closed its request. */
@@ -25,7 +26,7 @@ export const ClientClosedRequest = createError<'CLIENT_CLOSED_REQUEST', 499, []>
 export const AgentSpawnFailed = createError<'AGENT_SPAWN_FAILED', 503, [string, string]>('AGENT_SPAWN_FAILED', 'The %s agent could not be started: %s', 503, Error, false)
 
 /** Server-side conditions a caller can act on (install the agent, retry later); every other 5xx stays opaque. */
-const EXPOSED_SERVER_ERRORS = new Set(['AGENT_NOT_INSTALLED', 'AGENT_SPAWN_FAILED', 'SLOTS_UNAVAILABLE', 'SHUTTING_DOWN'])
+const EXPOSED_SERVER_ERRORS = new Set(['AGENT_NOT_INSTALLED', 'AGENT_SPAWN_FAILED', 'SLOTS_UNAVAILABLE', 'RUNS_UNAVAILABLE', 'SHUTTING_DOWN'])
 
 /** Fastify's own client errors, renamed into the service's vocabulary. */
 const PUBLIC_CODES: Record<string, string> = {

@@ -6,7 +6,7 @@ import { loadConfig } from './config.js'
  * no .env) so that it is the same on every machine: the document must not depend on where it was generated.
  */
 export async function renderOpenApiYaml(): Promise<string> {
-  const app = await buildApp(loadConfig({ LOG_LEVEL: 'silent' }), { logger: false, agentEnv: {} })
+  const app = await buildApp(loadConfig({ LOG_LEVEL: 'silent', RUNS_STORE: 'memory' }), { logger: false, agentEnv: {} })
   try {
     await app.ready()
     return app.swagger({ yaml: true })

@@ -1,7 +1,8 @@
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { readFileSync } from 'node:fs'
+import { stringify } from 'yaml'
 import { ERROR_CODES } from './schemas/error.js'
 
 /** Read from package.json next to src/ and dist/ alike, so the document's version cannot lag the package's. */
@@ -59,7 +60,11 @@ function describeForCallers(document: OpenApiDocument): OpenApiDocument {
  * The contract, generated from the routes' schemas: \`openapi.yaml\` at the repository root is this plugin's output
  * (\`npm run openapi\`). Register it before the routes, whose onRoute events it collects.
  */
-export async function registerOpenApi(app: FastifyInstance): Promise<void> {
+export async function registerOpenApi(app: FastifyInstance, publicUrl: string | undefined): Promise<void> {
+  // A served document names the server it came from (or PUBLIC_URL, behind a proxy), so that a client generated from
+  // it calls this deployment; the checked-in file names the default address.
+  const servedFrom = (request: FastifyRequest) => [{ url: publicUrl ?? `${request.protocol}://${request.host}` }]
+
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
@@ -97,7 +102,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
         hide: true
       }
     },
-    async () => app.swagger()
+    async (request) => ({ ...app.swagger(), servers: servedFrom(request) })
   )
   app.get(
     '/openapi.yaml',
@@ -106,12 +111,13 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
         hide: true
       }
     },
-    async (_request, reply) => reply.type('application/yaml').send(app.swagger({ yaml: true }))
+    // Written by the same YAML library and options as @fastify/swagger's (and so openapi.yaml): only `servers` differs.
+    async (request, reply) => reply.type('application/yaml').send(stringify({ ...app.swagger(), servers: servedFrom(request) }, { strict: false }))
   )
 
   await app.register(swaggerUi, {
     routePrefix: '/docs',
     // "Try it out" should call the server that served the page, not the document's default address.
-    transformSpecification: (spec, request) => ({ ...spec, servers: [{ url: `${request.protocol}://${request.host}` }] })
+    transformSpecification: (spec, request) => ({ ...spec, servers: servedFrom(request) })
   })
 }

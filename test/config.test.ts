@@ -54,6 +54,21 @@ t.test('the slots backend', async (t) => {
   t.throws(() => loadConfig({ SLOTS_BACKEND: 'etcd' }), /SLOTS_BACKEND/)
 })
 
+t.test('the run store: sqlite alone, redis with Redis slots, or the one named', async (t) => {
+  const redis = { SLOTS_BACKEND: 'redis', REDIS_URL: 'redis://127.0.0.1:6390' }
+  t.equal(loadConfig({}).runsStore, 'sqlite')
+  t.equal(loadConfig(redis).runsStore, 'redis')
+  t.equal(loadConfig({ ...redis, RUNS_STORE: 'sqlite' }).runsStore, 'sqlite')
+  t.equal(loadConfig({ RUNS_STORE: 'memory' }).runsStore, 'memory')
+  t.throws(() => loadConfig({ RUNS_STORE: 'redis' }), /RUNS_STORE=redis needs SLOTS_BACKEND=redis/)
+})
+
+t.test('PUBLIC_URL: an http(s) URL, its trailing slash dropped', async (t) => {
+  t.equal(loadConfig({}).publicUrl, undefined)
+  t.equal(loadConfig({ PUBLIC_URL: 'https://agents.example.com/runner/' }).publicUrl, 'https://agents.example.com/runner')
+  t.throws(() => loadConfig({ PUBLIC_URL: 'agents.example.com' }), /PUBLIC_URL/)
+})
+
 t.test('a bad value is refused with the variable named', async (t) => {
   const bad: Record<string, string> = {
     PORT: '70000',

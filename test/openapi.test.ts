@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import t from 'tap'
+import { parse as parseYaml } from 'yaml'
 import { renderOpenApiYaml } from '../src/openapi-document.js'
 import { ERROR_CODES } from '../src/schemas/error.js'
 import { build, listen } from './helper.js'
@@ -86,12 +87,22 @@ t.test('the service serves the document and Swagger UI', async (t) => {
   const yaml = await app.inject({ method: 'GET', url: '/openapi.yaml' })
   t.equal(yaml.statusCode, 200)
   t.match(yaml.headers['content-type'], /^application\/yaml/)
-  t.equal(yaml.body, readFileSync(OPENAPI_YAML, 'utf8'), 'the served YAML is the checked-in file')
+  const checkedIn = (await SwaggerParser.parse(OPENAPI_YAML)) as unknown as Document
+  const served = parseYaml(yaml.body) as Document
+  t.same(served.servers, [{ url: 'http://localhost:80' }], 'the served YAML names the server it came from')
+  t.same({ ...served, servers: checkedIn.servers }, checkedIn, '…and is otherwise the checked-in file')
 
   const json = await app.inject({ method: 'GET', url: '/openapi.json' })
   t.equal(json.statusCode, 200)
   t.match(json.headers['content-type'], /^application\/json/)
-  t.same(json.json(), await SwaggerParser.parse(OPENAPI_YAML), 'the served JSON is the same document')
+  t.same(json.json(), served, 'the served JSON is the same document')
+
+  const proxied = await build(t, { PUBLIC_URL: 'https://agents.example.com/runner/' })
+  for (const url of ['/openapi.json', '/docs/json']) {
+    const document = (await proxied.inject({ method: 'GET', url })).json() as Document
+    t.same(document.servers, [{ url: 'https://agents.example.com/runner' }], `${url}: PUBLIC_URL, behind a proxy`)
+  }
+  t.same((parseYaml((await proxied.inject({ method: 'GET', url: '/openapi.yaml' })).body) as Document).servers, [{ url: 'https://agents.example.com/runner' }])
 
   const address = await listen(t, app)
   const page = await fetch(`${address}/docs`)
@@ -99,5 +110,5 @@ t.test('the service serves the document and Swagger UI', async (t) => {
   t.match(await page.text(), /swagger-ui/i, 'Swagger UI')
   const uiDocument = (await (await fetch(`${address}/docs/json`)).json()) as Document
   t.same(uiDocument.servers, [{ url: address }], "the UI's Try it out calls the server that served it")
-  t.same(uiDocument.paths, json.json().paths)
+  t.same(uiDocument.paths, served.paths)
 })

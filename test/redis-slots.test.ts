@@ -1,58 +1,16 @@
-import t, { type Test } from 'tap'
-import { spawn, spawnSync } from 'node:child_process'
+import t from 'tap'
 import { once } from 'node:events'
 import { readdirSync, readFileSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { join } from 'node:path'
 import { build, listen, readPidFile, startServer, tempDir } from './helper.js'
-
-// A real redis-server on a port of its own. `.ci/run` installs it where it is missing; elsewhere these tests say why
-// they are skipped.
-const REDIS_SERVER = spawnSync('sh', ['-c', 'command -v redis-server'], { encoding: 'utf8' }).stdout.trim()
-
-async function freePort(): Promise<number> {
-  const server = createServer()
-  server.listen(0, '127.0.0.1')
-  await once(server, 'listening')
-  const { port } = server.address() as { port: number }
-  server.close()
-  return port
-}
-
-async function startRedis(t: Test, port?: number): Promise<{ url: string; port: number; stop: () => Promise<void> }> {
-  port ??= await freePort()
-  const redis = spawn(REDIS_SERVER, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'inherit'] })
-  let seen = ''
-  await new Promise<void>((resolve, reject) => {
-    redis.stdout!.on('data', (chunk) => {
-      seen += chunk
-      if (seen.includes('Ready to accept connections')) resolve()
-    })
-    redis.once('exit', (code) => reject(new Error(`redis-server exited with ${code}: ${seen}`)))
-  })
-  const stop = async () => {
-    if (redis.exitCode !== null || redis.signalCode !== null) return
-    redis.kill('SIGKILL')
-    await once(redis, 'exit')
-  }
-  t.teardown(stop)
-  return { url: `redis://127.0.0.1:${port}`, port, stop }
-}
-
-let prefixes = 0
-const redisEnv = (url: string, extra: Record<string, string> = {}) => ({
-  SLOTS_BACKEND: 'redis',
-  REDIS_URL: url,
-  SLOTS_KEY_PREFIX: `test-${process.pid}-${++prefixes}:`,
-  ...extra
-})
+import { freePort, NO_REDIS, redisEnv, startRedis } from './redis.js'
 
 const runOn = async (base: string, task: string) => {
   const response = await fetch(`${base}/tools/crush_run`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ task }) })
   return { status: response.status, body: await response.json() }
 }
 
-t.test('redis-backed slots', { skip: REDIS_SERVER === '' && 'redis-server is not installed (apt-get install redis-server)' }, async (t) => {
+t.test('redis-backed slots', { skip: NO_REDIS }, async (t) => {
   t.test('two instances share one limit under concurrent load', async (t) => {
     const { url } = await startRedis(t)
     const dir = tempDir(t)

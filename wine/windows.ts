@@ -39,6 +39,8 @@ async function startWindowsServer(t: Test, env: Record<string, string>): Promise
       PORT: '0',
       LOG_LEVEL: 'info',
       DATA_DIR: windowsPath(join(dir, 'data')),
+      // better-sqlite3 here is built for Linux; on a real Windows host npm ci fetches its Windows build.
+      RUNS_STORE: 'memory',
       AGENT_KILL_GRACE_MS: '300',
       ...env
     },

@@ -3,7 +3,7 @@ import type { FastifyRequest } from 'fastify'
 import { Type } from '@sinclair/typebox'
 import { TOOL_NAMES } from '../agents/definitions.js'
 import { RunNotFound } from '../errors.js'
-import { statusOf, stateOf, summaryOf, type RunRegistry } from '../runs/registry.js'
+import type { RunRegistry } from '../runs/registry.js'
 import { RunRequest, RunState, RunSummary } from '../schemas/runs.js'
 import { errorResponses, ref } from '../schemas/shared.js'
 import { EventWriter } from '../streams/event-writer.js'
@@ -23,10 +23,9 @@ const RunId = Type.Object({ id: Type.String({ description: 'The id POST /runs an
 
 const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { registry, heartbeatMs }) => {
 
-  const find = (id: string, caller: string) => {
-    const run = registry.get(id, caller)
-    if (run === undefined) throw new RunNotFound(id)
-    return run
+  const found = <T>(id: string, value: T | undefined): T => {
+    if (value === undefined) throw new RunNotFound(id)
+    return value
   }
 
   app.post(
@@ -51,7 +50,7 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
     async (request, reply) => {
       const { tool, ...params } = request.body
       const run = await registry.start(tool, params, request.log, request.caller)
-      return reply.code(202).header('location', `/runs/${run.id}`).send(stateOf(run))
+      return reply.code(202).header('location', `/runs/${run.id}`).send(run)
     }
   )
 
@@ -68,7 +67,7 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
         response: { 200: Type.Object({ runs: Type.Array(ref(RunSummary)) }, { description: 'The runs.' }), ...errorResponses([401, 403]) }
       }
     },
-    async (request) => ({ runs: registry.list(request.caller).map(summaryOf) })
+    async (request) => ({ runs: await registry.list(request.caller) })
   )
 
   app.get(
@@ -83,7 +82,7 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
         response: { 200: ref(RunState, { description: 'The run.' }), ...errorResponses([401, 403, 404]) }
       }
     },
-    async (request) => stateOf(find(request.params.id, request.caller))
+    async (request) => found(request.params.id, await registry.state(request.params.id, request.caller))
   )
 
   app.get(
@@ -109,40 +108,20 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
       }
     },
     async (request, reply) => {
-      const run = find(request.params.id, request.caller)
-      // A synchronous or streamed run's output belongs to its own response.
-      if (run.kind !== 'async') throw new RunNotFound(request.params.id)
-      let lastId = Number(request.headers['last-event-id'] ?? 0)
+      // A synchronous or streamed run's output belongs to its own response: there is nothing to follow here.
+      const feed = found(request.params.id, await registry.feed(request.params.id, request.caller))
       reply.hijack()
       const writer = new EventWriter(reply.raw, 'sse', heartbeatMs)
       writer.open(reply.getHeaders())
-      let waitingForDrain = false
-      // Where the output this follower has received ends, so that a gap it falls into counts exactly what it missed.
-      let receivedEnd: number | undefined
-      // Sends what the log holds past lastId (the same encoded bytes to every follower); a slow follower pauses here
-      // and catches up from the log on 'drain', so it never makes the service buffer more than the log already keeps.
-      const pump = (): void => {
-        if (waitingForDrain) return
-        for (const { frame, id, end } of run.events.since(lastId, receivedEnd)) {
-          if (id !== undefined) lastId = id
-          if (end !== undefined) receivedEnd = end
-          if (!writer.sendFrame(frame)) {
-            waitingForDrain = true
-            writer.onDrain(() => {
-              waitingForDrain = false
-              pump()
-            })
-            return
-          }
-        }
-        if (run.events.ended) {
-          unsubscribe()
-          writer.close()
-        }
+      const gone = new AbortController()
+      reply.raw.once('close', () => gone.abort())
+      // The feed is pulled only as fast as this follower takes it: one that falls behind skips to what the run still
+      // keeps (a gap event says how much it missed), so a slow reader never makes the service hold more.
+      for await (const frames of feed(Number(request.headers['last-event-id'] ?? 0), gone.signal)) {
+        for (const frame of frames) writer.sendFrame(frame)
+        if (!writer.closed && reply.raw.writableNeedDrain) await writer.drained()
       }
-      const unsubscribe = run.events.subscribe(pump)
-      reply.raw.once('close', unsubscribe)
-      pump()
+      writer.close()
       return reply
     }
   )
@@ -161,13 +140,7 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
         response: { 200: ref(RunState, { description: 'The run, ended.' }), ...errorResponses([401, 403, 404]) }
       }
     },
-    async (request) => {
-      const run = find(request.params.id, request.caller)
-      if (statusOf(run) === 'running') await registry.cancel(run)
-      // A synchronous run's result went to its own caller; here, only that it was cancelled.
-      if (run.kind !== 'async') return { ...stateOf(run), status: 'cancelled' as const, finished_at: new Date().toISOString() }
-      return stateOf(run)
-    }
+    async (request) => found(request.params.id, await registry.cancel(request.params.id, request.caller))
   )
 }
 

@@ -116,10 +116,19 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { c
               reply.hijack()
               writer.open(reply.getHeaders())
             },
-            sink: { write: (chunk) => writer.send(events.next(chunk)), onDrain: (resume) => writer.onDrain(resume) }
+            sink: {
+              write: (chunk) => {
+                const event = events.next(chunk)
+                if (event === null) return true
+                // No id: a synchronous stream cannot be resumed, so it offers nothing to resume from.
+                const { id: _id, ...withoutId } = event
+                return writer.send(withoutId)
+              },
+              onDrain: (resume) => writer.onDrain(resume)
+            }
           })
           const unfinished = events.end()
-          if (unfinished !== null) writer.send(unfinished)
+          if (unfinished !== null) writer.send({ ...unfinished, id: undefined })
           writer.send({ type: 'result', result })
           writer.close()
           return reply

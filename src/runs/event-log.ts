@@ -1,42 +1,38 @@
 import { formatEvent, type RunEvent } from '../streams/events.js'
+import type { OutputEvent } from '../streams/output-events.js'
 
-type OutputEvent = Extract<RunEvent, { type: 'output' }>
 type ResultEvent = Extract<RunEvent, { type: 'result' }>
-/** What a follower is sent: an event's SSE frame, with its id and where its output ends (none for a gap). */
-export interface LoggedFrame {
-  frame: Buffer
-  id?: number
-  end?: number
-}
 
-/** An output event as followers receive it: its SSE frame, encoded once, and where its bytes lie in the output. */
-interface StoredOutput {
+/**
+ * A kept event as followers receive it: its SSE frame, encoded once, and the range of the agent's output it carries
+ * (`offset` to `end`; for the result, both are the output's total). Ids only grow; an output event's id is its `end`.
+ */
+export interface StoredEvent {
   id: number
   offset: number
   end: number
   frame: Buffer
 }
 
-const encode = (event: RunEvent): Buffer => Buffer.from(formatEvent('sse', event))
+export const encodeEvent = (event: RunEvent): Buffer => Buffer.from(formatEvent('sse', event))
 
 /**
- * The events of one async run, kept for followers who arrive late or reconnect (Last-Event-ID). Each event is encoded
- * once, as the bytes of its SSE frame, and the same bytes go to every follower. Output is kept within the per-run
- * limit the way the result's output is: the first half and the latest half, so memory stays bounded however much the
- * agent writes; a follower asking for what was dropped gets a `gap` event with the exact count instead.
+ * The events of one async run while it runs, for followers who arrive late or reconnect (Last-Event-ID). Each event is
+ * encoded once, as the bytes of its SSE frame, and the same bytes go to every follower. Output is kept within the
+ * per-run limit the way the result's output is: the first half and the latest half, so memory stays bounded however
+ * much the agent writes; what was dropped in between shows to a follower as a gap (see `withGaps`).
  */
 export class RunEventLog {
   readonly #headLimit: number
   readonly #tailLimit: number
-  readonly #head: StoredOutput[] = []
+  readonly #head: StoredEvent[] = []
   #headBytes = 0
-  #tail: StoredOutput[] = []
+  #tail: StoredEvent[] = []
   #tailStart = 0
   #tailBytes = 0
-  #result: { id: number; frame: Buffer } | undefined
+  #result: StoredEvent | undefined
   #encoded = 0
   #closed = false
-  #nextId = 1
   readonly #listeners = new Set<() => void>()
 
   constructor(limitBytes: number) {
@@ -54,60 +50,49 @@ export class RunEventLog {
     return this.#encoded
   }
 
-  appendOutput(event: OutputEvent, rawBytes: number): void {
-    const id = this.#nextId++
+  appendOutput(event: OutputEvent): void {
     this.#encoded++
-    const stored = { id, offset: event.offset, end: event.offset + rawBytes, frame: encode({ ...event, id }) }
+    const end = event.id!
+    const stored = { id: end, offset: event.offset, end, frame: encodeEvent(event) }
+    const bytes = end - event.offset
     if (this.#headBytes < this.#headLimit) {
       this.#head.push(stored)
-      this.#headBytes += rawBytes
+      this.#headBytes += bytes
     } else {
       this.#tail.push(stored)
-      this.#tailBytes += rawBytes
+      this.#tailBytes += bytes
       this.#evictTail()
     }
     this.#notify()
   }
 
   /** The last event; null when the run failed without a result (followers are released all the same). */
-  end(result: ResultEvent['result'] | null): void {
+  end(result: ResultEvent['result'] | null, totalBytes: number): void {
     if (result !== null) {
-      const id = this.#nextId++
       this.#encoded++
-      this.#result = { id, frame: encode({ type: 'result', id, result }) }
+      const id = totalBytes + 1
+      this.#result = { id, offset: totalBytes, end: totalBytes, frame: encodeEvent({ type: 'result', id, result }) }
     }
     this.#closed = true
     this.#notify()
   }
 
-  /**
-   * Everything kept after event `lastId`, in order, with a gap where dropped output falls in between. `receivedEnd` is
-   * where the output this follower already has ends, when it knows (a live follower does; one resuming from
-   * Last-Event-ID is told by the log while the event is still kept, else from the head's end): the gap counts exactly
-   * the bytes it never got.
-   */
-  since(lastId: number, receivedEnd = this.#endOf(lastId)): LoggedFrame[] {
-    const tail = this.#tail.slice(firstIndexAfter(this.#tail, this.#tailStart, lastId))
-    const head = this.#head.slice(firstIndexAfter(this.#head, 0, lastId))
-    const frames: LoggedFrame[] = [...head]
-    const firstTail = tail[0]
-    const lastHead = this.#head.at(-1)
-    if (firstTail !== undefined && firstTail.id > Math.max(lastId, lastHead?.id ?? 0) + 1) {
-      const resumedAt = Math.max(lastHead?.end ?? 0, receivedEnd)
-      frames.push({ frame: encode({ type: 'gap', omitted_bytes: firstTail.offset - resumedAt }) })
-    }
-    frames.push(...tail)
-    if (this.#result !== undefined && this.#result.id > lastId) frames.push(this.#result)
-    return frames
+  /** Every kept event after event `lastId`, in order: the head, the tail, the result. */
+  after(lastId: number): StoredEvent[] {
+    const events = [
+      ...this.#head.slice(firstIndexAfter(this.#head, 0, lastId)),
+      ...this.#tail.slice(firstIndexAfter(this.#tail, this.#tailStart, lastId))
+    ]
+    if (this.#result !== undefined && this.#result.id > lastId) events.push(this.#result)
+    return events
   }
 
-  /** Where the output up to event `id` ends, while the log still holds that event (0 when it no longer does). */
-  #endOf(id: number): number {
-    for (const events of [this.#head, this.#tail]) {
-      const found = events[firstIndexAfter(events, events === this.#tail ? this.#tailStart : 0, id) - 1]
-      if (found !== undefined && found.id === id) return found.end
-    }
-    return 0
+  /** The ids the tail has dropped lie strictly between these two (a store drops them too); undefined: none dropped. */
+  dropped(): { after: number; before: number } | undefined {
+    const lastHead = this.#head.at(-1)
+    const firstTail = this.#tail[this.#tailStart]
+    if (lastHead === undefined || firstTail === undefined || firstTail.offset === lastHead.end) return undefined
+    return { after: lastHead.id, before: firstTail.id }
   }
 
   /** Called after every new event, until unsubscribed. */
@@ -133,8 +118,22 @@ export class RunEventLog {
   }
 }
 
+/**
+ * What a follower is sent after `position` (the bytes of output it already has): each event's frame, preceded by a
+ * `gap` event wherever kept events skip output, counting exactly the bytes it will never get.
+ */
+export function withGaps(events: StoredEvent[], position: number): { frames: Buffer[]; position: number } {
+  const frames: Buffer[] = []
+  for (const event of events) {
+    if (event.offset > position) frames.push(encodeEvent({ type: 'gap', omitted_bytes: event.offset - position }))
+    frames.push(event.frame)
+    position = Math.max(position, event.end)
+  }
+  return { frames, position }
+}
+
 /** The index of the first event after `lastId` (ids only grow, so a binary search). */
-function firstIndexAfter(events: StoredOutput[], from: number, lastId: number): number {
+function firstIndexAfter(events: StoredEvent[], from: number, lastId: number): number {
   let low = from
   let high = events.length
   while (low < high) {

@@ -1,32 +1,14 @@
 import type { FastifyBaseLogger } from 'fastify'
 import { randomUUID } from 'node:crypto'
-import { LRUCache } from 'lru-cache'
+import { setTimeout as sleep } from 'node:timers/promises'
 import type { ToolName } from '../agents/definitions.js'
 import { runOutcome } from '../agents/result.js'
 import type { RunParams, RunResult, StopReason } from '../schemas/run.js'
-import type { RunState, RunStatus, RunSummary } from '../schemas/runs.js'
+import type { RunState, RunSummary } from '../schemas/runs.js'
 import { OutputEvents } from '../streams/output-events.js'
-import { RunEventLog } from './event-log.js'
+import { RunEventLog, withGaps, type StoredEvent } from './event-log.js'
 import type { RunLauncher } from './launcher.js'
-
-/** How a run was asked for: it decides who reads its output and who may stop it. */
-export type RunKind = 'sync' | 'stream' | 'async'
-
-export interface AsyncRun {
-  readonly id: string
-  readonly kind: 'async'
-  /** The name of the token that created it: other callers neither see it nor reach it. */
-  readonly owner: string
-  readonly tool: ToolName
-  readonly createdAt: Date
-  finishedAt: Date | null
-  result: RunResult | null
-  failed: boolean
-  readonly events: RunEventLog
-  readonly controller: AbortController
-  /** Settles when the agent has ended and the result is recorded. */
-  done: Promise<void>
-}
+import type { RunRecord, RunStore } from './stores/run-store.js'
 
 /**
  * A synchronous or streamed run while it runs: listed and cancellable like an async run, its output goes only to its own
@@ -42,93 +24,130 @@ export interface LiveRun {
   cancel(reason: StopReason): Promise<void>
 }
 
-export type AnyRun = AsyncRun | LiveRun
+/** An async run of this replica while its agent runs: what only this process holds. */
+interface LocalRun {
+  record: RunRecord
+  readonly log: RunEventLog
+  readonly controller: AbortController
+  /** Settles once the agent has ended and the run is stored as finished. */
+  done: Promise<void>
+  savedUpTo: number
+  saving: Promise<void>
+}
 
 export interface RegistryOptions {
   launcher: RunLauncher
+  /** This process, among the replicas sharing a store. */
+  replica: string
+  store: RunStore
   outputLimitBytes: number
-  retentionMs: number
-  maxFinished: number
+  /** How often a running run's new events are saved to the store (what a crash can lose, what other replicas lag). */
+  saveEveryMs: number
+  /** How long DELETE waits for another replica to stop its run. */
+  remoteStopWaitMs: number
+  log: FastifyBaseLogger
 }
 
+/** Events read from the store per page, so that a follower of a large run never holds it whole. */
+const STORED_PAGE = 64
+
+/** A frame stream for one follower: batches of SSE frames, pulled only as fast as the follower takes them. */
+export type Feed = (lastId: number, signal: AbortSignal) => AsyncGenerator<Buffer[]>
+
 /**
- * The asynchronous runs of this replica: running ones until they end, finished ones for a bounded time and count (the
- * oldest go first). A run belongs to no HTTP connection: it outlives its caller, and only DELETE, its deadline or the
- * service's shutdown stop it.
+ * Every run: async runs (started by POST /runs, kept in the store, running ones also here), and synchronous or streamed
+ * ones while they run. An async run belongs to no HTTP connection: it outlives its caller, and only DELETE, its
+ * deadline or the service's shutdown stop it.
  */
 export class RunRegistry {
   readonly #options: RegistryOptions
-  readonly #running = new Map<string, AsyncRun>()
+  readonly #running = new Map<string, LocalRun>()
   readonly #live = new Map<string, LiveRun>()
-  readonly #finished: LRUCache<string, AsyncRun>
 
   constructor(options: RegistryOptions) {
     this.#options = options
-    this.#finished = new LRUCache({ max: options.maxFinished, ttl: options.retentionMs })
+    options.store.onCancelRequest((id) => this.#running.get(id)?.controller.abort('cancelled' satisfies StopReason))
   }
 
-  /** Starts a run; resolves once the agent runs, or rejects with the same errors as the synchronous route. */
-  async start(tool: ToolName, params: RunParams, log: FastifyBaseLogger, owner: string): Promise<AsyncRun> {
-    const { launcher, outputLimitBytes } = this.#options
+  /** Starts a run; resolves once the agent runs and the run is stored, or rejects as the synchronous route would. */
+  async start(tool: ToolName, params: RunParams, log: FastifyBaseLogger, owner: string): Promise<RunState> {
+    const { launcher, outputLimitBytes, store } = this.#options
     const lease = await launcher.reserve(tool, params)
-    const run: AsyncRun = {
+    const record: RunRecord = {
       id: randomUUID(),
-      kind: 'async',
       owner,
       tool,
-      createdAt: new Date(),
+      status: 'running',
+      createdAt: new Date().toISOString(),
       finishedAt: null,
       result: null,
-      failed: false,
-      events: new RunEventLog(outputLimitBytes),
-      controller: new AbortController(),
-      done: Promise.resolve()
+      replica: this.#options.replica
     }
+    const run: LocalRun = {
+      record,
+      log: new RunEventLog(outputLimitBytes),
+      controller: new AbortController(),
+      done: Promise.resolve(),
+      savedUpTo: 0,
+      saving: Promise.resolve()
+    }
+    const runLog = log.child({ run: record.id })
     const output = new OutputEvents()
+    let saver: NodeJS.Timeout | undefined
     let spawned = false
     const started = new Promise<void>((resolve, reject) => {
       run.done = launcher
         .run(tool, params, lease, {
-          runId: run.id,
+          runId: record.id,
           signal: run.controller.signal,
-          log: log.child({ run: run.id }),
+          log: runLog,
           onSpawn: () => {
             spawned = true
-            this.#running.set(run.id, run)
-            resolve()
+            this.#running.set(record.id, run)
+            run.saving = store.create(record)
+            saver = setInterval(() => this.#save(run, runLog), this.#options.saveEveryMs)
+            // Answered once stored, so that any replica can already find it.
+            resolve(run.saving.catch((error: unknown) => {
+              run.controller.abort('cancelled' satisfies StopReason)
+              throw error
+            }))
           },
           // No reader can slow the agent down here: the log keeps what it may, bounded.
-          onOutput: (chunk) => run.events.appendOutput(output.next(chunk), chunk.length)
+          onOutput: (chunk) => {
+            const event = output.next(chunk)
+            if (event !== null) run.log.appendOutput(event)
+          }
         })
         .then(
-          (result) => {
-            const unfinished = output.end()
-            if (unfinished !== null) run.events.appendOutput(unfinished, 0)
-            this.#finish(run, result)
-          },
+          (result) => this.#end(run, output, result),
           (error: unknown) => {
             if (!spawned) return reject(error)
-            log.error({ err: error, run: run.id }, 'async run failed after its agent started')
-            run.failed = true
-            this.#finish(run, null)
+            runLog.error({ err: error }, 'async run failed after its agent started')
+            return this.#end(run, output, null)
           }
         )
+        .finally(() => clearInterval(saver))
+        .then(() => this.#storeFinished(run, runLog))
     })
     await started
-    return run
+    return stateOf(record)
   }
 
   /** A run of this caller's; undefined for an unknown run and for another caller's alike. */
-  get(id: string, owner: string): AnyRun | undefined {
-    const run = this.#running.get(id) ?? this.#finished.get(id) ?? this.#live.get(id)
-    return run?.owner === owner ? run : undefined
+  async state(id: string, owner: string): Promise<RunState | undefined> {
+    const live = this.#live.get(id)
+    if (live !== undefined) return live.owner === owner ? liveState(live) : undefined
+    const record = this.#running.get(id)?.record ?? (await this.#options.store.get(id))
+    return record?.owner === owner ? stateOf(record) : undefined
   }
 
   /** This caller's runs, newest first: async ones, and synchronous or streamed ones while they run. */
-  list(owner: string): AnyRun[] {
-    return [...this.#running.values(), ...this.#finished.values(), ...this.#live.values()]
-      .filter((run) => run.owner === owner)
-      .sort((a, b) => b.createdAt.getTime() - a.createdAt.getTime())
+  async list(owner: string): Promise<RunSummary[]> {
+    const stored = (await this.#options.store.list(owner)).map(stateOf)
+    const live = [...this.#live.values()].filter((run) => run.owner === owner).map(liveState)
+    return [...live, ...stored]
+      .sort((a, b) => b.created_at.localeCompare(a.created_at))
+      .map(({ result: _result, ...summary }) => summary)
   }
 
   /** Lists a synchronous or streamed run while it runs; the returned function forgets it. */
@@ -137,44 +156,162 @@ export class RunRegistry {
     return () => this.#live.delete(run.id)
   }
 
-  /** Stops a run (its whole process tree) and resolves once it has ended. */
-  async cancel(run: AnyRun, reason: StopReason = 'cancelled'): Promise<void> {
-    if (run.kind !== 'async') return run.cancel(reason)
-    run.controller.abort(reason)
-    await run.done
+  /** The events of an async run of this caller's, for a follower; undefined when there is none to follow. */
+  async feed(id: string, owner: string): Promise<Feed | undefined> {
+    const local = this.#running.get(id)
+    if (local !== undefined) return local.record.owner === owner ? (lastId, signal) => follow(logSource(local.log), lastId, signal) : undefined
+    const record = await this.#options.store.get(id)
+    if (record?.owner !== owner) return undefined
+    const { store, saveEveryMs } = this.#options
+    return (lastId, signal) => follow(storeSource(store, record, saveEveryMs), lastId, signal)
+  }
+
+  /** Stops a run of this caller's (its whole process tree, wherever it runs) and answers with its final state. */
+  async cancel(id: string, owner: string): Promise<RunState | undefined> {
+    const live = this.#live.get(id)
+    if (live !== undefined) {
+      if (live.owner !== owner) return undefined
+      await live.cancel('cancelled')
+      // Its result went to its own caller; here, only that it was cancelled.
+      return { ...liveState(live), status: 'cancelled', finished_at: new Date().toISOString() }
+    }
+    const local = this.#running.get(id)
+    if (local !== undefined) {
+      if (local.record.owner !== owner) return undefined
+      local.controller.abort('cancelled' satisfies StopReason)
+      await local.done
+      return stateOf(local.record)
+    }
+    const record = await this.#options.store.get(id)
+    if (record?.owner !== owner) return undefined
+    if (record.status !== 'running') return stateOf(record)
+    return stateOf(await this.#stopElsewhere(record))
   }
 
   async stopAll(reason: StopReason): Promise<void> {
-    await Promise.all([...this.#running.values()].map((run) => this.cancel(run, reason)))
+    await Promise.all(
+      [...this.#running.values()].map((run) => {
+        run.controller.abort(reason)
+        return run.done
+      })
+    )
   }
 
-  #finish(run: AsyncRun, result: RunResult | null): void {
-    run.result = result
-    run.finishedAt = new Date()
-    this.#running.delete(run.id)
-    this.#finished.set(run.id, run)
-    run.events.end(result)
+  #end(run: LocalRun, output: OutputEvents, result: RunResult | null): void {
+    const unfinished = output.end()
+    if (unfinished !== null) run.log.appendOutput(unfinished)
+    run.log.end(result, output.totalBytes)
+    // Stopped by DELETE or by shutdown, a run was cancelled; a caller that vanished cannot stop an async run.
+    run.record = { ...run.record, status: result === null ? 'failed' : runOutcome(result), finishedAt: new Date().toISOString(), result }
+  }
+
+  /** Saves what the log kept since the last save; saves run one after another, never two at once. */
+  #save(run: LocalRun, log: FastifyBaseLogger): Promise<void> {
+    run.saving = run.saving
+      .then(async () => {
+        const events = run.log.after(run.savedUpTo)
+        if (events.length === 0) return
+        run.savedUpTo = events.at(-1)!.id
+        await this.#options.store.saveEvents(run.record.id, events, run.log.dropped())
+      })
+      .catch((error: unknown) => log.error({ err: error }, 'could not save the run’s events'))
+    return run.saving
+  }
+
+  async #storeFinished(run: LocalRun, log: FastifyBaseLogger): Promise<void> {
+    await this.#save(run, log)
+    try {
+      await this.#options.store.finish(run.record)
+    } catch (error) {
+      log.error({ err: error }, 'could not store the run’s end')
+    } finally {
+      this.#running.delete(run.record.id)
+    }
+  }
+
+  /**
+   * Asks the replica running it to stop it, and waits (bounded) for that replica to record its end. The request is
+   * repeated while the run is seen running: a message sent while that replica was reconnecting is not lost for good.
+   */
+  async #stopElsewhere(record: RunRecord): Promise<RunRecord> {
+    const deadline = Date.now() + this.#options.remoteStopWaitMs
+    let current = record
+    while (current.status === 'running' && Date.now() < deadline) {
+      await this.#options.store.requestCancel(current)
+      await sleep(this.#options.saveEveryMs)
+      current = (await this.#options.store.get(record.id)) ?? current
+    }
+    return current
   }
 }
 
-export function statusOf(run: AnyRun): RunStatus {
-  if (run.kind !== 'async') return 'running'
-  if (run.result === null) return run.failed ? 'failed' : 'running'
-  // Stopped by DELETE or by shutdown, a run was cancelled; a caller that vanished cannot stop an async run.
-  return runOutcome(run.result)
+/** Where a follower's events come from: what is there after an id, and a wait for more (true: no more will come). */
+interface EventSource {
+  read(lastId: number): StoredEvent[] | Promise<StoredEvent[]>
+  settle(signal: AbortSignal): Promise<boolean>
 }
 
-export function summaryOf(run: AnyRun): RunSummary {
+/** A follower's frames: each read's events, with a gap wherever kept events skip output it never received. */
+async function* follow(source: EventSource, lastId: number, signal: AbortSignal): AsyncGenerator<Buffer[]> {
+  let position = lastId
+  while (!signal.aborted) {
+    const events = await source.read(lastId)
+    if (events.length > 0) {
+      const batch = withGaps(events, position)
+      position = batch.position
+      lastId = events.at(-1)!.id
+      yield batch.frames
+    } else if (await source.settle(signal)) return
+  }
+}
+
+/** A run of this replica, in its live log: each new event as it comes. */
+function logSource(log: RunEventLog): EventSource {
   return {
-    id: run.id,
-    tool: run.tool,
-    kind: run.kind,
-    status: statusOf(run),
-    created_at: run.createdAt.toISOString(),
-    finished_at: run.kind === 'async' ? run.finishedAt?.toISOString() ?? null : null
+    read: (lastId) => log.after(lastId),
+    settle: async (signal) => log.ended || (await nextEvent(log, signal), false)
   }
 }
 
-export function stateOf(run: AnyRun): RunState {
-  return { ...summaryOf(run), result: run.kind === 'async' ? run.result : null }
+/** A run in the store: a finished one page by page, one running elsewhere (fleet) as its replica saves it. */
+function storeSource(store: RunStore, record: RunRecord, pollMs: number): EventSource {
+  let ended = record.status !== 'running'
+  return {
+    read: (lastId) => store.events(record.id, lastId, STORED_PAGE),
+    settle: async (signal) => {
+      if (ended) return true
+      // Once the end is seen, one more read: what was saved just before it.
+      ended = (await store.get(record.id))?.status !== 'running'
+      if (!ended) await sleep(pollMs, undefined, { signal }).catch(() => undefined)
+      return false
+    }
+  }
+}
+
+function nextEvent(log: RunEventLog, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      unsubscribe()
+      signal.removeEventListener('abort', done)
+      resolve()
+    }
+    const unsubscribe = log.subscribe(done)
+    signal.addEventListener('abort', done, { once: true })
+  })
+}
+
+export function stateOf(record: RunRecord): RunState {
+  return {
+    id: record.id,
+    tool: record.tool,
+    kind: 'async',
+    status: record.status,
+    created_at: record.createdAt,
+    finished_at: record.finishedAt,
+    result: record.result
+  }
+}
+
+function liveState(run: LiveRun): RunState {
+  return { id: run.id, tool: run.tool, kind: run.kind, status: 'running', created_at: run.createdAt.toISOString(), finished_at: null, result: null }
 }

@@ -44,6 +44,7 @@ export const ERROR_CODES = {
     AGENT_NOT_INSTALLED: ["The agent's executable is not on the service's PATH.", 'The claude agent is not installed here: claude was not found on PATH'],
     AGENT_SPAWN_FAILED: ["The agent's executable exists but could not be started.", 'The crush agent could not be started: EACCES'],
     SLOTS_UNAVAILABLE: ['SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.', 'The shared agent slots cannot be reached (Redis): Connection is closed.'],
+    RUNS_UNAVAILABLE: ['RUNS_STORE=redis and Redis does not answer: the run cannot be stored, read or reached.', 'The shared run store cannot be reached (Redis): Connection is closed.'],
     SHUTTING_DOWN: ['The service began shutting down before the agent started; nothing was started.', 'The service is shutting down: the run was not started']
   }
 } as const satisfies Record<number, Record<string, readonly [when: string, message: string]>>

@@ -3,8 +3,19 @@ import { TOOL_NAMES } from '../agents/definitions.js'
 import { RunParams, RunResult } from './run.js'
 
 export const RunStatus = Type.Union(
-  [Type.Literal('running'), Type.Literal('succeeded'), Type.Literal('failed'), Type.Literal('timed_out'), Type.Literal('cancelled')],
-  { description: 'running until the agent ends; then how it ended (cancelled: DELETE, or the service shutting down).' }
+  [
+    Type.Literal('running'),
+    Type.Literal('succeeded'),
+    Type.Literal('failed'),
+    Type.Literal('timed_out'),
+    Type.Literal('cancelled'),
+    Type.Literal('lost')
+  ],
+  {
+    description:
+      'running until the agent ends; then how it ended. cancelled: DELETE, or the service shutting down. lost: the ' +
+      'service running it died (crash, kill -9, its replica gone) — the events it had saved are still there.'
+  }
 )
 export type RunStatus = Static<typeof RunStatus>
 

@@ -1,8 +1,8 @@
 import type { FastifyBaseLogger } from 'fastify'
-import { once } from 'node:events'
-import { Redis } from 'ioredis'
+import type { Redis } from 'ioredis'
 import { Semaphore, type LockOptions } from 'redis-semaphore'
 import { SlotsUnavailable } from '../errors.js'
+import { createRedis, whenConnected } from '../redis-client.js'
 import { leaseOnce, limitFor, type SlotLease, type SlotLimiter, type SlotsHealth } from './limiter.js'
 
 export interface RedisSlotOptions {
@@ -36,9 +36,6 @@ class RefreshTolerantSemaphore extends Semaphore {
   }
 }
 
-/** Redis must answer at once or not at all: a run request never hangs on it. */
-const REDIS_TIMEOUT_MS = 1000
-
 /**
  * Per-tool limits shared by every replica, on redis-semaphore: each slot is a member of a sorted set scored by the
  * time its holder last refreshed it; holders refresh every third of the TTL while the run lives (so a 30-minute run
@@ -53,16 +50,7 @@ export class RedisSlotLimiter implements SlotLimiter {
   constructor(limits: Record<string, number>, options: RedisSlotOptions) {
     this.#limits = new Map(Object.entries(limits))
     this.#options = options
-    this.#redis = new Redis(options.url, {
-      // Fail fast while disconnected instead of queueing commands until Redis comes back.
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      connectTimeout: REDIS_TIMEOUT_MS,
-      commandTimeout: REDIS_TIMEOUT_MS,
-      retryStrategy: (attempt) => Math.min(attempt * 200, 2000)
-    })
-    // ioredis reports connection trouble as events; health() and the 503s carry it to callers.
-    this.#redis.on('error', (error) => options.log.debug({ err: error }, 'redis connection error'))
+    this.#redis = createRedis(options.url, options.log)
   }
 
   limit(tool: string): number {
@@ -126,18 +114,8 @@ export class RedisSlotLimiter implements SlotLimiter {
     this.#redis.disconnect()
   }
 
-  /**
-   * Commands fail at once while disconnected (no offline queue); a connection still being made (just after start, or
-   * reconnecting) gets a short wait instead of a spurious 503.
-   */
-  async #connected(): Promise<void> {
-    if (this.#redis.status === 'ready') return
-    try {
-      // once() also rejects on 'error', the usual way a connection attempt fails.
-      await once(this.#redis, 'ready', { signal: AbortSignal.timeout(REDIS_TIMEOUT_MS) })
-    } catch (error) {
-      throw new Error(`Redis is not connected (${this.#redis.status}): ${(error as Error).message}`)
-    }
+  #connected(): Promise<void> {
+    return whenConnected(this.#redis)
   }
 
   #semaphoreKey(tool: string): string {

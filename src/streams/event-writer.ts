@@ -46,6 +46,20 @@ export class EventWriter {
     else this.#raw.once('drain', resume)
   }
 
+  /** Resolves once the client has taken what was written, or has gone. */
+  drained(): Promise<void> {
+    return new Promise((resolve) => {
+      if (this.closed) return resolve()
+      const done = (): void => {
+        this.#raw.off('drain', done)
+        this.#raw.off('close', done)
+        resolve()
+      }
+      this.#raw.once('drain', done)
+      this.#raw.once('close', done)
+    })
+  }
+
   close(): void {
     clearTimeout(this.#heartbeat)
     if (!this.closed) this.#raw.end()

@@ -303,7 +303,7 @@ export interface components {
         RunEvent: {
             /** @enum {string} */
             type: "output";
-            /** @description Async runs: the event number, for Last-Event-ID. */
+            /** @description Async runs: where this event’s bytes end in the output (offset + their length), for Last-Event-ID: a follower resuming from it is told exactly how many bytes it missed. */
             id?: number;
             /** @description Bytes the agent wrote before this chunk. */
             offset: number;
@@ -313,7 +313,7 @@ export interface components {
             /** @enum {string} */
             type: "gap";
             id?: number;
-            /** @description Output no longer kept for replay (beyond the per-run output limit). */
+            /** @description Output this follower will never get: no longer kept (beyond the per-run output limit), counted from what it had received. */
             omitted_bytes: number;
         } | {
             /** @enum {string} */
@@ -321,6 +321,7 @@ export interface components {
         } | {
             /** @enum {string} */
             type: "result";
+            /** @description Async runs: one past the last output byte. */
             id?: number;
             result: components["schemas"]["RunResult"];
         };
@@ -361,8 +362,8 @@ export interface components {
             tool: string;
             /** @description How it was started: POST /tools/{tool} (sync, or stream when it streams its events) or POST /runs (async). Synchronous and streamed runs are listed only while they run; their output and result go to their own response. */
             kind: "sync" | "stream" | "async";
-            /** @description running until the agent ends; then how it ended (cancelled: DELETE, or the service shutting down). */
-            status: "running" | "succeeded" | "failed" | "timed_out" | "cancelled";
+            /** @description running until the agent ends; then how it ended. cancelled: DELETE, or the service shutting down. lost: the service running it died (crash, kill -9, its replica gone) — the events it had saved are still there. */
+            status: "running" | "succeeded" | "failed" | "timed_out" | "cancelled" | "lost";
             /** Format: date-time */
             created_at: string;
             finished_at: string | null;
@@ -377,8 +378,8 @@ export interface components {
             tool: string;
             /** @description How it was started: POST /tools/{tool} (sync, or stream when it streams its events) or POST /runs (async). Synchronous and streamed runs are listed only while they run; their output and result go to their own response. */
             kind: "sync" | "stream" | "async";
-            /** @description running until the agent ends; then how it ended (cancelled: DELETE, or the service shutting down). */
-            status: "running" | "succeeded" | "failed" | "timed_out" | "cancelled";
+            /** @description running until the agent ends; then how it ended. cancelled: DELETE, or the service shutting down. lost: the service running it died (crash, kill -9, its replica gone) — the events it had saved are still there. */
+            status: "running" | "succeeded" | "failed" | "timed_out" | "cancelled" | "lost";
             /** Format: date-time */
             created_at: string;
             finished_at: string | null;
@@ -401,7 +402,7 @@ export interface components {
              */
             error: string;
             /**
-             * @description Machine-readable error code: VALIDATION_ERROR, INVALID_JSON, INVALID_CONTENT_LENGTH, MALFORMED_REQUEST, BAD_URL, CWD_NOT_FOUND, CWD_NOT_A_DIRECTORY, WSL_DISTRO_NOT_FOUND, WSL_ARGUMENT_UNSAFE, COMMAND_LINE_TOO_LONG, UNAUTHORIZED, HOST_NOT_ALLOWED, FORBIDDEN_PATH, ORIGIN_NOT_ALLOWED, ROUTE_NOT_FOUND, RUN_NOT_FOUND, REQUEST_TIMEOUT, BODY_TOO_LARGE, URL_TOO_LONG, UNSUPPORTED_MEDIA_TYPE, AGENT_LIMIT_REACHED, HEADERS_TOO_LARGE, INTERNAL_ERROR, AGENT_NOT_INSTALLED, AGENT_SPAWN_FAILED, SLOTS_UNAVAILABLE, SHUTTING_DOWN.
+             * @description Machine-readable error code: VALIDATION_ERROR, INVALID_JSON, INVALID_CONTENT_LENGTH, MALFORMED_REQUEST, BAD_URL, CWD_NOT_FOUND, CWD_NOT_A_DIRECTORY, WSL_DISTRO_NOT_FOUND, WSL_ARGUMENT_UNSAFE, COMMAND_LINE_TOO_LONG, UNAUTHORIZED, HOST_NOT_ALLOWED, FORBIDDEN_PATH, ORIGIN_NOT_ALLOWED, ROUTE_NOT_FOUND, RUN_NOT_FOUND, REQUEST_TIMEOUT, BODY_TOO_LARGE, URL_TOO_LONG, UNSUPPORTED_MEDIA_TYPE, AGENT_LIMIT_REACHED, HEADERS_TOO_LARGE, INTERNAL_ERROR, AGENT_NOT_INSTALLED, AGENT_SPAWN_FAILED, SLOTS_UNAVAILABLE, RUNS_UNAVAILABLE, SHUTTING_DOWN.
              * @example AGENT_LIMIT_REACHED
              */
             code: string;
@@ -479,6 +480,7 @@ export interface operations {
              * @description - `AGENT_NOT_INSTALLED`: The agent's executable is not on the service's PATH.
              *     - `AGENT_SPAWN_FAILED`: The agent's executable exists but could not be started.
              *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
+             *     - `RUNS_UNAVAILABLE`: RUNS_STORE=redis and Redis does not answer: the run cannot be stored, read or reached.
              *     - `SHUTTING_DOWN`: The service began shutting down before the agent started; nothing was started.
              */
             503: {
@@ -597,6 +599,7 @@ export interface operations {
              * @description - `AGENT_NOT_INSTALLED`: The agent's executable is not on the service's PATH.
              *     - `AGENT_SPAWN_FAILED`: The agent's executable exists but could not be started.
              *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
+             *     - `RUNS_UNAVAILABLE`: RUNS_STORE=redis and Redis does not answer: the run cannot be stored, read or reached.
              *     - `SHUTTING_DOWN`: The service began shutting down before the agent started; nothing was started.
              */
             503: {
@@ -715,6 +718,7 @@ export interface operations {
              * @description - `AGENT_NOT_INSTALLED`: The agent's executable is not on the service's PATH.
              *     - `AGENT_SPAWN_FAILED`: The agent's executable exists but could not be started.
              *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
+             *     - `RUNS_UNAVAILABLE`: RUNS_STORE=redis and Redis does not answer: the run cannot be stored, read or reached.
              *     - `SHUTTING_DOWN`: The service began shutting down before the agent started; nothing was started.
              */
             503: {
@@ -875,6 +879,7 @@ export interface operations {
              * @description - `AGENT_NOT_INSTALLED`: The agent's executable is not on the service's PATH.
              *     - `AGENT_SPAWN_FAILED`: The agent's executable exists but could not be started.
              *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
+             *     - `RUNS_UNAVAILABLE`: RUNS_STORE=redis and Redis does not answer: the run cannot be stored, read or reached.
              *     - `SHUTTING_DOWN`: The service began shutting down before the agent started; nothing was started.
              */
             503: {

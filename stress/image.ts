@@ -5,7 +5,7 @@ import { cpSync, existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
-import { tempDir } from './helper.js'
+import { tempDir } from '../test/helper.js'
 
 // No Docker daemon runs on these machines: this replays what the Dockerfile's runtime stage does — the compiled
 // service, production dependencies only, the image's own command and health check — and checks that it serves.

@@ -1,0 +1,34 @@
+import type { FastifyBaseLogger } from 'fastify'
+import { once } from 'node:events'
+import { Redis } from 'ioredis'
+
+/** Redis must answer at once or not at all: a request never hangs on it. */
+export const REDIS_TIMEOUT_MS = 1000
+
+/** A client that fails fast while disconnected instead of queueing commands until Redis comes back. */
+export function createRedis(url: string, log: FastifyBaseLogger): Redis {
+  const redis = new Redis(url, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    connectTimeout: REDIS_TIMEOUT_MS,
+    commandTimeout: REDIS_TIMEOUT_MS,
+    retryStrategy: (attempt) => Math.min(attempt * 200, 2000)
+  })
+  // ioredis reports connection trouble as events; health checks and the 503s carry it to callers.
+  redis.on('error', (error) => log.debug({ err: error }, 'redis connection error'))
+  return redis
+}
+
+/**
+ * Commands fail at once while disconnected (no offline queue); a connection still being made (just after start, or
+ * reconnecting) gets a short wait instead of a spurious 503.
+ */
+export async function whenConnected(redis: Redis): Promise<void> {
+  if (redis.status === 'ready') return
+  try {
+    // once() also rejects on 'error', the usual way a connection attempt fails.
+    await once(redis, 'ready', { signal: AbortSignal.timeout(REDIS_TIMEOUT_MS) })
+  } catch (error) {
+    throw new Error(`Redis is not connected (${redis.status}): ${(error as Error).message}`)
+  }
+}

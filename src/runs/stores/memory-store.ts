@@ -1,0 +1,72 @@
+import type { StoredEvent } from '../event-log.js'
+import { byNewest, isRetained, type RetentionOptions, type RunRecord, type RunStore } from './run-store.js'
+
+interface Entry {
+  record: RunRecord
+  events: StoredEvent[]
+}
+
+/** Runs in this process's memory only: a restart forgets them. For tests, and where nothing may be written to disk. */
+export class MemoryRunStore implements RunStore {
+  readonly kind = 'memory'
+  readonly #entries = new Map<string, Entry>()
+  readonly #retention: RetentionOptions
+
+  constructor(retention: RetentionOptions) {
+    this.#retention = retention
+  }
+
+  async recover(): Promise<string[]> {
+    return []
+  }
+
+  async create(record: RunRecord): Promise<void> {
+    this.#entries.set(record.id, { record: { ...record }, events: [] })
+  }
+
+  async saveEvents(id: string, events: StoredEvent[], dropped: { after: number; before: number } | undefined): Promise<void> {
+    const entry = this.#entries.get(id)
+    if (entry === undefined) return
+    if (dropped !== undefined) entry.events = entry.events.filter((event) => event.id <= dropped.after || event.id >= dropped.before)
+    entry.events.push(...events)
+  }
+
+  async finish(record: RunRecord): Promise<void> {
+    const entry = this.#entries.get(record.id)
+    if (entry !== undefined) entry.record = { ...record }
+    this.#prune()
+  }
+
+  async get(id: string): Promise<RunRecord | undefined> {
+    const record = this.#entries.get(id)?.record
+    return record !== undefined && isRetained(record, this.#retention.retentionMs) ? { ...record } : undefined
+  }
+
+  async list(owner: string): Promise<RunRecord[]> {
+    return [...this.#entries.values()]
+      .map(({ record }) => record)
+      .filter((record) => record.owner === owner && isRetained(record, this.#retention.retentionMs))
+      .map((record) => ({ ...record }))
+      .sort(byNewest)
+  }
+
+  async events(id: string, lastId: number, max: number): Promise<StoredEvent[]> {
+    const events = this.#entries.get(id)?.events ?? []
+    return events.filter((event) => event.id > lastId).slice(0, max)
+  }
+
+  async requestCancel(): Promise<void> {}
+
+  onCancelRequest(): void {}
+
+  async close(): Promise<void> {}
+
+  /** The oldest finished runs past the count go, and those past their age. */
+  #prune(): void {
+    const finished = [...this.#entries.values()].filter(({ record }) => record.finishedAt !== null).map(({ record }) => record)
+    finished.sort((a, b) => b.finishedAt!.localeCompare(a.finishedAt!))
+    for (const [index, record] of finished.entries()) {
+      if (index >= this.#retention.maxFinished || !isRetained(record, this.#retention.retentionMs)) this.#entries.delete(record.id)
+    }
+  }
+}

@@ -1,0 +1,199 @@
+import type { FastifyBaseLogger } from 'fastify'
+import type { Redis } from 'ioredis'
+import { RunsUnavailable } from '../../errors.js'
+import { createRedis, whenConnected } from '../../redis-client.js'
+import type { StoredEvent } from '../event-log.js'
+import type { RetentionOptions, RunRecord, RunStore } from './run-store.js'
+
+export interface RedisRunStoreOptions extends RetentionOptions {
+  url: string
+  keyPrefix: string
+  /** A replica that stops saying it is alive for this long is dead: its running runs are lost. */
+  ttlMs: number
+  replica: string
+  log: FastifyBaseLogger
+}
+
+/** An event as a sorted-set member: where its output starts and ends, then its frame. The score is its id. */
+const HEADER_BYTES = 16
+
+function encodeMember(event: StoredEvent): Buffer {
+  const member = Buffer.allocUnsafe(HEADER_BYTES + event.frame.length)
+  member.writeDoubleBE(event.offset, 0)
+  member.writeDoubleBE(event.end, 8)
+  event.frame.copy(member, HEADER_BYTES)
+  return member
+}
+
+function decodeMember(id: number, member: Buffer): StoredEvent {
+  return { id, offset: member.readDoubleBE(0), end: member.readDoubleBE(8), frame: member.subarray(HEADER_BYTES) }
+}
+
+/**
+ * Runs shared by a fleet through the Redis its slots already use, so that any replica answers for any run: its record,
+ * its events (live, as the replica running it saves them), and DELETE (passed to that replica over pub/sub). Events are
+ * a sorted set scored by id rather than a stream: the log drops a range in the middle (between its head and its tail),
+ * which a sorted set removes exactly and a stream's trimming (oldest first) cannot.
+ */
+export class RedisRunStore implements RunStore {
+  readonly kind = 'redis'
+  readonly #redis: Redis
+  readonly #options: RedisRunStoreOptions
+  #subscriber: Redis | undefined
+  readonly #heartbeat: NodeJS.Timeout
+
+  constructor(options: RedisRunStoreOptions) {
+    this.#options = options
+    this.#redis = createRedis(options.url, options.log)
+    const beat = (): void => {
+      this.#redis
+        .set(this.#replicaKey(options.replica), '1', 'PX', options.ttlMs)
+        .catch((error: unknown) => options.log.warn({ err: error }, 'could not tell the fleet this replica is alive'))
+    }
+    this.#heartbeat = setInterval(beat, Math.max(1, Math.floor(options.ttlMs / 3)))
+  }
+
+  /**
+   * Says this replica is alive before it takes any run. A fleet has no 'previous life' of its own: a dead replica's
+   * runs are found lost by whichever replica reads them next.
+   */
+  async recover(): Promise<string[]> {
+    const { replica, ttlMs } = this.#options
+    // Redis away at start is no reason not to start: the heartbeat says it once Redis is back, and runs get 503 till then.
+    await this.#call(() => this.#redis.set(this.#replicaKey(replica), '1', 'PX', ttlMs)).catch((error: unknown) =>
+      this.#options.log.warn({ err: error }, 'the run store is not reachable yet')
+    )
+    return []
+  }
+
+  async create(record: RunRecord): Promise<void> {
+    await this.#call(() =>
+      this.#redis
+        .multi()
+        .set(this.#runKey(record.id), JSON.stringify(record))
+        .zadd(this.#ownerKey(record.owner), Date.parse(record.createdAt), record.id)
+        .exec()
+    )
+  }
+
+  async saveEvents(id: string, events: StoredEvent[], dropped: { after: number; before: number } | undefined): Promise<void> {
+    const key = this.#eventsKey(id)
+    await this.#call(() => {
+      const batch = this.#redis.multi()
+      if (dropped !== undefined) batch.zremrangebyscore(key, `(${dropped.after}`, `(${dropped.before}`)
+      if (events.length > 0) batch.zadd(key, ...events.flatMap((event) => [event.id, encodeMember(event)] as const))
+      return batch.exec()
+    })
+  }
+
+  async finish(record: RunRecord): Promise<void> {
+    const { retentionMs, maxFinished } = this.#options
+    await this.#call(async () => {
+      await this.#redis
+        .multi()
+        .set(this.#runKey(record.id), JSON.stringify(record), 'PX', retentionMs)
+        .pexpire(this.#eventsKey(record.id), retentionMs)
+        .zadd(this.#finishedKey(), Date.parse(record.finishedAt!), record.id)
+        .exec()
+      // The oldest finished runs past the count go (those past their age expire by themselves).
+      const excess = (await this.#redis.zcard(this.#finishedKey())) - maxFinished
+      if (excess <= 0) return
+      const oldest = await this.#redis.zpopmin(this.#finishedKey(), excess)
+      const ids = oldest.filter((_, index) => index % 2 === 0)
+      if (ids.length > 0) await this.#redis.del(...ids.flatMap((id) => [this.#runKey(id), this.#eventsKey(id)]))
+    })
+  }
+
+  async get(id: string): Promise<RunRecord | undefined> {
+    return this.#call(async () => {
+      const stored = await this.#redis.get(this.#runKey(id))
+      return stored === null ? undefined : this.#unlessLost(JSON.parse(stored) as RunRecord)
+    })
+  }
+
+  async list(owner: string): Promise<RunRecord[]> {
+    return this.#call(async () => {
+      const ownerKey = this.#ownerKey(owner)
+      const ids = await this.#redis.zrevrange(ownerKey, 0, -1)
+      if (ids.length === 0) return []
+      const stored = await this.#redis.mget(...ids.map((id) => this.#runKey(id)))
+      // Runs past retention have expired: their ids leave the owner's index too.
+      const expired = ids.filter((_, index) => stored[index] === null)
+      if (expired.length > 0) await this.#redis.zrem(ownerKey, ...expired)
+      const records = stored.filter((value): value is string => value !== null).map((value) => JSON.parse(value) as RunRecord)
+      return Promise.all(records.map((record) => this.#unlessLost(record)))
+    })
+  }
+
+  async events(id: string, lastId: number, max: number): Promise<StoredEvent[]> {
+    return this.#call(async () => {
+      const flat = await this.#redis.zrangebyscoreBuffer(this.#eventsKey(id), `(${lastId}`, '+inf', 'WITHSCORES', 'LIMIT', 0, max)
+      const events: StoredEvent[] = []
+      for (let index = 0; index < flat.length; index += 2) events.push(decodeMember(Number(flat[index + 1]!.toString()), flat[index]!))
+      return events
+    })
+  }
+
+  async requestCancel(record: RunRecord): Promise<void> {
+    await this.#call(() => this.#redis.publish(this.#cancelChannel(), record.id))
+  }
+
+  onCancelRequest(listener: (id: string) => void): void {
+    // Unlike commands, the subscription waits for a connection (made at start, made again after each reconnection).
+    const subscriber = this.#redis.duplicate({ enableOfflineQueue: true, maxRetriesPerRequest: null })
+    subscriber.on('error', (error) => this.#options.log.debug({ err: error }, 'redis subscriber error'))
+    subscriber.on('message', (_channel: string, id: string) => listener(id))
+    // ioredis subscribes again by itself after a reconnection.
+    subscriber.subscribe(this.#cancelChannel()).catch((error: unknown) => this.#options.log.warn({ err: error }, 'could not subscribe to cancellations'))
+    this.#subscriber = subscriber
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.#heartbeat)
+    await this.#redis.del(this.#replicaKey(this.#options.replica)).catch(() => undefined)
+    this.#subscriber?.disconnect()
+    this.#redis.disconnect()
+  }
+
+  /** A running run whose replica stopped saying it is alive will never end: it is lost, for every reader alike. */
+  async #unlessLost(record: RunRecord): Promise<RunRecord> {
+    if (record.status !== 'running' || (await this.#redis.exists(this.#replicaKey(record.replica))) === 1) return record
+    const lost: RunRecord = { ...record, status: 'lost', finishedAt: new Date().toISOString() }
+    this.#options.log.warn({ run: record.id, replica: record.replica }, 'run lost: its replica is gone')
+    await this.finish(lost)
+    return lost
+  }
+
+  async #call<T>(operation: () => Promise<T>): Promise<T> {
+    try {
+      await whenConnected(this.#redis)
+      return await operation()
+    } catch (error) {
+      throw new RunsUnavailable((error as Error).message)
+    }
+  }
+
+  #runKey(id: string): string {
+    return `${this.#options.keyPrefix}run:${id}`
+  }
+
+  #eventsKey(id: string): string {
+    return `${this.#options.keyPrefix}run:${id}:events`
+  }
+
+  #ownerKey(owner: string): string {
+    return `${this.#options.keyPrefix}runs:owner:${owner}`
+  }
+
+  #finishedKey(): string {
+    return `${this.#options.keyPrefix}runs:finished`
+  }
+
+  #replicaKey(replica: string): string {
+    return `${this.#options.keyPrefix}replica:${replica}`
+  }
+
+  #cancelChannel(): string {
+    return `${this.#options.keyPrefix}runs:cancel`
+  }
+}

@@ -1,0 +1,55 @@
+import type { RunResult } from '../../schemas/run.js'
+import type { RunStatus } from '../../schemas/runs.js'
+import type { StoredEvent } from '../event-log.js'
+
+/** An async run as every replica and every later life of the service sees it. */
+export interface RunRecord {
+  id: string
+  /** The name of the token that created it: other callers neither see it nor reach it. */
+  owner: string
+  tool: string
+  status: RunStatus
+  createdAt: string
+  finishedAt: string | null
+  result: RunResult | null
+  /** The service process running it: only that one can stop its agent. */
+  replica: string
+}
+
+/** Where async runs are kept: their record, and their kept events, also after their agent has ended. */
+export interface RunStore {
+  /** What 'auto' chose, for the startup log and /readyz. */
+  readonly kind: 'memory' | 'sqlite' | 'redis'
+  /**
+   * Runs that a previous life of this replica left running can no longer be finished: they become `lost`, with the
+   * events they had saved. Returns their ids.
+   */
+  recover(): Promise<string[]>
+  create(record: RunRecord): Promise<void>
+  /** The run's events kept since the last save, and the range its log dropped meanwhile (forgotten here too). */
+  saveEvents(id: string, events: StoredEvent[], dropped: { after: number; before: number } | undefined): Promise<void>
+  /** The run has ended: its final record (its events were saved just before). */
+  finish(record: RunRecord): Promise<void>
+  /** undefined once unknown or past retention. */
+  get(id: string): Promise<RunRecord | undefined>
+  /** The owner's runs still retained, newest first. */
+  list(owner: string): Promise<RunRecord[]>
+  /** Up to `max` kept events after event `lastId`, in order. */
+  events(id: string, lastId: number, max: number): Promise<StoredEvent[]>
+  /** Fleet: asks the replica running it to stop it (resolves once asked, not once stopped). */
+  requestCancel(record: RunRecord): Promise<void>
+  /** Fleet: called with the id of a run of this replica that another replica was asked to stop. */
+  onCancelRequest(listener: (id: string) => void): void
+  close(): Promise<void>
+}
+
+export interface RetentionOptions {
+  retentionMs: number
+  maxFinished: number
+}
+
+/** A finished run is kept while it is recent enough. */
+export const isRetained = (record: RunRecord, retentionMs: number, now = Date.now()): boolean =>
+  record.finishedAt === null || now - Date.parse(record.finishedAt) <= retentionMs
+
+export const byNewest = (a: RunRecord, b: RunRecord): number => b.createdAt.localeCompare(a.createdAt)

@@ -1,0 +1,167 @@
+import type BetterSqlite3 from 'better-sqlite3'
+import { mkdirSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { join } from 'node:path'
+import type { StoredEvent } from '../event-log.js'
+import type { RetentionOptions, RunRecord, RunStore } from './run-store.js'
+
+const SCHEMA = `
+  CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    status TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    finished_at TEXT,
+    result TEXT,
+    replica TEXT NOT NULL
+  );
+  CREATE INDEX IF NOT EXISTS runs_by_owner ON runs (owner, created_at);
+  CREATE TABLE IF NOT EXISTS events (
+    run TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    id INTEGER NOT NULL,
+    start_byte INTEGER NOT NULL,
+    end_byte INTEGER NOT NULL,
+    frame BLOB NOT NULL,
+    PRIMARY KEY (run, id)
+  ) WITHOUT ROWID;
+`
+
+interface RunRow {
+  id: string
+  owner: string
+  tool: string
+  status: RunRecord['status']
+  created_at: string
+  finished_at: string | null
+  result: string | null
+  replica: string
+}
+
+const toRecord = (row: RunRow): RunRecord => ({
+  id: row.id,
+  owner: row.owner,
+  tool: row.tool,
+  status: row.status,
+  createdAt: row.created_at,
+  finishedAt: row.finished_at,
+  result: row.result === null ? null : (JSON.parse(row.result) as RunRecord['result']),
+  replica: row.replica
+})
+
+const toRow = (record: RunRecord): RunRow => ({
+  id: record.id,
+  owner: record.owner,
+  tool: record.tool,
+  status: record.status,
+  created_at: record.createdAt,
+  finished_at: record.finishedAt,
+  result: record.result === null ? null : JSON.stringify(record.result),
+  replica: record.replica
+})
+
+/**
+ * Runs in an SQLite file under DATA_DIR, so that a restart keeps finished runs, their results and their kept events.
+ * One service per file: runs it finds still running at start were its own, ended by a crash. better-sqlite3 answers
+ * synchronously, in microseconds for these statements, so no query waits on another.
+ */
+export class SqliteRunStore implements RunStore {
+  readonly kind = 'sqlite'
+  readonly #db: BetterSqlite3.Database
+  readonly #retention: RetentionOptions
+  readonly #statements
+
+  constructor(dataDir: string, retention: RetentionOptions) {
+    mkdirSync(dataDir, { recursive: true, mode: 0o700 })
+    // Loaded only when chosen: the native module is no cost to a service that keeps runs elsewhere.
+    const Database = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3
+    this.#db = new Database(join(dataDir, 'runs.sqlite'))
+    this.#db.pragma('journal_mode = WAL')
+    // WAL with NORMAL survives a crash of the service (not of the machine) without an fsync per write.
+    this.#db.pragma('synchronous = NORMAL')
+    this.#db.pragma('foreign_keys = ON')
+    this.#db.exec(SCHEMA)
+    this.#retention = retention
+    const db = this.#db
+    this.#statements = {
+      insertRun: db.prepare(
+        'INSERT INTO runs (id, owner, tool, status, created_at, finished_at, result, replica) ' +
+          'VALUES (@id, @owner, @tool, @status, @created_at, @finished_at, @result, @replica)'
+      ),
+      updateRun: db.prepare('UPDATE runs SET status = @status, finished_at = @finished_at, result = @result WHERE id = @id'),
+      getRun: db.prepare<[string, string]>('SELECT * FROM runs WHERE id = ? AND (finished_at IS NULL OR finished_at >= ?)'),
+      listRuns: db.prepare<[string, string]>(
+        'SELECT * FROM runs WHERE owner = ? AND (finished_at IS NULL OR finished_at >= ?) ORDER BY created_at DESC'
+      ),
+      running: db.prepare<[]>("SELECT id FROM runs WHERE status = 'running'"),
+      markLost: db.prepare<[string]>("UPDATE runs SET status = 'lost', finished_at = ? WHERE status = 'running'"),
+      insertEvent: db.prepare<[string, number, number, number, Buffer]>(
+        'INSERT OR REPLACE INTO events (run, id, start_byte, end_byte, frame) VALUES (?, ?, ?, ?, ?)'
+      ),
+      dropEvents: db.prepare<[string, number, number]>('DELETE FROM events WHERE run = ? AND id > ? AND id < ?'),
+      events: db.prepare<[string, number, number]>(
+        'SELECT id, start_byte, end_byte, frame FROM events WHERE run = ? AND id > ? ORDER BY id LIMIT ?'
+      ),
+      pruneOld: db.prepare<[string]>('DELETE FROM runs WHERE finished_at IS NOT NULL AND finished_at < ?'),
+      pruneMany: db.prepare<[number]>(
+        'DELETE FROM runs WHERE finished_at IS NOT NULL AND id NOT IN ' +
+          '(SELECT id FROM runs WHERE finished_at IS NOT NULL ORDER BY finished_at DESC LIMIT ?)'
+      )
+    }
+  }
+
+  async recover(): Promise<string[]> {
+    const ids = (this.#statements.running.all() as { id: string }[]).map((row) => row.id)
+    this.#statements.markLost.run(new Date().toISOString())
+    this.#prune()
+    return ids
+  }
+
+  async create(record: RunRecord): Promise<void> {
+    this.#statements.insertRun.run(toRow(record))
+  }
+
+  async saveEvents(id: string, events: StoredEvent[], dropped: { after: number; before: number } | undefined): Promise<void> {
+    const { insertEvent, dropEvents } = this.#statements
+    this.#db.transaction(() => {
+      if (dropped !== undefined) dropEvents.run(id, dropped.after, dropped.before)
+      for (const event of events) insertEvent.run(id, event.id, event.offset, event.end, event.frame)
+    })()
+  }
+
+  async finish(record: RunRecord): Promise<void> {
+    this.#statements.updateRun.run(toRow(record))
+    this.#prune()
+  }
+
+  async get(id: string): Promise<RunRecord | undefined> {
+    const row = this.#statements.getRun.get(id, this.#cutoff()) as RunRow | undefined
+    return row === undefined ? undefined : toRecord(row)
+  }
+
+  async list(owner: string): Promise<RunRecord[]> {
+    return (this.#statements.listRuns.all(owner, this.#cutoff()) as RunRow[]).map(toRecord)
+  }
+
+  async events(id: string, lastId: number, max: number): Promise<StoredEvent[]> {
+    const rows = this.#statements.events.all(id, lastId, max) as { id: number; start_byte: number; end_byte: number; frame: Buffer }[]
+    return rows.map((row) => ({ id: row.id, offset: row.start_byte, end: row.end_byte, frame: row.frame }))
+  }
+
+  async requestCancel(): Promise<void> {}
+
+  onCancelRequest(): void {}
+
+  async close(): Promise<void> {
+    this.#db.close()
+  }
+
+  #cutoff(): string {
+    return new Date(Date.now() - this.#retention.retentionMs).toISOString()
+  }
+
+  #prune(): void {
+    this.#statements.pruneOld.run(this.#cutoff())
+    this.#statements.pruneMany.run(this.#retention.maxFinished)
+  }
+}
