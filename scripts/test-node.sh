@@ -23,7 +23,7 @@ trap 'cp "$saved" "$addon"' EXIT
 export PATH="$nodedir/bin:$PATH"
 echo "node $(node --version)"
 if [ ! -f "$built" ]; then
-  (cd node_modules/better-sqlite3 && npm_config_nodedir="$nodedir" node "$gyp" rebuild --release >"$dir/gyp.log" 2>&1) || { cat "$dir/gyp.log"; exit 1; }
+  (cd node_modules/better-sqlite3 && npm_config_nodedir="$nodedir" node "$gyp" rebuild --release >"$OLDPWD/$dir/gyp.log" 2>&1) || { cat "$dir/gyp.log"; exit 1; }
   cp "$addon" "$built"
 fi
 cp "$built" "$addon"

@@ -2,7 +2,6 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOpt
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { randomUUID } from 'node:crypto'
 import { chownSync, mkdirSync } from 'node:fs'
-import { ActiveRuns } from './active-runs.js'
 import { closeConnectionsWhenIdle } from './connections.js'
 import { defineTools, TOOL_NAMES } from './agents/definitions.js'
 import { buildAgentEnv } from './agents/environment.js'
@@ -50,7 +49,8 @@ export interface AppOptions {
 declare module 'fastify' {
   interface FastifyInstance {
     slots: SlotLimiter
-    activeRuns: ActiveRuns
+    /** Every run of this replica, for shutdown and for tests. */
+    runs: RunRegistry
     metrics: Metrics
     /** Each agent as found, for /readyz and the startup log. */
     readiness: () => Promise<AgentReadiness[]>
@@ -105,7 +105,6 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const tools = defineTools(config)
   const slots = createSlotLimiter(config, app.log)
   const metrics = new Metrics(TOOL_NAMES, slots)
-  const activeRuns = new ActiveRuns()
   const agentEnv = buildAgentEnv(options.agentEnv ?? process.env, config.agentEnvRule)
   const sudoProbe = new SudoProbe(config.sudoProbeTtlMs, agentEnv)
   const host = await chooseHostContainment(config.containment)
@@ -128,11 +127,10 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     store,
     outputLimitBytes: config.outputLimitBytes,
     saveEveryMs: RUN_SAVE_EVERY_MS,
-    remoteStopWaitMs: 3 * config.killGraceMs + 5000,
-    log: app.log
+    remoteStopWaitMs: 3 * config.killGraceMs + 5000
   })
   app.decorate('slots', slots)
-  app.decorate('activeRuns', activeRuns)
+  app.decorate('runs', registry)
   app.decorate('metrics', metrics)
 
   app.addHook('onRequest', async (request, reply) => {
@@ -140,7 +138,6 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   })
   // Before the server stops accepting, stop every agent so their requests answer with what the agents did.
   app.addHook('preClose', async () => {
-    activeRuns.stopAll('shutdown')
     await registry.stopAll('shutdown')
   })
   app.addHook('onClose', async () => {
@@ -155,7 +152,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(async (authenticated) => {
     await requireBearerToken(authenticated, config.apiTokens)
     if (config.apiTokens.length === 0) requireKnownHost(authenticated, allowedHostNames(config.host, config.allowedHosts))
-    await authenticated.register(toolRoutes, { config, tools, slots, activeRuns, launcher, registry })
+    await authenticated.register(toolRoutes, { config, tools, slots, registry })
     await authenticated.register(runRoutes, { registry, heartbeatMs: config.heartbeatMs })
   })
   const readiness = agentReadiness(Object.values(tools), agentEnv)

@@ -160,7 +160,7 @@ t.test('a run stopped before its agent started spawns nothing: 503 SHUTTING_DOWN
   )
   // Shutdown while a request waits for its slot (here: the sudo probe): answered, and nothing started.
   const pending = post(app, 'crush_run', { task: 'late' })
-  app.activeRuns.stopAll('shutdown')
+  void app.runs.stopAll('shutdown')
   const answer = await pending
   if (answer.status !== 200) t.match(answer, { status: 503, body: { code: 'SHUTTING_DOWN' } })
   t.equal(app.slots.inUse('crush_run'), 0)

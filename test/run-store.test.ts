@@ -92,6 +92,7 @@ for (const [kind, open] of Object.entries(stores)) {
       const ended = finished(first)
       await store.finish(ended)
       t.same(await store.get(first.id), ended)
+      t.notOk((await store.list('alice')).some((listing) => 'result' in listing), 'a listing never carries (nor reads) results')
       store.onCancelRequest(() => {})
       await store.requestCancel(second)
     })

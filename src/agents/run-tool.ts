@@ -12,7 +12,7 @@ import type { AgentTool } from './definitions.js'
 import { placeRun, type Placement } from './placement.js'
 import { toRunResult } from './result.js'
 import { AgentSpawnError } from '../process/spawn-error.js'
-import { RunAbandoned, runAgent, type OutputSink } from './runner.js'
+import { RunAbandoned, runAgent, type RunHooks } from './runner.js'
 import { assertHostDirectory } from './workspace.js'
 
 export interface RunContext {
@@ -25,11 +25,8 @@ export interface RunContext {
   sudoProbe: SudoProbe
   signal: AbortSignal
   log: FastifyBaseLogger
-  /** Called once the agent is running: from here on the run answers 200, whatever happens. */
-  onSpawn?: (pid: number) => void
-  /** Sees every chunk and never slows the agent down (an async run's event log). */
-  onOutput?: (chunk: Buffer) => void
-  sink?: OutputSink
+  /** onSpawn: from here on the run answers 200, whatever happens. */
+  hooks: RunHooks
 }
 
 export function placementFor(tool: AgentTool, params: RunParams, context: RunContext, live: boolean): Placement {
@@ -50,7 +47,8 @@ export function placementFor(tool: AgentTool, params: RunParams, context: RunCon
 /** Spawns the agent for a validated request holding a slot, and maps its end to the response. */
 export async function runTool(tool: AgentTool, params: RunParams, context: RunContext): Promise<RunResult> {
   const { config, log, ledger, runId } = context
-  const placement = placementFor(tool, params, context, context.onOutput !== undefined || context.sink !== undefined)
+  const { hooks } = context
+  const placement = placementFor(tool, params, context, hooks.onOutput !== undefined || hooks.sink !== undefined)
   const { command, sudo: sudoContext } = placement
   const sudoStatus = await context.sudoProbe.status(sudoContext)
   const sudoFailure = new SudoPasswordDetector()
@@ -67,13 +65,13 @@ export async function runTool(tool: AgentTool, params: RunParams, context: RunCo
       signal: context.signal,
       onSpawn: (pid) => {
         log.info({ tool: tool.name, run: runId, agent_pid: pid, file: command.file, cwd: command.cwd, containment: placement.containment.mode }, 'agent run started')
-        context.onSpawn?.(pid)
+        hooks.onSpawn?.(pid)
       },
       onOutput: (chunk) => {
         sudoFailure.push(chunk)
-        context.onOutput?.(chunk)
+        hooks.onOutput?.(chunk)
       },
-      sink: context.sink
+      sink: hooks.sink
     })
     const result = toRunResult(tool, command, outcome, {
       status: sudoStatus,

@@ -15,7 +15,18 @@ import { HeadTailBuffer } from './output.js'
  */
 const DRAIN_AFTER_EXIT_MS = 1000
 
-export interface AgentRunOptions {
+/**
+ * What watches a run as it goes, the same at every layer: `onOutput` observers (the sudo detector, an async run's event
+ * log) see each chunk and never slow the agent; a `sink` (a live stream's client) may, by falling behind.
+ */
+export interface RunHooks {
+  onSpawn?: (pid: number) => void
+  onOutput?: (chunk: Buffer) => void
+  /** A reader of the live output that may fall behind: while it does, the agent's pipes pause (and so does the agent). */
+  sink?: OutputSink
+}
+
+export interface AgentRunOptions extends RunHooks {
   command: AgentCommand
   /** How the run's processes are held together and stopped. */
   containment: Containment
@@ -27,10 +38,6 @@ export interface AgentRunOptions {
   outputLimitBytes: number
   /** Aborting stops the agent; the abort reason (a StopReason) is reported as the run's stop_reason. */
   signal?: AbortSignal
-  onSpawn?: (pid: number) => void
-  onOutput?: (chunk: Buffer) => void
-  /** A reader of the live output that may fall behind: while it does, the agent's pipes pause (and so does the agent). */
-  sink?: OutputSink
   /** Told what a later life of the service would need to stop this run, and when nothing of it is left. */
   ledger?: RunTracker
 }

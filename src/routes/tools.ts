@@ -1,10 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
-import { randomUUID } from 'node:crypto'
-import type { ActiveRuns } from '../active-runs.js'
 import { TOOL_NAMES, type AgentTool, type ToolName } from '../agents/definitions.js'
 import type { Config } from '../config.js'
-import type { RunLauncher } from '../runs/launcher.js'
 import type { RunRegistry } from '../runs/registry.js'
 import { RunParams } from '../schemas/run.js'
 import { errorResponses, ref, runResponse } from '../schemas/shared.js'
@@ -12,13 +9,12 @@ import type { SlotLimiter } from '../slots/limiter.js'
 import { EventWriter } from '../streams/event-writer.js'
 import { negotiateStream } from '../streams/events.js'
 import { OutputEvents } from '../streams/output-events.js'
+import { stopWhenClientLeaves } from './client-gone.js'
 
 export interface ToolRoutesOptions {
   config: Config
   tools: Record<ToolName, AgentTool>
   slots: SlotLimiter
-  activeRuns: ActiveRuns
-  launcher: RunLauncher
   registry: RunRegistry
 }
 
@@ -30,7 +26,7 @@ const ToolStatus = Type.Object({
   free: Type.Integer()
 })
 
-const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { config, tools, slots, activeRuns, launcher, registry }) => {
+const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { config, tools, slots, registry }) => {
 
   app.get(
     '/tools',
@@ -80,39 +76,16 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { c
       async (request, reply) => {
         const params = request.body
         const format = negotiateStream(request.headers.accept)
-        const runId = randomUUID()
-        const watch = activeRuns.begin(reply)
-        let forget = (): void => {}
-        let ended!: () => void
-        const done = new Promise<void>((resolve) => (ended = resolve))
         // Listed in GET /runs once its agent runs, and DELETE stops it like an async run.
-        const listed = (): void => {
-          forget = registry.track({
-            id: runId,
-            kind: format === null ? 'sync' : 'stream',
-            owner: request.caller,
-            tool: name,
-            createdAt: new Date(),
-            cancel: async (reason) => {
-              watch.abort(reason)
-              await done
-            }
-          })
-        }
+        const run = registry.open(format === null ? 'sync' : 'stream', name, request.caller)
+        const stopWatching = stopWhenClientLeaves(reply, run)
         try {
-          const lease = await launcher.reserve(name, params)
-          if (format === null) {
-            return await launcher.run(name, params, lease, { runId, signal: watch.signal, log: request.log, onSpawn: listed })
-          }
+          if (format === null) return await registry.execute(run, params, request.log)
           // The stream opens only once the agent runs, so every refusal before it is the same JSON error as without it.
           const writer = new EventWriter(reply.raw, format, config.heartbeatMs)
           const events = new OutputEvents()
-          const result = await launcher.run(name, params, lease, {
-            runId,
-            signal: watch.signal,
-            log: request.log,
+          const result = await registry.execute(run, params, request.log, {
             onSpawn: () => {
-              listed()
               reply.hijack()
               writer.open(reply.getHeaders())
             },
@@ -133,9 +106,7 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { c
           writer.close()
           return reply
         } finally {
-          forget()
-          ended()
-          watch.end()
+          stopWatching()
         }
       }
     )

@@ -1,10 +1,9 @@
 import type { FastifyBaseLogger } from 'fastify'
-import { randomUUID } from 'node:crypto'
 import { runsInWsl } from '../agents/placement.js'
 import { assertRunnableOnWindows } from '../agents/windows-checks.js'
 import type { AgentTool, ToolName } from '../agents/definitions.js'
 import { runTool } from '../agents/run-tool.js'
-import type { OutputSink } from '../agents/runner.js'
+import type { RunHooks } from '../agents/runner.js'
 import { assertHostDirectory } from '../agents/workspace.js'
 import type { Config } from '../config.js'
 import { agentLimitReached } from '../errors.js'
@@ -13,7 +12,7 @@ import type { Containment } from '../process/containment.js'
 import type { RunLedger } from '../process/ledger.js'
 import type { WslDistros } from '../process/wsl-distros.js'
 import type { RunParams, RunResult } from '../schemas/run.js'
-import type { SlotLease, SlotLimiter } from '../slots/limiter.js'
+import type { SlotLimiter } from '../slots/limiter.js'
 import type { SudoProbe } from '../sudo/probe.js'
 
 export interface LauncherDeps {
@@ -29,13 +28,10 @@ export interface LauncherDeps {
 }
 
 export interface LaunchContext {
-  /** The run's id, when the caller already named it (an async run); otherwise one is made. */
-  runId?: string
+  runId: string
   signal: AbortSignal
   log: FastifyBaseLogger
-  onSpawn?: (pid: number) => void
-  onOutput?: (chunk: Buffer) => void
-  sink?: OutputSink
+  hooks: RunHooks
 }
 
 /**
@@ -49,23 +45,18 @@ export class RunLauncher {
     this.#deps = deps
   }
 
-  /** Everything that can refuse a valid body before an agent starts: where it would run (400), then a slot (429). */
-  async reserve(name: ToolName, params: RunParams): Promise<SlotLease> {
-    const { config, slots, tools } = this.#deps
+  /**
+   * A run's whole life: everything that can refuse a valid body before an agent starts (where it would run: 400; a
+   * slot: 429), then the agent, holding the slot for exactly as long as it runs and giving it back whatever happens.
+   */
+  async execute(name: ToolName, params: RunParams, context: LaunchContext): Promise<RunResult> {
+    const { config, slots, tools, agentEnv, sudoProbe, metrics, hostContainment, ledger } = this.#deps
     if (config.hostPlatform === 'win32') await assertRunnableOnWindows(tools[name], params, config.wslBin, this.#deps.wslDistros)
     if (params.cwd !== undefined && !runsInWsl(params, config.hostPlatform)) await assertHostDirectory(params.cwd)
     const lease = await slots.acquire(name)
     if (lease === null) throw agentLimitReached(slots.limit(name))
-    return lease
-  }
-
-  /** Runs with a reserved slot and gives it back whatever happens. */
-  async run(name: ToolName, params: RunParams, lease: SlotLease, context: LaunchContext): Promise<RunResult> {
-    const { config, tools, agentEnv, sudoProbe, metrics, hostContainment, ledger } = this.#deps
     try {
-      const result = await runTool(tools[name], params, {
-        config, env: agentEnv, sudoProbe, hostContainment, ledger, ...context, runId: context.runId ?? randomUUID()
-      })
+      const result = await runTool(tools[name], params, { config, env: agentEnv, sudoProbe, hostContainment, ledger, ...context })
       metrics.observeRun(result)
       return result
     } finally {

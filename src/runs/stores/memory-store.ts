@@ -1,5 +1,5 @@
 import type { StoredEvent } from '../event-log.js'
-import { byNewest, isRetained, type RetentionOptions, type RunRecord, type RunStore } from './run-store.js'
+import { byNewest, isRetained, type RetentionOptions, type RunListing, type RunRecord, type RunStore } from './run-store.js'
 
 interface Entry {
   record: RunRecord
@@ -42,11 +42,11 @@ export class MemoryRunStore implements RunStore {
     return record !== undefined && isRetained(record, this.#retention.retentionMs) ? { ...record } : undefined
   }
 
-  async list(owner: string): Promise<RunRecord[]> {
+  async list(owner: string): Promise<RunListing[]> {
     return [...this.#entries.values()]
       .map(({ record }) => record)
       .filter((record) => record.owner === owner && isRetained(record, this.#retention.retentionMs))
-      .map((record) => ({ ...record }))
+      .map(({ result: _result, ...listing }) => listing)
       .sort(byNewest)
   }
 

@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis'
 import { RunsUnavailable } from '../../errors.js'
 import { createRedis, whenConnected } from '../../redis-client.js'
 import type { StoredEvent } from '../event-log.js'
-import type { RetentionOptions, RunRecord, RunStore } from './run-store.js'
+import type { RetentionOptions, RunListing, RunRecord, RunStore } from './run-store.js'
 
 export interface RedisRunStoreOptions extends RetentionOptions {
   url: string
@@ -23,6 +23,10 @@ function encodeMember(event: StoredEvent): Buffer {
   member.writeDoubleBE(event.end, 8)
   event.frame.copy(member, HEADER_BYTES)
   return member
+}
+
+function listingOf({ result: _result, ...listing }: RunRecord): RunListing {
+  return listing
 }
 
 function decodeMember(id: number, member: Buffer): StoredEvent {
@@ -70,7 +74,7 @@ export class RedisRunStore implements RunStore {
     await this.#call(() =>
       this.#redis
         .multi()
-        .set(this.#runKey(record.id), JSON.stringify(record))
+        .set(this.#runKey(record.id), JSON.stringify(listingOf(record)))
         .zadd(this.#ownerKey(record.owner), Date.parse(record.createdAt), record.id)
         .exec()
     )
@@ -91,7 +95,8 @@ export class RedisRunStore implements RunStore {
     await this.#call(async () => {
       await this.#redis
         .multi()
-        .set(this.#runKey(record.id), JSON.stringify(record), 'PX', retentionMs)
+        .set(this.#runKey(record.id), JSON.stringify(listingOf(record)), 'PX', retentionMs)
+        .set(this.#resultKey(record.id), JSON.stringify(record.result), 'PX', retentionMs)
         .pexpire(this.#eventsKey(record.id), retentionMs)
         .zadd(this.#finishedKey(), Date.parse(record.finishedAt!), record.id)
         .exec()
@@ -100,18 +105,20 @@ export class RedisRunStore implements RunStore {
       if (excess <= 0) return
       const oldest = await this.#redis.zpopmin(this.#finishedKey(), excess)
       const ids = oldest.filter((_, index) => index % 2 === 0)
-      if (ids.length > 0) await this.#redis.del(...ids.flatMap((id) => [this.#runKey(id), this.#eventsKey(id)]))
+      if (ids.length > 0) await this.#redis.del(...ids.flatMap((id) => [this.#runKey(id), this.#resultKey(id), this.#eventsKey(id)]))
     })
   }
 
   async get(id: string): Promise<RunRecord | undefined> {
     return this.#call(async () => {
-      const stored = await this.#redis.get(this.#runKey(id))
-      return stored === null ? undefined : this.#unlessLost(JSON.parse(stored) as RunRecord)
+      const [listing, result] = await this.#redis.mget(this.#runKey(id), this.#resultKey(id))
+      if (listing === null || listing === undefined) return undefined
+      const known = await this.#unlessLost(JSON.parse(listing) as RunListing)
+      return { ...known, result: result === null || result === undefined ? null : (JSON.parse(result) as RunRecord['result']) }
     })
   }
 
-  async list(owner: string): Promise<RunRecord[]> {
+  async list(owner: string): Promise<RunListing[]> {
     return this.#call(async () => {
       const ownerKey = this.#ownerKey(owner)
       const ids = await this.#redis.zrevrange(ownerKey, 0, -1)
@@ -120,8 +127,8 @@ export class RedisRunStore implements RunStore {
       // Runs past retention have expired: their ids leave the owner's index too.
       const expired = ids.filter((_, index) => stored[index] === null)
       if (expired.length > 0) await this.#redis.zrem(ownerKey, ...expired)
-      const records = stored.filter((value): value is string => value !== null).map((value) => JSON.parse(value) as RunRecord)
-      return Promise.all(records.map((record) => this.#unlessLost(record)))
+      const listings = stored.filter((value): value is string => value !== null).map((value) => JSON.parse(value) as RunListing)
+      return Promise.all(listings.map((listing) => this.#unlessLost(listing)))
     })
   }
 
@@ -156,12 +163,12 @@ export class RedisRunStore implements RunStore {
   }
 
   /** A running run whose replica stopped saying it is alive will never end: it is lost, for every reader alike. */
-  async #unlessLost(record: RunRecord): Promise<RunRecord> {
-    if (record.status !== 'running' || (await this.#redis.exists(this.#replicaKey(record.replica))) === 1) return record
-    const lost: RunRecord = { ...record, status: 'lost', finishedAt: new Date().toISOString() }
-    this.#options.log.warn({ run: record.id, replica: record.replica }, 'run lost: its replica is gone')
+  async #unlessLost(listing: RunListing): Promise<RunListing> {
+    if (listing.status !== 'running' || (await this.#redis.exists(this.#replicaKey(listing.replica))) === 1) return listing
+    const lost: RunRecord = { ...listing, status: 'lost', finishedAt: new Date().toISOString(), result: null }
+    this.#options.log.warn({ run: listing.id, replica: listing.replica }, 'run lost: its replica is gone')
     await this.finish(lost)
-    return lost
+    return listingOf(lost)
   }
 
   async #call<T>(operation: () => Promise<T>): Promise<T> {
@@ -175,6 +182,11 @@ export class RedisRunStore implements RunStore {
 
   #runKey(id: string): string {
     return `${this.#options.keyPrefix}run:${id}`
+  }
+
+  /** Apart from the record, so that listing runs never reads results (each up to the output limit). */
+  #resultKey(id: string): string {
+    return `${this.#options.keyPrefix}run:${id}:result`
   }
 
   #eventsKey(id: string): string {

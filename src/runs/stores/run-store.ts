@@ -16,6 +16,8 @@ export interface RunRecord {
   replica: string
 }
 
+export type RunListing = Omit<RunRecord, 'result'>
+
 /** Where async runs are kept: their record, and their kept events, also after their agent has ended. */
 export interface RunStore {
   /** What 'auto' chose, for the startup log and /readyz. */
@@ -32,8 +34,8 @@ export interface RunStore {
   finish(record: RunRecord): Promise<void>
   /** undefined once unknown or past retention. */
   get(id: string): Promise<RunRecord | undefined>
-  /** The owner's runs still retained, newest first. */
-  list(owner: string): Promise<RunRecord[]>
+  /** The owner's runs still retained, newest first, without their results (a result may be as large as the output limit). */
+  list(owner: string): Promise<RunListing[]>
   /** Up to `max` kept events after event `lastId`, in order. */
   events(id: string, lastId: number, max: number): Promise<StoredEvent[]>
   /** Fleet: asks the replica running it to stop it (resolves once asked, not once stopped). */
@@ -49,7 +51,7 @@ export interface RetentionOptions {
 }
 
 /** A finished run is kept while it is recent enough. */
-export const isRetained = (record: RunRecord, retentionMs: number, now = Date.now()): boolean =>
+export const isRetained = (record: RunListing, retentionMs: number, now = Date.now()): boolean =>
   record.finishedAt === null || now - Date.parse(record.finishedAt) <= retentionMs
 
-export const byNewest = (a: RunRecord, b: RunRecord): number => b.createdAt.localeCompare(a.createdAt)
+export const byNewest = (a: RunListing, b: RunListing): number => b.createdAt.localeCompare(a.createdAt)

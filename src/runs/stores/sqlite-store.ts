@@ -3,7 +3,7 @@ import { mkdirSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { join } from 'node:path'
 import type { StoredEvent } from '../event-log.js'
-import type { RetentionOptions, RunRecord, RunStore } from './run-store.js'
+import type { RetentionOptions, RunListing, RunRecord, RunStore } from './run-store.js'
 
 const SCHEMA = `
   CREATE TABLE IF NOT EXISTS runs (
@@ -91,7 +91,8 @@ export class SqliteRunStore implements RunStore {
       updateRun: db.prepare('UPDATE runs SET status = @status, finished_at = @finished_at, result = @result WHERE id = @id'),
       getRun: db.prepare<[string, string]>('SELECT * FROM runs WHERE id = ? AND (finished_at IS NULL OR finished_at >= ?)'),
       listRuns: db.prepare<[string, string]>(
-        'SELECT * FROM runs WHERE owner = ? AND (finished_at IS NULL OR finished_at >= ?) ORDER BY created_at DESC'
+        'SELECT id, owner, tool, status, created_at, finished_at, NULL AS result, replica FROM runs ' +
+          'WHERE owner = ? AND (finished_at IS NULL OR finished_at >= ?) ORDER BY created_at DESC'
       ),
       running: db.prepare<[]>("SELECT id FROM runs WHERE status = 'running'"),
       markLost: db.prepare<[string]>("UPDATE runs SET status = 'lost', finished_at = ? WHERE status = 'running'"),
@@ -139,8 +140,11 @@ export class SqliteRunStore implements RunStore {
     return row === undefined ? undefined : toRecord(row)
   }
 
-  async list(owner: string): Promise<RunRecord[]> {
-    return (this.#statements.listRuns.all(owner, this.#cutoff()) as RunRow[]).map(toRecord)
+  async list(owner: string): Promise<RunListing[]> {
+    return (this.#statements.listRuns.all(owner, this.#cutoff()) as RunRow[]).map((row) => {
+      const { result: _result, ...listing } = toRecord(row)
+      return listing
+    })
   }
 
   async events(id: string, lastId: number, max: number): Promise<StoredEvent[]> {
