@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { randomUUID } from 'node:crypto'
 import { chownSync, mkdirSync } from 'node:fs'
 import { closeConnectionsWhenIdle } from './connections.js'
-import { defineTools, TOOL_NAMES } from './agents/definitions.js'
+import { defineTools } from './agents/definitions.js'
 import { buildAgentEnv } from './agents/environment.js'
 import type { Config } from './config.js'
 import { answerClientError, formatValidationError, registerErrorHandlers, toErrorResponse } from './errors.js'
@@ -22,7 +22,7 @@ import { RunLauncher } from './runs/launcher.js'
 import { RunRegistry } from './runs/registry.js'
 import { createRunStore } from './runs/stores/index.js'
 import runRoutes from './routes/runs.js'
-import { SHARED_SCHEMAS } from './schemas/shared.js'
+import { sharedSchemas } from './schemas/shared.js'
 import { createSlotLimiter } from './slots/index.js'
 import type { SlotLimiter } from './slots/limiter.js'
 import { SudoProbe } from './sudo/probe.js'
@@ -104,7 +104,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   // The parts of the service, built once: what runs agents, what counts them, and who may stop them.
   const tools = defineTools(config)
   const slots = createSlotLimiter(config, app.log)
-  const metrics = new Metrics(TOOL_NAMES, slots)
+  const toolNames = Object.keys(tools)
+  const metrics = new Metrics(toolNames, slots)
   const agentEnv = buildAgentEnv(options.agentEnv ?? process.env, config.agentEnvRule)
   const sudoProbe = new SudoProbe(config.sudoProbeTtlMs, agentEnv)
   const host = await chooseHostContainment(config.containment)
@@ -147,13 +148,13 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   closeConnectionsWhenIdle(app)
 
   registerErrorHandlers(app, (tool, code) => metrics.observeRejection(tool, code))
-  for (const schema of SHARED_SCHEMAS) app.addSchema(schema)
+  for (const schema of sharedSchemas(toolNames)) app.addSchema(schema)
   await registerOpenApi(app, config.publicUrl)
   await app.register(async (authenticated) => {
     await requireBearerToken(authenticated, config.apiTokens)
     if (config.apiTokens.length === 0) requireKnownHost(authenticated, allowedHostNames(config.host, config.allowedHosts))
     await authenticated.register(toolRoutes, { config, tools, slots, registry })
-    await authenticated.register(runRoutes, { registry, heartbeatMs: config.heartbeatMs })
+    await authenticated.register(runRoutes, { registry, toolNames, heartbeatMs: config.heartbeatMs })
   })
   const readiness = agentReadiness(Object.values(tools), agentEnv)
   app.decorate('readiness', readiness)

@@ -3,22 +3,40 @@ import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { Type, type Static } from '@sinclair/typebox'
+import { Type, type Static, type TSchema } from '@sinclair/typebox'
+import { BUILT_IN_AGENTS } from './agents/catalog.js'
 import { DEFAULT_AGENT_ENV_ALLOW, DEFAULT_AGENT_ENV_DENY, type AgentEnvRule } from './agents/environment.js'
+import { agentVariables, type AgentSettings, type AgentSpec } from './agents/spec.js'
 import { resolveAgentUser, type AgentUser } from './process/agent-user.js'
 import { CONTAINMENT_SETTINGS, type ContainmentSetting } from './process/host-containment.js'
 
 /** The platforms whose argv shape differs: only Windows hosts wrap the agent in wsl.exe. */
 export const HOST_PLATFORMS = ['aix', 'android', 'darwin', 'freebsd', 'haiku', 'linux', 'openbsd', 'sunos', 'win32', 'cygwin', 'netbsd'] as const
 
-export const CLAUDE_PERMISSION_MODES = ['acceptEdits', 'auto', 'bypassPermissions', 'default', 'dontAsk', 'plan'] as const
-
 const ExtraArgs = Type.String({
   default: '[]',
   description: 'JSON array of strings appended to the agent options, e.g. ["--model","sonnet"]; JSON so no shell-style splitting is needed'
 })
 
-export const EnvSchema = Type.Object({
+/** Each agent's variables, named after it: its binary, its limit, its extra options, and any of its own. */
+function agentSchemas(agents: readonly AgentSpec[]): Record<string, TSchema> {
+  return Object.fromEntries(
+    agents.flatMap((spec) => {
+      const names = agentVariables(spec)
+      return [
+        [names.bin, Type.String({ default: spec.defaultBin, minLength: 1 })],
+        [names.max, Type.Integer({ default: 2, minimum: 1, maximum: 1000 })],
+        [names.extraArgs, ExtraArgs],
+        ...Object.entries(spec.ownSettings ?? {})
+      ]
+    })
+  )
+}
+
+/** The configuration's schema for a list of agents (the built-in ones by default). */
+export const envSchemaFor = (agents: readonly AgentSpec[]) => Type.Object({ ...ServiceSchema.properties, ...agentSchemas(agents) })
+
+const ServiceSchema = Type.Object({
   HOST: Type.String({ default: '127.0.0.1' }),
   API_TOKENS: Type.String({ default: '' }),
   API_TOKENS_FILE: Type.Optional(Type.String({ minLength: 1 })),
@@ -32,18 +50,12 @@ export const EnvSchema = Type.Object({
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
     { default: 'info' }
   ),
-  CRUSH_BIN: Type.String({ default: 'crush', minLength: 1 }),
-  CLAUDE_BIN: Type.String({ default: 'claude', minLength: 1 }),
   WSL_BIN: Type.String({ default: 'wsl', minLength: 1 }),
-  MAX_CRUSH_AGENTS: Type.Integer({ default: 2, minimum: 1, maximum: 1000 }),
-  MAX_CLAUDE_AGENTS: Type.Integer({ default: 2, minimum: 1, maximum: 1000 }),
   AGENT_HOST_PLATFORM: Type.Optional(Type.Union(HOST_PLATFORMS.map((platform) => Type.Literal(platform)))),
   AGENT_CONTAINMENT: Type.Union(CONTAINMENT_SETTINGS.map((setting) => Type.Literal(setting)), { default: 'auto' }),
   DATA_DIR: Type.String({ default: 'data', minLength: 1 }),
   AGENT_KILL_GRACE_MS: Type.Integer({ default: 5000, minimum: 0, maximum: 600_000 }),
   AGENT_OUTPUT_LIMIT_BYTES: Type.Integer({ default: 1_048_576, minimum: 1024, maximum: 256 * 1_048_576 }),
-  CRUSH_EXTRA_ARGS: ExtraArgs,
-  CLAUDE_EXTRA_ARGS: ExtraArgs,
   AGENT_ENV_ALLOW: Type.String({ default: DEFAULT_AGENT_ENV_ALLOW.join(',') }),
   AGENT_ENV_DENY: Type.String({ default: DEFAULT_AGENT_ENV_DENY.join(',') }),
   SLOTS_BACKEND: Type.Union([Type.Literal('memory'), Type.Literal('redis')], { default: 'memory' }),
@@ -58,10 +70,11 @@ export const EnvSchema = Type.Object({
   RUNS_MAX_FINISHED: Type.Integer({ default: 100, minimum: 1, maximum: 100_000 }),
   RUNS_STORE: Type.Union([Type.Literal('auto'), Type.Literal('sqlite'), Type.Literal('memory'), Type.Literal('redis')], { default: 'auto' }),
   SUDO_PROBE_TTL_MS: Type.Integer({ default: 300_000, minimum: 1, maximum: 86_400_000 }),
-  CLAUDE_PERMISSION_MODE: Type.Union(CLAUDE_PERMISSION_MODES.map((mode) => Type.Literal(mode)), { default: 'bypassPermissions' })
 })
 
-type RawEnv = Static<typeof EnvSchema>
+export const EnvSchema = envSchemaFor(BUILT_IN_AGENTS)
+
+type RawEnv = Static<typeof ServiceSchema> & Record<string, unknown>
 
 export interface Config {
   host: string
@@ -96,17 +109,17 @@ export interface Config {
   runsStore: 'sqlite' | 'memory' | 'redis'
   agentEnvRule: AgentEnvRule
   wslBin: string
-  crush: { bin: string; maxAgents: number; extraArgs: string[] }
-  claude: { bin: string; maxAgents: number; extraArgs: string[]; permissionMode: string }
+  /** The agents to run, each with its settings. */
+  agents: Array<{ spec: AgentSpec; settings: AgentSettings }>
 }
 
 /**
  * Reads the configuration once at start. A bad value throws an Error naming the variable, so the server stops before it
  * listens. Without an explicit source, `.env` (if present) is merged under the real environment.
  */
-export function loadConfig(source?: Record<string, string | undefined>): Config {
+export function loadConfig(source?: Record<string, string | undefined>, agents: readonly AgentSpec[] = BUILT_IN_AGENTS): Config {
   const env = envSchema<RawEnv>({
-    schema: EnvSchema,
+    schema: envSchemaFor(agents),
     ...(source === undefined ? { dotenv: { quiet: true } } : { env: false, data: source })
   })
   const config: Config = {
@@ -133,13 +146,7 @@ export function loadConfig(source?: Record<string, string | undefined>): Config 
     runsStore: runsStore(env),
     agentEnvRule: { allow: splitList(env.AGENT_ENV_ALLOW), deny: splitList(env.AGENT_ENV_DENY) },
     wslBin: env.WSL_BIN,
-    crush: { bin: env.CRUSH_BIN, maxAgents: env.MAX_CRUSH_AGENTS, extraArgs: parseExtraArgs('CRUSH_EXTRA_ARGS', env.CRUSH_EXTRA_ARGS) },
-    claude: {
-      bin: env.CLAUDE_BIN,
-      maxAgents: env.MAX_CLAUDE_AGENTS,
-      extraArgs: parseExtraArgs('CLAUDE_EXTRA_ARGS', env.CLAUDE_EXTRA_ARGS),
-      permissionMode: env.CLAUDE_PERMISSION_MODE
-    }
+    agents: agents.map((spec) => ({ spec, settings: agentSettings(spec, env) }))
   }
   assertSafeExposure(config, env.ALLOW_UNAUTHENTICATED)
   return config
@@ -165,6 +172,16 @@ function slotsConfig(env: RawEnv): Config['slots'] {
   const url = secretValue(env, 'REDIS_URL')
   if (url === '') throw new Error('REDIS_URL is required when SLOTS_BACKEND=redis (e.g. redis://127.0.0.1:6379)')
   return { backend: 'redis', url, ttlMs: env.SLOTS_TTL_MS, keyPrefix: env.SLOTS_KEY_PREFIX }
+}
+
+function agentSettings(spec: AgentSpec, env: RawEnv): AgentSettings {
+  const names = agentVariables(spec)
+  return {
+    bin: env[names.bin] as string,
+    maxAgents: env[names.max] as number,
+    extraArgs: parseExtraArgs(names.extraArgs, env[names.extraArgs] as string),
+    own: Object.fromEntries(Object.keys(spec.ownSettings ?? {}).map((name) => [name, String(env[name])]))
+  }
 }
 
 /** A fleet (slots in Redis) keeps its runs there too, so that any replica answers for any run. */

@@ -1,5 +1,4 @@
 import closeWithGrace from 'close-with-grace'
-import { TOOL_NAMES } from './agents/definitions.js'
 import { buildApp } from './app.js'
 import { loadConfig, type Config } from './config.js'
 
@@ -37,7 +36,7 @@ const agents = await app.readiness()
 app.log.info(
   {
     agents: agents.map(({ tool, path, version }) => ({ tool, path, version })),
-    limits: Object.fromEntries(TOOL_NAMES.map((name) => [name, app.slots.limit(name)])),
+    limits: Object.fromEntries(agents.map(({ tool }) => [tool, app.slots.limit(tool)])),
     auth: config.apiTokens.length > 0 ? `bearer tokens: ${config.apiTokens.map((token) => token.name).join(', ')}` : 'none: loopback only, Host and Origin checked',
     containment: app.containment.mode,
     docs: `${address}/docs`

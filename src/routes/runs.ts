@@ -1,27 +1,29 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
 import { Type } from '@sinclair/typebox'
-import { TOOL_NAMES } from '../agents/definitions.js'
 import { RunNotFound } from '../errors.js'
 import type { RunRegistry } from '../runs/registry.js'
-import { RunRequest, RunState, RunSummary } from '../schemas/runs.js'
+import { RunState, RunSummary, type RunRequest } from '../schemas/runs.js'
 import { errorResponses, ref } from '../schemas/shared.js'
 import { EventWriter } from '../streams/event-writer.js'
 
 export interface RunRoutesOptions {
   registry: RunRegistry
+  toolNames: readonly string[]
   heartbeatMs: number
 }
 
-/** A refused POST /runs counts under the tool it asked for ('unknown' when the body did not say). */
-function toolAskedFor(request: FastifyRequest): string {
-  const tool = (request.body as { tool?: unknown } | undefined)?.tool
-  return typeof tool === 'string' && (TOOL_NAMES as readonly string[]).includes(tool) ? tool : 'unknown'
+/** A refused POST /runs counts under the tool it asked for ('unknown' when the body did not name one of them). */
+function toolAskedFor(toolNames: readonly string[]) {
+  return (request: FastifyRequest): string => {
+    const tool = (request.body as { tool?: unknown } | undefined)?.tool
+    return typeof tool === 'string' && toolNames.includes(tool) ? tool : 'unknown'
+  }
 }
 
 const RunId = Type.Object({ id: Type.String({ description: 'The id POST /runs answered with.' }) })
 
-const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { registry, heartbeatMs }) => {
+const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { registry, toolNames, heartbeatMs }) => {
 
   const found = <T>(id: string, value: T | undefined): T => {
     if (value === undefined) throw new RunNotFound(id)
@@ -31,7 +33,7 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
   app.post(
     '/runs',
     {
-      config: { runTool: toolAskedFor },
+      config: { runTool: toolAskedFor(toolNames) },
       schema: {
         operationId: 'createRun',
         tags: ['runs'],
@@ -40,7 +42,7 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
           'Validates and reserves a slot exactly as the tool routes do (same 400, 429 and 503), starts the agent, and ' +
           'answers 202 at once with the run’s id and a Location to poll. The run then belongs to no connection: it ' +
           'ends on its own, at its timeout, by DELETE, or when the service shuts down.',
-        body: ref(RunRequest),
+        body: Type.Unsafe<RunRequest>(Type.Ref('RunRequest')),
         response: {
           202: ref(RunState, { description: 'The run started; poll its Location or follow /runs/{id}/events.' }),
           ...errorResponses([400, 401, 403, 413, 415, 429, 500, 503])

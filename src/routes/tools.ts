@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
-import { TOOL_NAMES, type AgentTool, type ToolName } from '../agents/definitions.js'
+import type { AgentTool, ToolName } from '../agents/definitions.js'
 import type { Config } from '../config.js'
 import type { RunRegistry } from '../runs/registry.js'
 import { RunParams } from '../schemas/run.js'
@@ -41,7 +41,7 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { c
     },
     async () => ({
       tools: await Promise.all(
-        TOOL_NAMES.map(async (name) => {
+        Object.keys(tools).map(async (name) => {
           const limit = slots.limit(name)
           // With a shared backend: the whole fleet's count, which is what decides the next 429.
           const inUse = await slots.usage(name)
@@ -51,8 +51,7 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { c
     })
   )
 
-  for (const name of TOOL_NAMES) {
-    const tool = tools[name]!
+  for (const [name, tool] of Object.entries(tools)) {
     app.post(
       `/tools/${name}`,
       {

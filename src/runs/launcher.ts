@@ -50,13 +50,14 @@ export class RunLauncher {
    * slot: 429), then the agent, holding the slot for exactly as long as it runs and giving it back whatever happens.
    */
   async execute(name: ToolName, params: RunParams, context: LaunchContext): Promise<RunResult> {
-    const { config, slots, tools, agentEnv, sudoProbe, metrics, hostContainment, ledger } = this.#deps
-    if (config.hostPlatform === 'win32') await assertRunnableOnWindows(tools[name], params, config.wslBin, this.#deps.wslDistros)
+    const { config, slots, agentEnv, sudoProbe, metrics, hostContainment, ledger } = this.#deps
+    const tool = this.#deps.tools[name]!
+    if (config.hostPlatform === 'win32') await assertRunnableOnWindows(tool, params, config.wslBin, this.#deps.wslDistros)
     if (params.cwd !== undefined && !runsInWsl(params, config.hostPlatform)) await assertHostDirectory(params.cwd)
     const lease = await slots.acquire(name)
     if (lease === null) throw agentLimitReached(slots.limit(name))
     try {
-      const result = await runTool(tools[name], params, { config, env: agentEnv, sudoProbe, hostContainment, ledger, ...context })
+      const result = await runTool(tool, params, { config, env: agentEnv, sudoProbe, hostContainment, ledger, ...context })
       metrics.observeRun(result)
       return result
     } finally {

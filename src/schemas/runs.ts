@@ -1,5 +1,4 @@
 import { Type, type Static } from '@sinclair/typebox'
-import { TOOL_NAMES } from '../agents/definitions.js'
 import { RunParams, RunResult } from './run.js'
 
 export const RunStatus = Type.Union(
@@ -19,22 +18,24 @@ export const RunStatus = Type.Union(
 )
 export type RunStatus = Static<typeof RunStatus>
 
-/** POST /runs: the same fields as the tool routes, plus which tool. */
-export const RunRequest = Type.Object(
-  {
-    tool: Type.Union(TOOL_NAMES.map((name) => Type.Literal(name)), { description: 'Which agent runs the task.' }),
-    ...RunParams.properties
-  },
-  {
-    $id: 'RunRequest',
-    title: 'RunRequest',
-    additionalProperties: false,
-    dependencies: { wsl_user: ['wsl_distro'] },
-    description: 'An asynchronous run: the tool and the same parameters as POST /tools/{tool}.',
-    examples: [{ tool: 'claude_run', task: 'Add tests for src/parser.ts', cwd: '/tmp', timeout: 1800 }]
-  }
-)
-export type RunRequest = Static<typeof RunRequest>
+/** POST /runs: the same fields as the tool routes, plus which tool (one of the agents this service runs). */
+export function runRequestSchema(toolNames: readonly string[]) {
+  return Type.Object(
+    {
+      tool: Type.Union(toolNames.map((name) => Type.Literal(name)), { description: 'Which agent runs the task.' }),
+      ...RunParams.properties
+    },
+    {
+      $id: 'RunRequest',
+      title: 'RunRequest',
+      additionalProperties: false,
+      dependencies: { wsl_user: ['wsl_distro'] },
+      description: 'An asynchronous run: the tool and the same parameters as POST /tools/{tool}.',
+      examples: [{ tool: 'claude_run', task: 'Add tests for src/parser.ts', cwd: '/tmp', timeout: 1800 }]
+    }
+  )
+}
+export type RunRequest = Static<typeof RunParams> & { tool: string }
 
 const runStateProperties = {
   id: Type.String({ description: 'The run id, for /runs/{id}.' }),

@@ -3,16 +3,17 @@ import { STATUS_CODES } from 'node:http'
 import { ERROR_CODES, ErrorResponse, type ErrorStatus } from './error.js'
 import { RunEvent } from './events.js'
 import { RunParams, RunResult } from './run.js'
-import { RunRequest, RunState, RunSummary } from './runs.js'
+import { runRequestSchema, RunState, RunSummary } from './runs.js'
 
 /**
  * The schemas registered once with app.addSchema: routes point at them by $id, so validation, serialization and the
  * OpenAPI document share one definition, which @fastify/swagger names after the $id in components/schemas.
  */
-export const SHARED_SCHEMAS = [RunParams, RunResult, RunEvent, RunRequest, RunSummary, RunState, ErrorResponse] as const
+export const sharedSchemas = (toolNames: readonly string[]) =>
+  [RunParams, RunResult, RunEvent, runRequestSchema(toolNames), RunSummary, RunState, ErrorResponse] as const
 
 /**
- * A $ref to one of SHARED_SCHEMAS that keeps the static type, so handlers stay typed (TypeBox 0.34 Refs are untyped).
+ * A $ref to one of the shared schemas that keeps the static type, so handlers stay typed (TypeBox 0.34 Refs are untyped).
  * Each of them declares an $id; TypeBox's types just cannot carry it.
  */
 export function ref<T extends TSchema>(schema: T, options: SchemaOptions = {}) {

@@ -1,0 +1,35 @@
+import { Type } from '@sinclair/typebox'
+import { parseClaudeReport } from './report.js'
+import type { AgentSpec } from './spec.js'
+
+export const CLAUDE_PERMISSION_MODES = ['acceptEdits', 'auto', 'bypassPermissions', 'default', 'dontAsk', 'plan'] as const
+
+/** Claude Code headless: `claude -p`, its JSON report parsed into the answer and `agent_report`. */
+export const claude: AgentSpec = {
+  agent: 'claude',
+  defaultBin: 'claude',
+  summary: 'Run a task with Claude Code headless (`claude -p`)',
+  description:
+    'Runs `claude -p --output-format json --permission-mode <CLAUDE_PERMISSION_MODE> -- <task>` in `cwd`, at most ' +
+    '`timeout` seconds, and answers with the answer text of its JSON report as `output` and the rest as ' +
+    '`agent_report`. Waits for the whole run: up to 30 minutes.',
+  ownSettings: {
+    CLAUDE_PERMISSION_MODE: Type.Union(CLAUDE_PERMISSION_MODES.map((mode) => Type.Literal(mode)), { default: 'bypassPermissions' })
+  },
+  // Followed live, claude reports each step as a stream-json line (its final `result` line is the same report as json
+  // mode's, which parseClaudeReport reads either way).
+  args: (task, live, settings) => [
+    '-p',
+    ...(live ? ['--output-format', 'stream-json', '--verbose'] : ['--output-format', 'json']),
+    '--permission-mode', settings.own['CLAUDE_PERMISSION_MODE']!,
+    ...settings.extraArgs,
+    '--', task
+  ],
+  parseReport: parseClaudeReport,
+  // Claude Code refuses to skip its permission prompts as root (containers, CI), unless told it is in a sandbox.
+  problem: (settings, env) =>
+    process.getuid?.() === 0 && settings.own['CLAUDE_PERMISSION_MODE'] === 'bypassPermissions' && env['IS_SANDBOX'] !== '1'
+      ? 'claude refuses CLAUDE_PERMISSION_MODE=bypassPermissions when run as root: run the service as another user, ' +
+        'set CLAUDE_PERMISSION_MODE (e.g. acceptEdits), or IS_SANDBOX=1 if the service runs in a sandbox'
+      : null
+}

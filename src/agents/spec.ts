@@ -1,0 +1,44 @@
+import type { TSchema } from '@sinclair/typebox'
+import type { ParsedReport } from './report.js'
+
+/** How an agent is configured, from the variables its spec names (CRUSH_BIN, MAX_CRUSH_AGENTS, …). */
+export interface AgentSettings {
+  bin: string
+  maxAgents: number
+  extraArgs: string[]
+  /** Its own settings, by variable name (CLAUDE_PERMISSION_MODE…), as the config schema validated them. */
+  own: Record<string, string>
+}
+
+/**
+ * Everything that makes one agent CLI what it is, in one file per agent: the service derives its tool
+ * (`POST /tools/<agent>_run`), its variables, its slot limit, its OpenAPI operation and its metrics labels from it.
+ */
+export interface AgentSpec {
+  /** Lower-case name: the tool is `<agent>_run`, its variables `<AGENT>_BIN`, `MAX_<AGENT>_AGENTS`, `<AGENT>_EXTRA_ARGS`. */
+  agent: string
+  defaultBin: string
+  /** One line for the OpenAPI operation. */
+  summary: string
+  /** What the tool runs, for the OpenAPI document. */
+  description: string
+  /** Variables of its own beyond the three every agent has, with their schema (a default included). */
+  ownSettings?: Record<string, TSchema>
+  /**
+   * The argv after the binary. `live`: someone follows the output as it comes (a stream, an async run), so progress
+   * events are worth printing. The task must reach the agent as its prompt, never as an option.
+   */
+  args(task: string, live: boolean, settings: AgentSettings): string[]
+  /** Turns what the agent printed into the answer a person reads, when it reports in a structured form. */
+  parseReport?(output: string): ParsedReport | null
+  /** Why every run would fail as configured, with the variable to change; null when nothing stands in the way. */
+  problem?(settings: AgentSettings, env: NodeJS.ProcessEnv): string | null
+}
+
+export const toolNameOf = (spec: AgentSpec): string => `${spec.agent}_run`
+
+/** The variables every agent has, named after it. */
+export function agentVariables(spec: AgentSpec): { bin: string; max: string; extraArgs: string } {
+  const upper = spec.agent.toUpperCase()
+  return { bin: `${upper}_BIN`, max: `MAX_${upper}_AGENTS`, extraArgs: `${upper}_EXTRA_ARGS` }
+}
