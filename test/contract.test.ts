@@ -58,7 +58,9 @@ const json = (body: unknown, headers: Record<string, string> = {}) => ({ headers
 t.test('every documented response, as Prism and JSON::Validator read the document', async (t) => {
   const prism = await npmTool('@stoplight/prism-cli', '5.16.0', 'prism')
   // Three services: one without tokens (one slot per tool), one with tokens, one whose Redis is away.
-  const open = await startServer(t, { MAX_CRUSH_AGENTS: '1', MAX_CLAUDE_AGENTS: '1', MAX_GEMINI_AGENTS: '1', STREAM_HEARTBEAT_MS: '50' })
+  const tools = Object.keys(document.paths).filter((path) => path.startsWith('/tools/')).map((path) => path.slice('/tools/'.length))
+  const oneSlotEach = Object.fromEntries(tools.map((tool) => [`MAX_${tool.replace(/_run$/, '').toUpperCase()}_AGENTS`, '1']))
+  const open = await startServer(t, { ...oneSlotEach, STREAM_HEARTBEAT_MS: '50' })
   const guarded = await startServer(t, { API_TOKENS: 'alice:alice-secret' })
   const redisAway = await startServer(t, { SLOTS_BACKEND: 'redis', REDIS_URL: `redis://127.0.0.1:${await freePort()}` })
   const [main, tokens, away] = (await Promise.all([open, guarded, redisAway].map((service) => startPrism(t, prism, service.base)))) as [string, string, string]
@@ -72,7 +74,6 @@ t.test('every documented response, as Prism and JSON::Validator read the documen
   const events = '/runs/{id}/events'
   const evil = { origin: 'https://attacker.example' }
   const calls: Call[] = []
-  const tools = Object.keys(document.paths).filter((path) => path.startsWith('/tools/')).map((path) => path.slice('/tools/'.length))
   for (const tool of tools) {
     const route = `/tools/${tool}`
     calls.push(

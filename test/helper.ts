@@ -17,8 +17,9 @@ export const REAL_CLAUDE_BIN = fileURLToPath(new URL('../node_modules/.bin/claud
 export function standInEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   // tap's NODE_OPTIONS load its TypeScript and coverage hooks: the stand-ins are plain Node scripts and run without.
   const { NODE_OPTIONS: _tapHooks, ...inherited } = process.env
-  // The gemini stand-in, like gemini, wants an auth method before it does anything.
-  return { ...inherited, PATH: `${FIXTURE_BIN}:${process.env['PATH'] ?? ''}`, GEMINI_API_KEY: 'stand-in', ...extra }
+  // The gemini and codex stand-ins, like the real ones, want credentials before they do anything.
+  const keys = { GEMINI_API_KEY: 'stand-in', OPENAI_API_KEY: 'stand-in' }
+  return { ...inherited, PATH: `${FIXTURE_BIN}:${process.env['PATH'] ?? ''}`, ...keys, ...extra }
 }
 
 /** The stand-ins' own knobs pass the agent environment rule, as a provider key would. */

@@ -60,7 +60,7 @@ t.test('the statuses: failed, timed_out', async (t) => {
 t.test('the same refusals as the tool routes, and 404 for an unknown run', async (t) => {
   const app = await build(t, { MAX_CRUSH_AGENTS: '1', CLAUDE_BIN: 'no-claude-here' })
   t.match((await create(app, { task: 'x' })).json(), { statusCode: 400, code: 'VALIDATION_ERROR', message: /tool is required/ })
-  t.match((await create(app, { tool: 'codex_run', task: 'x' })).json(), { statusCode: 400, code: 'VALIDATION_ERROR' })
+  t.match((await create(app, { tool: 'nope_run', task: 'x' })).json(), { statusCode: 400, code: 'VALIDATION_ERROR' })
   t.match((await create(app, { tool: 'crush_run', task: 'x', extra: 1 })).json(), { statusCode: 400, message: /body\/extra is not an accepted field/ })
   t.match((await create(app, { tool: 'crush_run', task: 'x', cwd: '/does/not/exist' })).json(), { statusCode: 400, code: 'CWD_NOT_FOUND' })
   t.match((await create(app, { tool: 'claude_run', task: 'x' })).json(), { statusCode: 503, code: 'AGENT_NOT_INSTALLED' })

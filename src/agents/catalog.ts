@@ -1,7 +1,8 @@
 import { claude } from './claude.js'
+import { codex } from './codex.js'
 import { crush } from './crush.js'
 import { gemini } from './gemini.js'
 import type { AgentSpec } from './spec.js'
 
 /** The agents this service runs: adding one is adding its file here. */
-export const BUILT_IN_AGENTS: readonly AgentSpec[] = [crush, claude, gemini]
+export const BUILT_IN_AGENTS: readonly AgentSpec[] = [crush, claude, gemini, codex]

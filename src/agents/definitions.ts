@@ -16,6 +16,8 @@ export interface AgentTool {
   maxAgents: number
   /** `live`: someone follows the output as it comes (a stream, an async run), so progress events are worth printing. */
   agentArgs(task: string, live: boolean): string[]
+  /** Why the agent would not read this task as its prompt; null when it would. */
+  refuseTask(task: string): string | null
   /** Turns what the agent printed into the answer a person reads, when the agent reports in a structured form. */
   parseReport(output: string): ParsedReport | null
   /** Why every run would fail as configured, with the variable to change; null when nothing stands in the way. */
@@ -35,6 +37,7 @@ export function defineTools(config: Config): Record<ToolName, AgentTool> {
         bin: settings.bin,
         maxAgents: settings.maxAgents,
         agentArgs: (task, live) => spec.args(task, live, settings),
+        refuseTask: (task) => spec.refuseTask?.(task) ?? null,
         parseReport: (output) => spec.parseReport?.(output) ?? null,
         problem: (env) => spec.problem?.(settings, env) ?? null
       }

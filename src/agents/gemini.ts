@@ -1,16 +1,7 @@
+import { isObject, parseObject, textOf as text } from './json-values.js'
 import type { ParsedReport } from './report.js'
 import type { AgentSpec } from './spec.js'
 
-const text = (value: unknown): string | undefined => (typeof value === 'string' ? value : undefined)
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
-
-function parseJson(candidate: string): unknown {
-  try {
-    return JSON.parse(candidate)
-  } catch {
-    return undefined
-  }
-}
 
 /**
  * `--output-format json`: one JSON object, pretty-printed, after whatever gemini said first ("YOLO mode is enabled…");
@@ -21,8 +12,8 @@ function parseJsonReport(output: string): ParsedReport | null {
   const newline = output.lastIndexOf('\n{')
   const start = newline >= 0 ? newline + 1 : output.startsWith('{') ? 0 : -1
   if (start < 0) return null
-  const report = parseJson(output.slice(start).trim())
-  if (!isObject(report) || !('response' in report || 'error' in report)) return null
+  const report = parseObject(output.slice(start).trim())
+  if (report === undefined || !('response' in report || 'error' in report)) return null
   const error = isObject(report['error']) ? report['error'] : undefined
   return {
     text: text(report['response']) ?? text(error?.['message']) ?? '',
@@ -39,9 +30,8 @@ function parseStreamReport(output: string): ParsedReport | null {
   let result: Record<string, unknown> | undefined
   let sessionId: string | undefined
   for (const line of output.split('\n')) {
-    if (!line.startsWith('{"type":')) continue
-    const event = parseJson(line)
-    if (!isObject(event)) continue
+    const event = line.startsWith('{"type":') ? parseObject(line) : undefined
+    if (event === undefined) continue
     if (event['type'] === 'init') sessionId = text(event['session_id'])
     if (event['type'] === 'message' && event['role'] === 'assistant') answer += text(event['content']) ?? ''
     if (event['type'] === 'result') result = event

@@ -29,6 +29,8 @@ export interface AgentSpec {
    * events are worth printing. The task must reach the agent as its prompt, never as an option.
    */
   args(task: string, live: boolean, settings: AgentSettings): string[]
+  /** Why this CLI would not read `task` as its prompt, whatever the argv (a 400 before anything runs); null when it would. */
+  refuseTask?(task: string): string | null
   /** Turns what the agent printed into the answer a person reads, when it reports in a structured form. */
   parseReport?(output: string): ParsedReport | null
   /** Why every run would fail as configured, with the variable to change; null when nothing stands in the way. */

@@ -6,7 +6,7 @@ import { runTool } from '../agents/run-tool.js'
 import type { RunHooks } from '../agents/runner.js'
 import { assertHostDirectory } from '../agents/workspace.js'
 import type { Config } from '../config.js'
-import { agentLimitReached } from '../errors.js'
+import { agentLimitReached, ValidationFailed } from '../errors.js'
 import type { Metrics } from '../metrics.js'
 import type { Containment } from '../process/containment.js'
 import type { RunLedger } from '../process/ledger.js'
@@ -52,6 +52,8 @@ export class RunLauncher {
   async execute(name: ToolName, params: RunParams, context: LaunchContext): Promise<RunResult> {
     const { config, slots, agentEnv, sudoProbe, metrics, hostContainment, ledger } = this.#deps
     const tool = this.#deps.tools[name]!
+    const refusal = tool.refuseTask(params.task)
+    if (refusal !== null) throw new ValidationFailed(`body/task: ${refusal}`)
     if (config.hostPlatform === 'win32') await assertRunnableOnWindows(tool, params, config.wslBin, this.#deps.wslDistros)
     if (params.cwd !== undefined && !runsInWsl(params, config.hostPlatform)) await assertHostDirectory(params.cwd)
     const lease = await slots.acquire(name)

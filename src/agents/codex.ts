@@ -1,0 +1,74 @@
+import { Type } from '@sinclair/typebox'
+import { isObject, parseObject, textOf as text } from './json-values.js'
+import type { ParsedReport } from './report.js'
+import type { AgentSpec } from './spec.js'
+
+export const CODEX_SANDBOXES = ['bypass', 'workspace-write', 'read-only'] as const
+
+const parseLine = (line: string): Record<string, unknown> | undefined => (line.startsWith('{"type":') ? parseObject(line) : undefined)
+
+/**
+ * `codex exec --json` prints one event per line (codex-rs/exec's ThreadEvent): `thread.started` with the thread id,
+ * items as they complete (the agent's messages among them), then `turn.completed` or `turn.failed`. `error` events
+ * come on the way too, "Reconnecting... 2/5" among them, and are fatal only when no completed turn follows. The answer
+ * is the last agent message; a run that never completed its turn reports its last error.
+ */
+export function parseCodexReport(output: string): ParsedReport | null {
+  let threadId: string | undefined
+  let answer: string | undefined
+  let completed: boolean | undefined
+  let lastError: { kind: string; message: string } | undefined
+  for (const line of output.split('\n')) {
+    const event = parseLine(line)
+    if (event === undefined) continue
+    const item = isObject(event['item']) ? event['item'] : undefined
+    const error = isObject(event['error']) ? event['error'] : event
+    if (event['type'] === 'thread.started') threadId = text(event['thread_id'])
+    else if (event['type'] === 'item.completed' && item?.['type'] === 'agent_message') answer = text(item['text']) ?? answer
+    else if (event['type'] === 'turn.completed') completed = true
+    else if (event['type'] === 'turn.failed' || event['type'] === 'error') {
+      lastError = { kind: event['type'], message: text(error['message']) ?? '' }
+      if (event['type'] === 'turn.failed') completed = false
+    }
+  }
+  if (threadId === undefined && completed === undefined && lastError === undefined) return null
+  const failed = completed !== true
+  return {
+    text: failed ? lastError?.message ?? answer ?? '' : answer ?? '',
+    report: { is_error: failed, subtype: failed ? lastError?.kind : undefined, session_id: threadId }
+  }
+}
+
+/**
+ * OpenAI Codex CLI, non-interactive: `codex exec`. It refuses to work outside a Git repository unless told to; it never
+ * asks for approval in exec mode, and its sandbox is read-only unless set otherwise: CODEX_SANDBOX picks it, `bypass`
+ * (the default) working as unattended as `crush run` and claude's bypassPermissions do. The task comes after `--`, so
+ * clap reads it as the prompt even when it looks like an option or a subcommand (`resume`, `review`).
+ */
+export const codex: AgentSpec = {
+  agent: 'codex',
+  defaultBin: 'codex',
+  summary: 'Run a task with OpenAI Codex CLI (`codex exec`)',
+  description:
+    'Runs `codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -- <task>` (or `--sandbox ' +
+    '<CODEX_SANDBOX>`) in `cwd`, at most `timeout` seconds, and answers with its last agent message as `output` (the ' +
+    'error’s message when its turn failed) and whether it failed as `agent_report`. Waits for the whole run: up to 30 minutes.',
+  ownSettings: {
+    CODEX_SANDBOX: Type.Union(CODEX_SANDBOXES.map((mode) => Type.Literal(mode)), { default: 'bypass' })
+  },
+  args: (task, _live, settings) => {
+    const sandbox = settings.own['CODEX_SANDBOX']!
+    return [
+      'exec',
+      '--json',
+      '--skip-git-repo-check',
+      '--color', 'never',
+      ...(sandbox === 'bypass' ? ['--dangerously-bypass-approvals-and-sandbox'] : ['--sandbox', sandbox]),
+      ...settings.extraArgs,
+      '--', task
+    ]
+  },
+  // codex reads a prompt of exactly "-" as "read the prompt from standard input", which the agent does not have.
+  refuseTask: (task) => (task === '-' ? 'codex reads a task of "-" as "read the prompt from standard input": say it in words' : null),
+  parseReport: parseCodexReport
+}

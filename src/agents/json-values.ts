@@ -1,0 +1,15 @@
+/** Reading what an agent printed as JSON, where anything may be missing or of another type. */
+export const textOf = (value: unknown): string | undefined => (typeof value === 'string' ? value : undefined)
+
+export const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value)
+
+/** The object `candidate` holds as JSON; undefined for anything else (invalid JSON, an array, a string). */
+export function parseObject(candidate: string): Record<string, unknown> | undefined {
+  try {
+    const value: unknown = JSON.parse(candidate)
+    return isObject(value) ? value : undefined
+  } catch {
+    return undefined
+  }
+}
