@@ -23,7 +23,8 @@ t.test('defaults', async (t) => {
       ['crush', { bin: 'crush', maxAgents: 2, extraArgs: [], own: {} }],
       ['claude', { bin: 'claude', maxAgents: 2, extraArgs: [], own: { CLAUDE_PERMISSION_MODE: 'bypassPermissions' } }],
       ['gemini', { bin: 'gemini', maxAgents: 2, extraArgs: [], own: {} }],
-      ['codex', { bin: 'codex', maxAgents: 2, extraArgs: [], own: { CODEX_SANDBOX: 'bypass' } }]
+      ['codex', { bin: 'codex', maxAgents: 2, extraArgs: [], own: { CODEX_SANDBOX: 'bypass' } }],
+      ['opencode', { bin: 'opencode', maxAgents: 2, extraArgs: [], own: {} }]
     ],
     'each agent from its own variables'
   )

@@ -17,7 +17,7 @@ export const REAL_CLAUDE_BIN = fileURLToPath(new URL('../node_modules/.bin/claud
 export function standInEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   // tap's NODE_OPTIONS load its TypeScript and coverage hooks: the stand-ins are plain Node scripts and run without.
   const { NODE_OPTIONS: _tapHooks, ...inherited } = process.env
-  // The gemini and codex stand-ins, like the real ones, want credentials before they do anything.
+  // The gemini, codex and opencode stand-ins, like the real ones, want credentials before they do anything.
   const keys = { GEMINI_API_KEY: 'stand-in', OPENAI_API_KEY: 'stand-in' }
   return { ...inherited, PATH: `${FIXTURE_BIN}:${process.env['PATH'] ?? ''}`, ...keys, ...extra }
 }

@@ -79,7 +79,8 @@ t.test('readyz: each agent with its path and version; 503 when none is found', a
       { tool: 'crush_run', bin: 'crush', path: `${FIXTURE_BIN}/crush`, version: 'crush version v0.0.0-stand-in' },
       { tool: 'claude_run', bin: 'claude', path: `${FIXTURE_BIN}/claude`, version: '2.1.197 (Claude Code stand-in)' },
       { tool: 'gemini_run', bin: 'gemini', path: `${FIXTURE_BIN}/gemini`, version: '0.61.0' },
-      { tool: 'codex_run', bin: 'codex', path: `${FIXTURE_BIN}/codex`, version: 'codex-cli 0.171.0' }
+      { tool: 'codex_run', bin: 'codex', path: `${FIXTURE_BIN}/codex`, version: 'codex-cli 0.171.0' },
+      { tool: 'opencode_run', bin: 'opencode', path: `${FIXTURE_BIN}/opencode`, version: '1.18.33' }
     ]
   })
 
@@ -87,12 +88,12 @@ t.test('readyz: each agent with its path and version; 503 when none is found', a
   const counted = await build(t, {}, standInEnv({ STAND_IN_LOG: log }))
   for (let probe = 0; probe < 3; probe++) t.equal((await counted.inject({ method: 'GET', url: '/readyz' })).statusCode, 200)
   const versionCalls = readFileSync(log, 'utf8').trim().split('\n').map((line) => JSON.parse(line).version).filter(Boolean)
-  t.same(versionCalls.sort(), ['claude', 'codex', 'crush', 'gemini'], 'each version asked once for three readiness checks')
+  t.same(versionCalls.sort(), ['claude', 'codex', 'crush', 'gemini', 'opencode'], 'each version asked once for three readiness checks')
 
-  const missing = await build(t, { CRUSH_BIN: 'no-such-crush', CLAUDE_BIN: '/nowhere/claude', GEMINI_BIN: 'no-such-gemini', CODEX_BIN: 'no-such-codex' })
+  const missing = await build(t, { CRUSH_BIN: 'no-such-crush', CLAUDE_BIN: '/nowhere/claude', GEMINI_BIN: 'no-such-gemini', CODEX_BIN: 'no-such-codex', OPENCODE_BIN: 'no-such-opencode' })
   const unavailable = await missing.inject({ method: 'GET', url: '/readyz' })
   t.equal(unavailable.statusCode, 503)
-  t.match(unavailable.json(), { status: 'unavailable', agents: [{ path: null, version: null }, { path: null, version: null }, { path: null, version: null }, { path: null, version: null }] })
+  t.match(unavailable.json(), { status: 'unavailable', agents: Array.from({ length: 5 }, () => ({ path: null, version: null })) })
   t.equal((await missing.inject({ method: 'GET', url: '/healthz' })).json().status, 'ok', 'alive all the same')
 })
 
@@ -103,7 +104,8 @@ t.test('GET /tools counts slots while runs are in flight', async (t) => {
     { name: 'crush_run', agent: 'crush', limit: 3, in_use: 0, free: 3 },
     { name: 'claude_run', agent: 'claude', limit: 1, in_use: 0, free: 1 },
     { name: 'gemini_run', agent: 'gemini', limit: 2, in_use: 0, free: 2 },
-    { name: 'codex_run', agent: 'codex', limit: 2, in_use: 0, free: 2 }
+    { name: 'codex_run', agent: 'codex', limit: 2, in_use: 0, free: 2 },
+    { name: 'opencode_run', agent: 'opencode', limit: 2, in_use: 0, free: 2 }
   ])
   const runs = [post(app, 'crush_run', { task: '@sleep 800' }), post(app, 'crush_run', { task: '@sleep 800' }), post(app, 'claude_run', { task: '@sleep 800' })]
   await waitFor(() => app.slots.inUse('crush_run') === 2 && app.slots.inUse('claude_run') === 1, 5000, 'runs in flight')
@@ -111,7 +113,8 @@ t.test('GET /tools counts slots while runs are in flight', async (t) => {
     { name: 'crush_run', agent: 'crush', limit: 3, in_use: 2, free: 1 },
     { name: 'claude_run', agent: 'claude', limit: 1, in_use: 1, free: 0 },
     { name: 'gemini_run', agent: 'gemini', limit: 2, in_use: 0, free: 2 },
-    { name: 'codex_run', agent: 'codex', limit: 2, in_use: 0, free: 2 }
+    { name: 'codex_run', agent: 'codex', limit: 2, in_use: 0, free: 2 },
+    { name: 'opencode_run', agent: 'opencode', limit: 2, in_use: 0, free: 2 }
   ])
   await Promise.all(runs)
   t.match(await status(), [{ in_use: 0 }, { in_use: 0 }])
@@ -166,6 +169,6 @@ t.test('/readyz says when claude cannot run as configured, and which variable to
   t.match(await claudeOf({}), { problem: /claude refuses CLAUDE_PERMISSION_MODE=bypassPermissions when run as root: .*set CLAUDE_PERMISSION_MODE/ })
   t.match(await claudeOf({ CLAUDE_PERMISSION_MODE: 'acceptEdits' }), { problem: null })
   t.match(await claudeOf({}, standInEnv({ IS_SANDBOX: '1' })), { problem: null })
-  const onlyClaude = await build(t, { CRUSH_BIN: 'no-crush-here', GEMINI_BIN: 'no-gemini-here', CODEX_BIN: 'no-codex-here' })
+  const onlyClaude = await build(t, { CRUSH_BIN: 'no-crush-here', GEMINI_BIN: 'no-gemini-here', CODEX_BIN: 'no-codex-here', OPENCODE_BIN: 'no-opencode-here' })
   t.equal((await onlyClaude.inject({ method: 'GET', url: '/readyz' })).statusCode, 503, 'no agent that can run: not ready')
 })

@@ -2,7 +2,8 @@ import { claude } from './claude.js'
 import { codex } from './codex.js'
 import { crush } from './crush.js'
 import { gemini } from './gemini.js'
+import { opencode } from './opencode.js'
 import type { AgentSpec } from './spec.js'
 
 /** The agents this service runs: adding one is adding its file here. */
-export const BUILT_IN_AGENTS: readonly AgentSpec[] = [crush, claude, gemini, codex]
+export const BUILT_IN_AGENTS: readonly AgentSpec[] = [crush, claude, gemini, codex, opencode]

@@ -104,6 +104,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/tools/opencode_run": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run a task with opencode (`opencode run`)
+         * @description Runs `opencode run --format json --auto -- <task>` in `cwd`, at most `timeout` seconds, and answers with its text parts as `output` (its errors’ messages when it failed) and whether it failed as `agent_report`. Waits for the whole run: up to 30 minutes.
+         */
+        post: operations["opencodeRun"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/runs": {
         parameters: {
             query?: never;
@@ -377,7 +397,7 @@ export interface components {
          */
         RunRequest: {
             /** @description Which agent runs the task. */
-            tool: "crush_run" | "claude_run" | "gemini_run" | "codex_run";
+            tool: "crush_run" | "claude_run" | "gemini_run" | "codex_run" | "opencode_run";
             /** @description The prompt for the agent, passed as one argv element (at most 30000 characters). */
             task: string;
             /**
@@ -891,6 +911,125 @@ export interface operations {
         };
     };
     codexRun: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RunParams"];
+            };
+        };
+        responses: {
+            /** @description The run started and ended, whatever its end: `ok` says whether it went well. With `Accept: application/x-ndjson` or `text/event-stream`, the output streams live as RunEvents and the last one carries the result. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunResult"];
+                    "application/x-ndjson": string;
+                    "text/event-stream": string;
+                };
+            };
+            /**
+             * @description - `VALIDATION_ERROR`: The body breaks the RunParams schema; the message names the field and why.
+             *     - `INVALID_JSON`: The body is not JSON, or is empty.
+             *     - `INVALID_CONTENT_LENGTH`: The content-length header does not match the body.
+             *     - `MALFORMED_REQUEST`: Not valid HTTP/1.1 (a bad header byte, Content-Length with Transfer-Encoding…); the connection is closed.
+             *     - `BAD_URL`: The URL cannot be decoded.
+             *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host.
+             *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
+             *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
+             *     - `WSL_ARGUMENT_UNSAFE`: Windows hosts: `cwd` would be misread by wsl.exe's own command-line parser (a `"`, or a blank with a trailing `\`).
+             *     - `COMMAND_LINE_TOO_LONG`: Windows hosts: the command line would exceed Windows' 32,767 characters (quotes and backslashes in the task count twice).
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `UNAUTHORIZED`: API_TOKENS is set and the request has no right `Authorization: Bearer <token>`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /**
+             * @description - `HOST_NOT_ALLOWED`: No API_TOKENS, and Host is not one of this service’s names (DNS rebinding).
+             *     - `FORBIDDEN_PATH`: A path that leaves the documentation’s directory (/docs).
+             *     - `ORIGIN_NOT_ALLOWED`: No API_TOKENS, and a browser sent an Origin that is not one of this service’s names.
+             */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `BODY_TOO_LARGE`: The body is over 512 KiB. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `UNSUPPORTED_MEDIA_TYPE`: The content-type is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `AGENT_LIMIT_REACHED`: The tool already runs as many agents as it may; retry later. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `INTERNAL_ERROR`: An unexpected failure; the details are in the service log, never in the answer. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /**
+             * @description - `AGENT_NOT_INSTALLED`: The agent's executable is not on the service's PATH.
+             *     - `AGENT_SPAWN_FAILED`: The agent's executable exists but could not be started.
+             *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
+             *     - `RUNS_UNAVAILABLE`: RUNS_STORE=redis and Redis does not answer: the run cannot be stored, read or reached.
+             *     - `SHUTTING_DOWN`: The service began shutting down before the agent started; nothing was started.
+             */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    opencodeRun: {
         parameters: {
             query?: never;
             header?: never;
