@@ -1,9 +1,9 @@
 import t from 'tap'
 import { build, post, REAL_CLAUDE_BIN, tempDir } from './helper.js'
+import { credentialFree } from './real-agents.js'
 
 // The real Claude Code CLI (pinned devDependency), with no credentials anywhere: no API key or token in its
 // environment and a fresh HOME without a login.
-const credentialFree = (home: string): NodeJS.ProcessEnv => ({ HOME: home, PATH: process.env['PATH'], LANG: 'C.UTF-8' })
 
 const isRoot = process.getuid?.() === 0
 

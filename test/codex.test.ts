@@ -2,8 +2,8 @@ import t from 'tap'
 import { existsSync, readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { parseCodexReport } from '../src/agents/codex.js'
-import { build, post, processesMatching, standInEnv, tempDir } from './helper.js'
-import { npmTool } from './npm-tool.js'
+import { build, post, standInEnv, tempDir } from './helper.js'
+import { stoppedAtDeadline } from './real-agents.js'
 
 // OpenAI Codex CLI (`codex exec`): its argv, its JSONL report, its refusals; the stand-in
 // (test/fixtures/agents/codex.mjs) for the behaviours, the real CLI (pinned, installed by this test) offline.
@@ -83,12 +83,5 @@ t.test('the report parser: the last agent message, a failed turn, a stream error
 })
 
 t.test(`the real codex ${CODEX_VERSION}, offline and without credentials: stopped at its deadline, nothing of it left`, async (t) => {
-  const codex = await npmTool('@openai/codex', CODEX_VERSION, 'codex')
-  const installed = dirname(dirname(codex))
-  const app = await build(t, { CODEX_BIN: codex, AGENT_KILL_GRACE_MS: '500' }, { HOME: tempDir(t), PATH: process.env['PATH'], LANG: 'C.UTF-8' })
-  const { status, body } = await post(app, 'codex_run', { task: '--version', timeout: 3 })
-  t.equal(status, 200)
-  t.match(body, { tool: 'codex_run', ok: false, timed_out: true, stop_reason: 'timeout' }, 'it never ended by itself: it was stopped')
-  t.notMatch(body.output, /^codex-cli \d/, 'the task was not read as --version')
-  t.same(processesMatching(installed), [], 'no codex process left')
+  await stoppedAtDeadline(t, { name: 'codex', pkg: '@openai/codex', version: CODEX_VERSION, printsVersion: /^codex-cli \d/ })
 })

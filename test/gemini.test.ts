@@ -2,6 +2,7 @@ import t from 'tap'
 import { parseGeminiReport } from '../src/agents/gemini.js'
 import { build, post, standInEnv, tempDir } from './helper.js'
 import { npmTool } from './npm-tool.js'
+import { credentialFree } from './real-agents.js'
 
 // Gemini CLI: its argv, its two report formats, its own errors; the stand-in (test/fixtures/agents/gemini.mjs) for
 // the behaviours, the real CLI (pinned, installed by this test) for what it does here with no credentials.
@@ -62,8 +63,7 @@ t.test('the report parser: pretty JSON after gemini’s notices, stream events, 
 
 t.test(`the real gemini ${GEMINI_VERSION}, with no credentials: its auth error comes back as a failed run`, async (t) => {
   const gemini = await npmTool('@google/gemini-cli', GEMINI_VERSION, 'gemini')
-  const home = tempDir(t)
-  const app = await build(t, { GEMINI_BIN: gemini }, { HOME: home, PATH: process.env['PATH'], LANG: 'C.UTF-8' })
+  const app = await build(t, { GEMINI_BIN: gemini }, credentialFree(tempDir(t)))
   // A task that would print the version and succeed if gemini read it as its option.
   const { status, body } = await post(app, 'gemini_run', { task: '--version', timeout: 120 })
   t.equal(status, 200)

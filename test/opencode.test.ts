@@ -1,8 +1,7 @@
 import t from 'tap'
-import { dirname } from 'node:path'
 import { parseOpencodeReport } from '../src/agents/opencode.js'
-import { build, post, processesMatching, standInEnv, tempDir } from './helper.js'
-import { npmTool } from './npm-tool.js'
+import { build, post, standInEnv } from './helper.js'
+import { stoppedAtDeadline } from './real-agents.js'
 
 // opencode (`opencode run`): its argv, its JSON events, its permissions; the stand-in
 // (test/fixtures/agents/opencode.mjs) for the behaviours, the real CLI (pinned, installed by this test) offline.
@@ -52,12 +51,5 @@ t.test('the report parser: text parts, errors, or nothing it knows', async (t) =
 })
 
 t.test(`the real opencode ${OPENCODE_VERSION}, offline and without credentials: stopped at its deadline, nothing of it left`, async (t) => {
-  const opencode = await npmTool('opencode-ai', OPENCODE_VERSION, 'opencode')
-  const installed = dirname(dirname(opencode))
-  const app = await build(t, { OPENCODE_BIN: opencode, AGENT_KILL_GRACE_MS: '500' }, { HOME: tempDir(t), PATH: process.env['PATH'], LANG: 'C.UTF-8' })
-  const { status, body } = await post(app, 'opencode_run', { task: '--version', timeout: 3 })
-  t.equal(status, 200)
-  t.match(body, { tool: 'opencode_run', ok: false, timed_out: true, stop_reason: 'timeout' }, 'it never ended by itself: it was stopped')
-  t.notMatch(body.output, /^1\.\d+\.\d+/, 'the task was not read as --version')
-  t.same(processesMatching(installed), [], 'no opencode process left')
+  await stoppedAtDeadline(t, { name: 'opencode', pkg: 'opencode-ai', version: OPENCODE_VERSION, printsVersion: /^1\.\d+\.\d+/ })
 })
