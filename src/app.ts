@@ -22,6 +22,8 @@ import { RunLauncher } from './runs/launcher.js'
 import { RunRegistry } from './runs/registry.js'
 import { createRunStore } from './runs/stores/index.js'
 import runRoutes from './routes/runs.js'
+import mcpRoute from './mcp/route.js'
+import { version } from './version.js'
 import { sharedSchemas } from './schemas/shared.js'
 import { createSlotLimiter } from './slots/index.js'
 import type { SlotLimiter } from './slots/limiter.js'
@@ -155,6 +157,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     if (config.apiTokens.length === 0) requireKnownHost(authenticated, allowedHostNames(config.host, config.allowedHosts))
     await authenticated.register(toolRoutes, { config, tools, slots, registry })
     await authenticated.register(runRoutes, { registry, toolNames, heartbeatMs: config.heartbeatMs })
+    await authenticated.register(mcpRoute, { tools, registry, version })
   })
   const readiness = agentReadiness(Object.values(tools), agentEnv)
   app.decorate('readiness', readiness)

@@ -1,12 +1,9 @@
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import { readFileSync } from 'node:fs'
 import { stringify } from 'yaml'
 import { ERROR_CODES } from './schemas/error.js'
-
-/** Read from package.json next to src/ and dist/ alike, so the document's version cannot lag the package's. */
-const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
+import { version } from './version.js'
 
 const errorTable = Object.entries(ERROR_CODES)
   .flatMap(([status, codes]) => Object.entries(codes).map(([code, [when]]) => `| ${status} | \`${code}\` | ${when} |`))

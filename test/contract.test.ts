@@ -54,6 +54,8 @@ async function call([base, method, path, template, init = {}]: Call): Promise<Sa
 }
 
 const json = (body: unknown, headers: Record<string, string> = {}) => ({ headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) })
+/** A JSON-RPC message as an MCP client posts it (it accepts a JSON answer or an SSE stream). */
+const mcp = (message: unknown, headers: Record<string, string> = {}) => json(message, { accept: 'application/json, text/event-stream', ...headers })
 
 t.test('every documented response, as Prism and JSON::Validator read the document', async (t) => {
   const prism = await npmTool('@stoplight/prism-cli', '5.16.0', 'prism')
@@ -115,6 +117,13 @@ t.test('every documented response, as Prism and JSON::Validator read the documen
     [main, 'GET', '/tools', '/tools', { headers: evil }],
     [tokens, 'GET', '/tools', '/tools'],
     [away, 'GET', '/tools', '/tools'],
+    [main, 'POST', '/mcp', '/mcp', mcp({ jsonrpc: '2.0', id: 1, method: 'tools/list' })],
+    [main, 'POST', '/mcp', '/mcp', mcp({ jsonrpc: '2.0', method: 'notifications/initialized' })],
+    [main, 'POST', '/mcp', '/mcp', mcp({ jsonrpc: '2.0', id: 2 })],
+    [main, 'POST', '/mcp', '/mcp', mcp({ jsonrpc: '2.0', id: 3, method: 'tools/list' }, evil)],
+    [main, 'POST', '/mcp', '/mcp', mcp({ jsonrpc: '2.0', id: 4, method: 'x', params: { pad: 'x'.repeat(600 * 1024) } })],
+    [main, 'POST', '/mcp', '/mcp', { headers: { 'content-type': 'text/plain' }, body: 'x' }],
+    [tokens, 'POST', '/mcp', '/mcp', mcp({ jsonrpc: '2.0', id: 5, method: 'tools/list' })],
     [main, 'GET', '/healthz', '/healthz'],
     [main, 'GET', '/readyz', '/readyz'],
     [away, 'GET', '/readyz', '/readyz'],

@@ -192,6 +192,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/mcp": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The agents as Model Context Protocol tools (Streamable HTTP, stateless)
+         * @description JSON-RPC 2.0 per the Model Context Protocol (Streamable HTTP transport, no sessions): `tools/list` gives one tool per agent, `tools/call` runs it as POST /tools/{tool} would, on the same slots. Same bearer token and Host/Origin rules as /tools. The MCP specification is this endpoint’s contract.
+         */
+        post: operations["mcp"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -1493,6 +1513,88 @@ export interface operations {
              *     - `RUN_NOT_FOUND`: No such async run on this replica: unknown, expired, or started elsewhere.
              */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    mcp: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description A JSON-RPC request or notification (or a batch of them). */
+        requestBody: {
+            content: {
+                "application/json": unknown;
+            };
+        };
+        responses: {
+            /** @description The JSON-RPC response, as JSON or as an SSE stream (progress notifications, then the result). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": Record<string, never>;
+                    "text/event-stream": string;
+                };
+            };
+            /** @description A notification (or response) accepted; nothing to answer. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not a JSON-RPC message the transport accepts: a JSON-RPC error object (the error shape of this API when the body is not JSON at all). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": Record<string, never>;
+                };
+            };
+            /** @description - `UNAUTHORIZED`: API_TOKENS is set and the request has no right `Authorization: Bearer <token>`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /**
+             * @description - `HOST_NOT_ALLOWED`: No API_TOKENS, and Host is not one of this service’s names (DNS rebinding).
+             *     - `FORBIDDEN_PATH`: A path that leaves the documentation’s directory (/docs).
+             *     - `ORIGIN_NOT_ALLOWED`: No API_TOKENS, and a browser sent an Origin that is not one of this service’s names.
+             */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `BODY_TOO_LARGE`: The body is over 512 KiB. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `UNSUPPORTED_MEDIA_TYPE`: The content-type is not application/json. */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -1,0 +1,142 @@
+import type { FastifyPluginAsync } from 'fastify'
+import { Server } from '@modelcontextprotocol/sdk/server/index.js'
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js'
+import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js'
+import type { AgentTool, ToolName } from '../agents/definitions.js'
+import type { RunRegistry } from '../runs/registry.js'
+import type { Run } from '../runs/run.js'
+import { errorResponses } from '../schemas/shared.js'
+import { mcpToolOf, paramsOf } from './tools.js'
+
+export interface McpRouteOptions {
+  tools: Record<ToolName, AgentTool>
+  registry: RunRegistry
+  version: string
+}
+
+/** Progress carries the agent's output as it comes, at most this often. */
+const PROGRESS_EVERY_MS = 250
+
+const toolError = (message: string): CallToolResult => ({ isError: true, content: [{ type: 'text', text: message }] })
+
+/** A call in flight, as a later `notifications/cancelled` names it: its caller's token and its JSON-RPC id. */
+const callKey = (caller: string, requestId: unknown): string => `${caller}\u0000${String(requestId)}`
+
+interface CancelledNotification {
+  method?: unknown
+  params?: { requestId?: unknown }
+}
+
+/** The request ids a POST's `notifications/cancelled` (alone or in a batch) asks to stop. */
+function cancelledIds(body: unknown): unknown[] {
+  const messages = (Array.isArray(body) ? body : [body]) as CancelledNotification[]
+  return messages.filter((message) => message?.method === 'notifications/cancelled').map((message) => message.params?.requestId)
+}
+
+/**
+ * The agents as MCP tools, on the Streamable HTTP transport in stateless mode: each POST is one JSON-RPC exchange with
+ * a fresh server, so any replica answers any call and nothing outlives its request. A call is a synchronous run, on the
+ * same slots, containment and deadline as POST /tools/{tool}; stopping it (notifications/cancelled, or the connection
+ * closing) stops its agent.
+ */
+const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, { tools, registry, version }) => {
+  // Stateless: the cancellation of a call arrives in another POST, to another server instance, so calls in flight are
+  // found here by who asked and the request's id.
+  const inFlight = new Map<string, Run>()
+
+  const serverFor = (caller: string, runs: Set<Run>): Server => {
+    const server = new Server({ name: 'agent-runner', version }, { capabilities: { tools: {} } })
+    server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: Object.values(tools).map(mcpToolOf) }))
+    server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
+      const tool = tools[request.params.name]
+      if (tool === undefined) return toolError(`Unknown tool: ${request.params.name}`)
+      const params = paramsOf(request.params.arguments)
+      if (typeof params === 'string') return toolError(params)
+      const run = registry.open('sync', tool.name, caller)
+      const key = callKey(caller, extra.requestId)
+      inFlight.set(key, run)
+      runs.add(run)
+      const progressToken = request.params._meta?.progressToken
+      let pending = ''
+      let sent = 0
+      let timer: NodeJS.Timeout | undefined
+      const flush = async (): Promise<void> => {
+        timer = undefined
+        if (pending === '' || progressToken === undefined) return
+        const message = pending
+        pending = ''
+        try {
+          await extra.sendNotification({ method: 'notifications/progress', params: { progressToken, progress: ++sent, message } })
+        } catch {
+          // The client is gone: its run stops with its connection.
+        }
+      }
+      try {
+        const result = await registry.execute(run, params, app.log, {
+          onOutput:
+            progressToken === undefined
+              ? undefined
+              : (chunk) => {
+                  pending += chunk.toString('utf8')
+                  timer ??= setTimeout(() => void flush(), PROGRESS_EVERY_MS)
+                }
+        })
+        clearTimeout(timer)
+        await flush()
+        return { content: [{ type: 'text', text: result.output }], structuredContent: result, isError: !result.ok }
+      } catch (error) {
+        clearTimeout(timer)
+        return toolError((error as Error).message)
+      } finally {
+        inFlight.delete(key)
+        runs.delete(run)
+      }
+    })
+    return server
+  }
+
+  app.post(
+    '/mcp',
+    {
+      schema: {
+        operationId: 'mcp',
+        tags: ['mcp'],
+        summary: 'The agents as Model Context Protocol tools (Streamable HTTP, stateless)',
+        description:
+          'JSON-RPC 2.0 per the Model Context Protocol (Streamable HTTP transport, no sessions): `tools/list` gives one ' +
+          'tool per agent, `tools/call` runs it as POST /tools/{tool} would, on the same slots. Same bearer token and ' +
+          'Host/Origin rules as /tools. The MCP specification is this endpoint’s contract.',
+        body: { description: 'A JSON-RPC request or notification (or a batch of them).' },
+        response: {
+          200: {
+            description: 'The JSON-RPC response, as JSON or as an SSE stream (progress notifications, then the result).',
+            content: { 'application/json': { schema: { type: 'object' } }, 'text/event-stream': { schema: { type: 'string' } } }
+          },
+          202: { description: 'A notification (or response) accepted; nothing to answer.', type: 'null' },
+          ...errorResponses([401, 403, 413, 415]),
+          400: {
+            description: 'Not a JSON-RPC message the transport accepts: a JSON-RPC error object (the error shape of this API when the body is not JSON at all).',
+            content: { 'application/json': { schema: { type: 'object' } } }
+          }
+        }
+      }
+    },
+    async (request, reply) => {
+      for (const requestId of cancelledIds(request.body)) inFlight.get(callKey(request.caller, requestId))?.stop('cancelled')
+      const runs = new Set<Run>()
+      const server = serverFor(request.caller, runs)
+      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined })
+      reply.hijack()
+      reply.raw.on('close', () => {
+        // The client left before its answer: its calls' agents stop, as a REST client's do.
+        if (!reply.raw.writableEnded) for (const run of runs) run.stop('client_gone')
+        void transport.close()
+        void server.close()
+      })
+      await server.connect(transport)
+      await transport.handleRequest(request.raw, reply.raw, request.body)
+    }
+  )
+}
+
+export default mcpRoute
