@@ -2,9 +2,11 @@ import t, { type Test } from 'tap'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import type { FastifyInstance } from 'fastify'
+import { execFile } from 'node:child_process'
 import { join } from 'node:path'
+import { promisify } from 'node:util'
 import { RunParams } from '../src/schemas/run.js'
-import { build, isAlive, listen, post, readPidFile, tempDir, waitFor } from './helper.js'
+import { build, isAlive, listen, post, readPidFile, REAL_CLAUDE_BIN, tempDir, waitFor } from './helper.js'
 
 // The agents over MCP, driven by the SDK's own client on a listening server: the same tools, slots and rules as REST.
 
@@ -121,4 +123,17 @@ t.test('a notifications/cancelled in another POST (stateless) stops the call it 
   await waitFor(() => !isAlive(agent) && app.slots.inUse('crush_run') === 0, 10_000, 'the named call to stop')
   t.same({ alive: isAlive(agent), slots: app.slots.inUse('crush_run') }, { alive: false, slots: 0 })
   await (await call).text().catch(() => '')
+})
+
+t.test('the real Claude Code, as an MCP client, connects with the token and fails without it', async (t) => {
+  const app = await build(t, { API_TOKENS: 'alice:alice-secret' })
+  const base = await listen(t, app)
+  const home = tempDir(t)
+  const env = { HOME: home, CLAUDE_CONFIG_DIR: join(home, '.claude'), PATH: process.env['PATH'], LANG: 'C.UTF-8' }
+  const claude = (...args: string[]) => promisify(execFile)(REAL_CLAUDE_BIN, args, { env, cwd: home, timeout: 60_000 })
+  await claude('mcp', 'add', '--transport', 'http', 'agent-runner', `${base}/mcp`, '--header', 'Authorization: Bearer alice-secret')
+  await claude('mcp', 'add', '--transport', 'http', 'no-token', `${base}/mcp`)
+  const { stdout } = await claude('mcp', 'list')
+  t.match(stdout, /agent-runner: .*\/mcp \(HTTP\) - ✔ Connected/, 'with the token: connected')
+  t.notMatch(stdout, /no-token: .* - ✔ Connected/, 'without it: not connected')
 })
