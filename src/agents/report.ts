@@ -1,12 +1,11 @@
 import type { AgentReport } from '../schemas/run.js'
+import { parseObject, textOf } from './json-values.js'
 
 export interface ParsedReport {
   /** The answer text a person reads. */
   text: string
   report: AgentReport
 }
-
-const optionalString = (value: unknown): string | undefined => (typeof value === 'string' ? value : undefined)
 
 /** A number as the answer can carry it: absent when it is no number, null when JSON could not write it back. */
 function optionalNumber(value: unknown, integer = false): number | null | undefined {
@@ -23,20 +22,15 @@ export function parseClaudeReport(output: string): ParsedReport | null {
   const lines = output.split('\n')
   for (let index = lines.length - 1; index >= 0; index--) {
     const line = lines[index]!.trim()
-    if (!line.startsWith('{')) continue
-    let candidate: Record<string, unknown>
-    try {
-      candidate = JSON.parse(line) as Record<string, unknown>
-    } catch {
-      continue
-    }
+    const candidate = line.startsWith('{') ? parseObject(line) : undefined
+    if (candidate === undefined) continue
     if (candidate['type'] !== 'result' || typeof candidate['is_error'] !== 'boolean') continue
     return {
-      text: optionalString(candidate['result']) ?? '',
+      text: textOf(candidate['result']) ?? '',
       report: {
         is_error: candidate['is_error'],
-        subtype: optionalString(candidate['subtype']),
-        session_id: optionalString(candidate['session_id']),
+        subtype: textOf(candidate['subtype']),
+        session_id: textOf(candidate['session_id']),
         num_turns: optionalNumber(candidate['num_turns'], true),
         total_cost_usd: optionalNumber(candidate['total_cost_usd']),
         duration_ms: optionalNumber(candidate['duration_ms']),
