@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# agent-runner image: the service plus the two agent CLIs it runs. test/image.test.ts replays what this file does
+# agent-runner image: the service plus the two agent CLIs it runs. stress/image.ts replays what this file does
 # (build, production-only install, the image's own command and health check) on machines without a Docker daemon.
 
 # Build stage: compile TypeScript with the dev dependencies.
@@ -17,7 +17,7 @@ FROM node:24-bookworm-slim
 # refuses to start without API_TOKENS (or an explicit ALLOW_UNAUTHENTICATED=true).
 ENV NODE_ENV=production HOST=0.0.0.0 PORT=8080 DATA_DIR=/var/lib/agent-runner AGENT_WORKDIR=/workspace
 # tini as PID 1 reaps the orphans agents leave (node reaps only its own children) and passes signals on; the service
-# also uses it as the init of each agent's PID namespace, where the container allows one (see README, Docker).
+# also uses it as the init of each agent's PID namespace, where the container allows one (see docs/operations.md, Docker).
 RUN apt-get update && apt-get install -y --no-install-recommends tini && rm -rf /var/lib/apt/lists/*
 # The agents, from npm, on PATH under the names CRUSH_BIN and CLAUDE_BIN default to. Crush's package fetches its
 # binary at install time, which needs the network during the build.

@@ -10,7 +10,7 @@ import { performance } from 'node:perf_hooks'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import pino from 'pino'
-import { buildApp, loggerOptions } from '../dist/app.js'
+import { buildApp, loggerOptions } from '../dist/http/app.js'
 import { loadConfig } from '../dist/config.js'
 
 const run = promisify(execFile)

@@ -1,122 +1,240 @@
-import createError from '@fastify/error'
-import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify'
-import { STATUS_CODES } from 'node:http'
-import type { Duplex } from 'node:stream'
-import type { ErrorResponse } from './schemas/error.js'
+/**
+ * The one catalog of what the service may answer instead of a result: every code with its status, when it happens and
+ * how its message reads. The layers below HTTP throw `ServiceError`s naming a code; `http/error-handler.ts` maps them to
+ * answers, and the OpenAPI document, its examples and docs/api.md's table are written from this same list.
+ */
 
-// Every error below is an answer to a caller, not a bug: none captures a stack trace, which would be most of its cost.
-export const ValidationFailed = createError<'VALIDATION_ERROR', 400, [string]>('VALIDATION_ERROR', '%s', 400, Error, false)
-const AgentLimitError = createError<'AGENT_LIMIT_REACHED', 429, [string]>('AGENT_LIMIT_REACHED', 'Limite de %s atteinte', 429, Error, false)
-/** The seed's message, `Limite de N agents atteinte`, in French that agrees with N (`Limite de 1 agent atteinte`). */
-export const agentLimitReached = (limit: number) => new AgentLimitError(`${limit} agent${limit > 1 ? 's' : ''}`)
-export const CwdNotFound = createError<'CWD_NOT_FOUND', 400, [string]>('CWD_NOT_FOUND', 'body/cwd: %s does not exist', 400, Error, false)
-export const CwdNotADirectory = createError<'CWD_NOT_A_DIRECTORY', 400, [string]>('CWD_NOT_A_DIRECTORY', 'body/cwd: %s is not a directory', 400, Error, false)
-export const WslDistroNotFound = createError<'WSL_DISTRO_NOT_FOUND', 400, [string]>('WSL_DISTRO_NOT_FOUND', 'body/wsl_distro: there is no WSL distro named %s on this host (wsl --list)', 400, Error, false)
-export const WslArgumentUnsafe = createError<'WSL_ARGUMENT_UNSAFE', 400, [string]>('WSL_ARGUMENT_UNSAFE', '%s', 400, Error, false)
-export const CommandLineTooLong = createError<'COMMAND_LINE_TOO_LONG', 400, [number, number]>('COMMAND_LINE_TOO_LONG', 'body/task: the command line would be %s characters, over the %s Windows accepts (quotes and backslashes in the task count twice)', 400, Error, false)
-export const HostNotAllowed = createError<'HOST_NOT_ALLOWED', 403, [string]>('HOST_NOT_ALLOWED', 'Host %s is not this service: without API_TOKENS only its own names are served (ALLOWED_HOSTS adds more)', 403, Error, false)
-export const OriginNotAllowed = createError<'ORIGIN_NOT_ALLOWED', 403, [string]>('ORIGIN_NOT_ALLOWED', 'Origin %s may not call this service: without API_TOKENS only pages of its own names may (ALLOWED_HOSTS adds more)', 403, Error, false)
-export const RunNotFound = createError<'RUN_NOT_FOUND', 404, [string]>('RUN_NOT_FOUND', 'No run %s here: unknown, expired, or started on another replica', 404, Error, false)
-export const SlotsUnavailable = createError<'SLOTS_UNAVAILABLE', 503, [string]>('SLOTS_UNAVAILABLE', 'The shared agent slots cannot be reached (Redis): %s', 503, Error, false)
-export const RunsUnavailable = createError<'RUNS_UNAVAILABLE', 503, [string]>('RUNS_UNAVAILABLE', 'The shared run store cannot be reached (Redis): %s', 503, Error, false)
-export const AgentNotInstalled = createError<'AGENT_NOT_INSTALLED', 503, [string, string]>('AGENT_NOT_INSTALLED', 'The %s agent is not installed here: %s was not found on PATH', 503, Error, false)
-export const ShuttingDown = createError<'SHUTTING_DOWN', 503, []>('SHUTTING_DOWN', 'The service is shutting down: the run was not started', 503, Error, false)
-/** Answered to nobody (the connection is gone); 499 is the status proxies log for a client that closed its request. */
-export const ClientClosedRequest = createError<'CLIENT_CLOSED_REQUEST', 499, []>('CLIENT_CLOSED_REQUEST', 'The client closed the request before its agent started', 499, Error, false)
-export const AgentSpawnFailed = createError<'AGENT_SPAWN_FAILED', 503, [string, string]>('AGENT_SPAWN_FAILED', 'The %s agent could not be started: %s', 503, Error, false)
-
-/** Server-side conditions a caller can act on (install the agent, retry later); every other 5xx stays opaque. */
-const EXPOSED_SERVER_ERRORS = new Set(['AGENT_NOT_INSTALLED', 'AGENT_SPAWN_FAILED', 'SLOTS_UNAVAILABLE', 'RUNS_UNAVAILABLE', 'SHUTTING_DOWN'])
-
-/** Fastify's own client errors, renamed into the service's vocabulary. */
-const PUBLIC_CODES: Record<string, string> = {
-  FST_ERR_CTP_BODY_TOO_LARGE: 'BODY_TOO_LARGE',
-  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'UNSUPPORTED_MEDIA_TYPE',
-  FST_ERR_CTP_EMPTY_JSON_BODY: 'INVALID_JSON',
-  FST_ERR_CTP_INVALID_JSON_BODY: 'INVALID_JSON',
-  FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'INVALID_CONTENT_LENGTH',
-  FST_ERR_BAD_URL: 'BAD_URL',
-  FST_ERR_MAX_PARAM_LENGTH: 'URL_TOO_LONG',
-  FST_STATIC_FORBIDDEN_PATH: 'FORBIDDEN_PATH',
-  FST_BEARER_AUTH_MISSING_AUTHORIZATION_HEADER: 'UNAUTHORIZED',
-  FST_BEARER_AUTH_INVALID_AUTHORIZATION_HEADER: 'UNAUTHORIZED'
+interface OwnError {
+  status: number
+  when: string
+  /** How the message reads: the arguments are what the thrower knows (a path, a limit). */
+  message: (...args: never[]) => string
+  /** Arguments that make the documented example message. */
+  example: readonly unknown[]
+  /** A 5xx a caller can act on (install the agent, retry later): its message is shown; every other 5xx is opaque. */
+  exposed?: true
+  /** Logged, never read: the client is gone. Not in the documented table. */
+  unread?: true
 }
 
-export function errorBody(statusCode: number, code: string, message: string): ErrorResponse {
-  return { statusCode, error: STATUS_CODES[statusCode] ?? 'Error', code, message }
+interface ForeignError {
+  status: number
+  when: string
+  /** Codes of Fastify's or Node's own refusals answered under this code. */
+  from?: readonly string[]
+  example: string
 }
 
-type ValidationIssue = NonNullable<FastifyError['validation']>[number]
-
-/** Ajv says "must NOT have additional properties" without naming the property; a caller needs the name. */
-export function describeValidationIssue(context: string, issue: ValidationIssue): string {
-  const path = `${context}${issue.instancePath}`
-  if (issue.keyword === 'additionalProperties') {
-    return `${path}/${String(issue.params['additionalProperty'])} is not an accepted field`
+export const ERROR_CATALOG = {
+  VALIDATION_ERROR: {
+    status: 400,
+    when: 'The body breaks the RunParams schema; the message names the field and why.',
+    message: (details: string) => details,
+    example: ['body/timeout must be <= 1800']
+  },
+  INVALID_JSON: {
+    status: 400,
+    when: 'The body is not JSON, or is empty.',
+    from: ['FST_ERR_CTP_EMPTY_JSON_BODY', 'FST_ERR_CTP_INVALID_JSON_BODY'],
+    example: "Body is not valid JSON but content-type is set to 'application/json'"
+  },
+  INVALID_CONTENT_LENGTH: {
+    status: 400,
+    when: 'The content-length header does not match the body.',
+    from: ['FST_ERR_CTP_INVALID_CONTENT_LENGTH'],
+    example: 'Request body size did not match Content-Length'
+  },
+  MALFORMED_REQUEST: {
+    status: 400,
+    when: 'Not valid HTTP/1.1 (a bad header byte, Content-Length with Transfer-Encoding…); the connection is closed.',
+    message: (parserCode: string) => `The request is not valid HTTP/1.1 (${parserCode})`,
+    example: ['HPE_INVALID_HEADER_TOKEN']
+  },
+  BAD_URL: { status: 400, when: 'The URL cannot be decoded.', from: ['FST_ERR_BAD_URL'], example: "'/%zz' is not a valid url component" },
+  CWD_NOT_FOUND: {
+    status: 400,
+    when: '`cwd` does not exist on this host.',
+    message: (path: string) => `body/cwd: ${path} does not exist`,
+    example: ['/srv/project']
+  },
+  CWD_NOT_A_DIRECTORY: {
+    status: 400,
+    when: '`cwd` exists on this host but is not a directory.',
+    message: (path: string) => `body/cwd: ${path} is not a directory`,
+    example: ['/srv/project/README.md']
+  },
+  WSL_DISTRO_NOT_FOUND: {
+    status: 400,
+    when: 'Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.',
+    message: (distro: string) => `body/wsl_distro: there is no WSL distro named ${distro} on this host (wsl --list)`,
+    example: ['Arch']
+  },
+  WSL_ARGUMENT_UNSAFE: {
+    status: 400,
+    when: "Windows hosts: `cwd` would be misread by wsl.exe's own command-line parser (a `\"`, or a blank with a trailing `\\`).",
+    message: (problem: string) => problem,
+    example: ['body/cwd: a directory inside WSL cannot contain `"`: wsl.exe would end --cd at it']
+  },
+  COMMAND_LINE_TOO_LONG: {
+    status: 400,
+    when: "Windows hosts: the command line would exceed Windows' 32,767 characters (quotes and backslashes in the task count twice).",
+    message: (length: number, max: number) =>
+      `body/task: the command line would be ${length} characters, over the ${max} Windows accepts (quotes and backslashes in the task count twice)`,
+    example: [40123, 32766]
+  },
+  UNAUTHORIZED: {
+    status: 401,
+    when: 'API_TOKENS is set and the request has no right `Authorization: Bearer <token>`.',
+    from: ['FST_BEARER_AUTH_MISSING_AUTHORIZATION_HEADER', 'FST_BEARER_AUTH_INVALID_AUTHORIZATION_HEADER'],
+    example: 'missing authorization header'
+  },
+  HOST_NOT_ALLOWED: {
+    status: 403,
+    when: 'No API_TOKENS, and Host is not one of this service’s names (DNS rebinding).',
+    message: (host: string) =>
+      `Host ${host} is not this service: without API_TOKENS only its own names are served (ALLOWED_HOSTS adds more)`,
+    example: ['rebind.example:8080']
+  },
+  FORBIDDEN_PATH: {
+    status: 403,
+    when: 'A path that leaves the documentation’s directory (/docs).',
+    from: ['FST_STATIC_FORBIDDEN_PATH'],
+    example: 'Forbidden path'
+  },
+  ORIGIN_NOT_ALLOWED: {
+    status: 403,
+    when: 'No API_TOKENS, and a browser sent an Origin that is not one of this service’s names.',
+    message: (origin: string) =>
+      `Origin ${origin} may not call this service: without API_TOKENS only pages of its own names may (ALLOWED_HOSTS adds more)`,
+    example: ['https://attacker.example']
+  },
+  ROUTE_NOT_FOUND: {
+    status: 404,
+    when: 'No route matches the method and path.',
+    message: (method: string, url: string) => `Route ${method} ${url} not found`,
+    example: ['POST', '/tools/nope_run']
+  },
+  RUN_NOT_FOUND: {
+    status: 404,
+    when: 'No such async run on this replica: unknown, expired, or started elsewhere.',
+    message: (id: string) => `No run ${id} here: unknown, expired, or started on another replica`,
+    example: ['0b5e…']
+  },
+  REQUEST_TIMEOUT: {
+    status: 408,
+    when: 'The request (headers and body) did not arrive within REQUEST_TIMEOUT_MS; the connection is closed.',
+    message: () => 'The request did not arrive in time (REQUEST_TIMEOUT_MS)',
+    example: []
+  },
+  BODY_TOO_LARGE: { status: 413, when: 'The body is over 512 KiB.', from: ['FST_ERR_CTP_BODY_TOO_LARGE'], example: 'Request body is too large' },
+  URL_TOO_LONG: {
+    status: 414,
+    when: 'A path parameter is over 100 characters.',
+    from: ['FST_ERR_MAX_PARAM_LENGTH'],
+    example: 'Request path parameter id exceeds the max length of 100'
+  },
+  UNSUPPORTED_MEDIA_TYPE: {
+    status: 415,
+    when: 'The content-type is not application/json.',
+    from: ['FST_ERR_CTP_INVALID_MEDIA_TYPE'],
+    example: 'Unsupported Media Type: text/plain'
+  },
+  HEADERS_TOO_LARGE: {
+    status: 431,
+    when: 'The request headers are over 16 KiB; the connection is closed.',
+    message: () => 'The request headers are over 16 KiB',
+    example: []
+  },
+  AGENT_LIMIT_REACHED: {
+    status: 429,
+    when: 'The tool already runs as many agents as it may; retry later.',
+    // The seed's message, `Limite de N agents atteinte`, in French that agrees with N (`Limite de 1 agent atteinte`).
+    message: (limit: number) => `Limite de ${limit} agent${limit > 1 ? 's' : ''} atteinte`,
+    example: [2]
+  },
+  CLIENT_CLOSED_REQUEST: {
+    // Answered to nobody (the connection is gone); 499 is the status proxies log for a client that closed its request.
+    status: 499,
+    when: 'The client closed the request before its agent started; nobody reads this answer, the access log does.',
+    message: () => 'The client closed the request before its agent started',
+    example: [],
+    unread: true
+  },
+  INTERNAL_ERROR: {
+    status: 500,
+    when: 'An unexpected failure; the details are in the service log, never in the answer.',
+    message: () => 'Internal server error',
+    example: []
+  },
+  AGENT_NOT_INSTALLED: {
+    status: 503,
+    when: "The agent's executable is not on the service's PATH.",
+    message: (agent: string, file: string) => `The ${agent} agent is not installed here: ${file} was not found on PATH`,
+    example: ['claude', 'claude'],
+    exposed: true
+  },
+  AGENT_SPAWN_FAILED: {
+    status: 503,
+    when: "The agent's executable exists but could not be started.",
+    message: (agent: string, reason: string) => `The ${agent} agent could not be started: ${reason}`,
+    example: ['crush', 'EACCES'],
+    exposed: true
+  },
+  SLOTS_UNAVAILABLE: {
+    status: 503,
+    when: 'SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.',
+    message: (reason: string) => `The shared agent slots cannot be reached (Redis): ${reason}`,
+    example: ['Connection is closed.'],
+    exposed: true
+  },
+  RUNS_UNAVAILABLE: {
+    status: 503,
+    when: 'RUNS_STORE=redis and Redis does not answer: the run cannot be stored, read or reached.',
+    message: (reason: string) => `The shared run store cannot be reached (Redis): ${reason}`,
+    example: ['Connection is closed.'],
+    exposed: true
+  },
+  SHUTTING_DOWN: {
+    status: 503,
+    when: 'The service began shutting down before the agent started; nothing was started.',
+    message: () => 'The service is shutting down: the run was not started',
+    example: [],
+    exposed: true
   }
-  if (issue.keyword === 'required') {
-    return `${path}/${String(issue.params['missingProperty'])} is required`
-  }
-  return `${path} ${issue.message ?? 'is invalid'}`
-}
+} as const satisfies Record<string, OwnError | ForeignError>
 
-/** Fastify's schemaErrorFormatter: the message is written once, naming each field and why. */
-export function formatValidationError(issues: ValidationIssue[], context: string): Error {
-  return new ValidationFailed(issues.map((issue) => describeValidationIssue(context, issue)).join('; '))
-}
+export type ErrorCode = keyof typeof ERROR_CATALOG
+type Catalog = typeof ERROR_CATALOG
+/** The codes the service raises itself, each with the arguments its message needs. */
+type OwnCode = { [C in ErrorCode]: Catalog[C] extends { message: (...args: never[]) => string } ? C : never }[ErrorCode]
+type MessageArgs<C extends OwnCode> = Catalog[C] extends { message: (...args: infer A) => string } ? A : never
 
-export function toErrorResponse(error: FastifyError): ErrorResponse {
-  const statusCode = error.statusCode ?? 500
-  if (statusCode >= 500 && !EXPOSED_SERVER_ERRORS.has(error.code)) {
-    return errorBody(500, 'INTERNAL_ERROR', 'Internal server error')
-  }
-  return errorBody(statusCode, PUBLIC_CODES[error.code] ?? error.code ?? 'BAD_REQUEST', error.message)
-}
+/**
+ * A refusal or a failure the caller is told about, by code. Thrown by any layer; only HTTP knows it becomes a status.
+ * No stack trace: each is an answer, not a bug, and capturing one would be most of its cost.
+ */
+export class ServiceError extends Error {
+  readonly code: ErrorCode
 
-/** Node's own refusals, before any route: a request that never arrived whole, or that no HTTP parser can read. */
-export function clientErrorAnswer(error: NodeJS.ErrnoException): ErrorResponse {
-  if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') return errorBody(408, 'REQUEST_TIMEOUT', 'The request did not arrive in time (REQUEST_TIMEOUT_MS)')
-  if (error.code === 'HPE_HEADER_OVERFLOW') return errorBody(431, 'HEADERS_TOO_LARGE', 'The request headers are over 16 KiB')
-  return errorBody(400, 'MALFORMED_REQUEST', `The request is not valid HTTP/1.1 (${error.code ?? 'parse error'})`)
-}
-
-/** Fastify's clientErrorHandler: the same error shape as every other answer, then the connection ends. */
-export function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
-  // A connection reset by the client, or one already answered: there is nobody to tell.
-  if (error.code === 'ECONNRESET' || !socket.writable) {
-    socket.destroy()
-    return
-  }
-  const answer = clientErrorAnswer(error)
-  const body = JSON.stringify(answer)
-  socket.end(
-    `HTTP/1.1 ${answer.statusCode} ${answer.error}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`
-  )
-}
-
-declare module 'fastify' {
-  interface FastifyContextConfig {
-    /** On a run route: the tool a request asked for, so that a refusal is counted under it. */
-    runTool?: (request: FastifyRequest) => string
+  constructor(code: ErrorCode, message: string) {
+    const limit = Error.stackTraceLimit
+    Error.stackTraceLimit = 0
+    super(message)
+    Error.stackTraceLimit = limit
+    this.name = 'ServiceError'
+    this.code = code
   }
 }
 
-/** A refused run request, counted (metrics) under its tool and error code. */
-export type RejectionObserver = (tool: string, code: string) => void
+export function serviceError<C extends OwnCode>(code: C, ...args: MessageArgs<C>): ServiceError {
+  const message = ERROR_CATALOG[code].message as (...args: MessageArgs<C>) => string
+  return new ServiceError(code, message(...args))
+}
 
-export function registerErrorHandlers(app: FastifyInstance, onRejection: RejectionObserver): void {
-  app.setErrorHandler((error: FastifyError, request, reply) => {
-    const body = toErrorResponse(error)
-    if (body.statusCode >= 500) {
-      request.log.error({ err: error }, 'request failed')
-    }
-    // Here rather than in an onError hook: one place sees every refusal, and the answer is built once.
-    const runTool = request.routeOptions.config.runTool
-    if (runTool !== undefined) onRejection(runTool(request), body.code)
-    return reply.code(body.statusCode).send(body)
-  })
-  app.setNotFoundHandler((request, reply) =>
-    reply.code(404).send(errorBody(404, 'ROUTE_NOT_FOUND', `Route ${request.method} ${request.url} not found`))
-  )
+export const statusOf = (code: ErrorCode): number => ERROR_CATALOG[code].status
+
+/** The message the documentation shows for a code. */
+export function exampleMessage(code: ErrorCode): string {
+  const entry: OwnError | ForeignError = ERROR_CATALOG[code]
+  return 'message' in entry ? (entry.message as (...args: unknown[]) => string)(...entry.example) : (entry.example as string)
 }

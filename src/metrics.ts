@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
-import { runOutcome } from './agents/result.js'
+import { runOutcome } from './runs/result.js'
 import type { RunResult } from './schemas/run.js'
 import type { SlotLimiter } from './slots/limiter.js'
 

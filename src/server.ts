@@ -1,5 +1,5 @@
 import closeWithGrace from 'close-with-grace'
-import { buildApp } from './app.js'
+import { buildApp } from './http/app.js'
 import { loadConfig, type Config } from './config.js'
 
 let config: Config

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { buildApp } from '../src/app.js'
+import { buildApp } from '../src/http/app.js'
 import { BUILT_IN_AGENTS } from '../src/agents/catalog.js'
 import type { AgentSpec } from '../src/agents/spec.js'
 import { loadConfig } from '../src/config.js'
@@ -12,6 +12,7 @@ const echo: AgentSpec = {
   agent: 'echo',
   // The crush stand-in, under this agent's own variable: it prints what it was given.
   defaultBin: 'not-installed-echo',
+  env: ['ECHO_*'],
   summary: 'Echo a task (a throwaway agent for this test)',
   description: 'Runs the crush stand-in with the task as its prompt.',
   args: (task, live, settings) => ['run', ...settings.extraArgs, '--', live ? `${task} (live)` : task],
@@ -32,13 +33,18 @@ t.test('a spec in a list is a whole tool', async (t) => {
     },
     [...BUILT_IN_AGENTS, echo]
   )
-  const app = await buildApp(config, { logger: false, agentEnv: standInEnv() })
+  const app = await buildApp(config, { logger: false, agentEnv: standInEnv({ ECHO_KEY: 'echo-secret' }) })
   t.teardown(() => app.close())
 
   const run = await app.inject({ method: 'POST', url: '/tools/echo_run', payload: { task: 'hello there' } })
   t.equal(run.statusCode, 200)
   t.match(run.json(), { tool: 'echo_run', ok: true, command: ['crush', 'run', '--quiet', '--', 'hello there'] }, 'its binary and extra options from ECHO_*')
   t.match(run.json().output, /"PROMPT":"HELLO THERE"/, 'its report parser made the answer')
+
+  const printedEnv = async (tool: string): Promise<string> => (await app.inject({ method: 'POST', url: `/tools/${tool}`, payload: { task: '@env' } })).json().output
+  // Its parser upper-cases what the stand-in printed.
+  t.match(await printedEnv('echo_run'), /"ECHO_KEY":"ECHO-SECRET"/, 'the variables its spec names reach it')
+  t.notMatch(await printedEnv('crush_run'), /ECHO_KEY/, 'and no other agent')
 
   const tools = (await app.inject({ method: 'GET', url: '/tools' })).json() as { tools: Array<{ name: string; limit: number }> }
   t.same(tools.tools.map((tool) => tool.name), [...BUILT_IN_AGENTS.map((spec) => `${spec.agent}_run`), 'echo_run'])

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { loggerOptions } from '../src/app.js'
+import { loggerOptions } from '../src/http/app.js'
 import { loadConfig, parseApiTokens } from '../src/config.js'
 import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'

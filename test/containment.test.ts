@@ -5,7 +5,7 @@ import { existsSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs'
 import { request } from 'node:http'
 import { join } from 'node:path'
 import type { FastifyInstance } from 'fastify'
-import { runAgent } from '../src/agents/runner.js'
+import { runAgent } from '../src/process/agent-process.js'
 import { chooseHostContainment } from '../src/process/host-containment.js'
 import { RunLedger } from '../src/process/ledger.js'
 import { exitThroughInit, processStartTime } from '../src/process/posix-signals.js'
@@ -160,11 +160,13 @@ t.test('a run stopped before its agent started spawns nothing: 503 SHUTTING_DOWN
   )
   // Shutdown while a request waits for its slot (here: the sudo probe): answered, and nothing started.
   const pending = post(app, 'crush_run', { task: 'late' })
-  void app.runs.stopAll('shutdown')
+  // Closing the service stops every run (its preClose), this one while it waits.
+  const closing = app.close()
   const answer = await pending
   if (answer.status !== 200) t.match(answer, { status: 503, body: { code: 'SHUTTING_DOWN' } })
   t.equal(app.slots.inUse('crush_run'), 0)
   t.equal(existsSync(log), answer.status === 200, 'an agent started only when the answer says it ran')
+  await closing
 })
 
 t.test('the ledger at start: only the recorded group is killed, never a stranger that reused the pid', async (t) => {

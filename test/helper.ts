@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { Test } from 'tap'
 import { DEFAULT_AGENT_ENV_ALLOW } from '../src/agents/environment.js'
-import { buildApp } from '../src/app.js'
+import { buildApp } from '../src/http/app.js'
 import { loadConfig, type Config } from '../src/config.js'
 import type { RunResult } from '../src/schemas/run.js'
 

@@ -79,7 +79,6 @@ t.test('a client that disconnects stops its agent and frees the slot', async (t)
   client.destroy()
   await waitFor(() => !isAlive(agent), 5000, 'the agent to stop')
   await waitFor(() => app.slots.inUse('crush_run') === 0, 2000, 'the slot to come back')
-  t.equal(app.runs.size, 0)
   const next = await fetch(`${base}/tools/crush_run`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },

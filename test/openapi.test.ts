@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { parse as parseYaml } from 'yaml'
-import { renderOpenApiYaml } from '../src/openapi-document.js'
+import { renderOpenApiYaml } from '../src/http/openapi-document.js'
 import { ERROR_CODES } from '../src/schemas/error.js'
 import { build, listen } from './helper.js'
 

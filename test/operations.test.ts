@@ -2,7 +2,7 @@ import t from 'tap'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Writable } from 'node:stream'
-import { buildApp, loggerOptions } from '../src/app.js'
+import { buildApp, loggerOptions } from '../src/http/app.js'
 import { loadConfig } from '../src/config.js'
 import { build, FIXTURE_BIN, post, standInEnv, tempDir, TEST_AGENT_ENV_ALLOW, testConfig, waitFor } from './helper.js'
 
@@ -135,9 +135,22 @@ t.test('the agent gets its provider keys and never the service secrets', async (
   }))
   const response = await app.inject({ method: 'POST', url: '/tools/crush_run', payload: { task: '@env' }, headers: { authorization: `Bearer ${TOKEN}` } })
   const env = JSON.parse(response.json().output)
-  t.match(env, { ANTHROPIC_API_KEY: 'sk-ant-test', OPENAI_API_KEY: 'sk-openai-test', CLAUDE_CONFIG_DIR: '/cfg', XDG_CONFIG_HOME: '/xdg', LANG: 'fr_FR.UTF-8', PATH: String, HOME: String })
+  t.match(env, { ANTHROPIC_API_KEY: 'sk-ant-test', OPENAI_API_KEY: 'sk-openai-test', XDG_CONFIG_HOME: '/xdg', LANG: 'fr_FR.UTF-8', PATH: String, HOME: String })
+  t.notOk('CLAUDE_CONFIG_DIR' in env, 'Claude’s settings are Claude’s alone')
   // The last two would let `systemd-run --user` start a process outside the run's containment.
   for (const name of ['API_TOKENS', 'REDIS_URL', 'SOME_UNRELATED_SECRET', 'XDG_RUNTIME_DIR', 'DBUS_SESSION_BUS_ADDRESS']) t.notOk(name in env, `${name} is not passed on`)
+
+  // Each agent gets its own providers' keys, not the others'.
+  const envOf = async (tool: string) => {
+    const output: string = (await app.inject({ method: 'POST', url: `/tools/${tool}`, payload: { task: '@env' }, headers: { authorization: `Bearer ${TOKEN}` } })).json().output
+    return JSON.parse(output.split('\n').find((line) => line.startsWith('{"') && line.includes('"PATH"'))!)
+  }
+  const claude = await envOf('claude_run')
+  t.match(claude, { ANTHROPIC_API_KEY: 'sk-ant-test', CLAUDE_CONFIG_DIR: '/cfg' })
+  t.notOk('OPENAI_API_KEY' in claude, 'claude does not see the OpenAI key')
+  const codex = await envOf('codex_run')
+  t.match(codex, { OPENAI_API_KEY: 'sk-openai-test' })
+  t.notOk('ANTHROPIC_API_KEY' in codex || 'CLAUDE_CONFIG_DIR' in codex, 'codex sees neither Anthropic’s key nor Claude’s settings')
 })
 
 t.test('the allow and deny lists are configurable; deny wins, and API_TOKENS can never be allowed', async (t) => {

@@ -1,18 +1,24 @@
 import { execFile } from 'node:child_process'
-import { readFileSync } from 'node:fs'
-import { fileURLToPath } from 'node:url'
+import { readdirSync, readFileSync } from 'node:fs'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { build, listen, tempDir } from './helper.js'
-import { ERROR_CODES } from '../src/schemas/error.js'
 
 const run = promisify(execFile)
-const README = readFileSync(fileURLToPath(new URL('../README.md', import.meta.url)), 'utf8')
+const ROOT = new URL('..', import.meta.url)
+/** README.md and every page under docs/: their curl examples are all run. */
+const DOCUMENTS = [
+  'README.md',
+  ...readdirSync(new URL('docs/', ROOT))
+    .filter((name) => name.endsWith('.md'))
+    .sort()
+    .map((name) => `docs/${name}`)
+]
 const DOCUMENTED_ADDRESS = 'http://127.0.0.1:8080'
-/** README's examples read the token from $TOKEN, as a reader would export it. */
-const README_TOKEN = 'readme-example-token'
+/** The examples read the token from $TOKEN, as a reader would export it. */
+const EXAMPLE_TOKEN = 'readme-example-token'
 
-/** Every curl command in README's sh blocks, continuation lines included, as a shell would read it. */
+/** Every curl command in a document's sh blocks, continuation lines included, as a shell would read it. */
 function curlCommands(markdown: string): string[] {
   const commands: string[] = []
   for (const [, block] of markdown.matchAll(/^```sh\n([\s\S]*?)^```/gm)) {
@@ -27,53 +33,89 @@ function curlCommands(markdown: string): string[] {
   return commands
 }
 
-/** What each documented URL must answer; a new example needs an entry here, or the test says so. */
-const EXPECTED: Record<string, object | RegExp> = {
-  '/metrics': /^agent_runner_slots_in_use\{tool="crush_run"\} 0$/m,
-  '/tools/crush_run': { tool: 'crush_run', ok: true, exit_code: 0, stop_reason: null, output: String },
-  '/tools/claude_run': { tool: 'claude_run', ok: true, exit_code: 0, stop_reason: null, output: String },
-  '/healthz': { status: 'ok' },
-  '/readyz': { status: 'ready', agents: [{ tool: 'crush_run', path: String }, { tool: 'claude_run', path: String }] },
-  '/tools': { tools: [{ name: 'crush_run', limit: 2 }, { name: 'claude_run', limit: 2 }] },
-  '/tools/crush_run (ndjson)': /^\{"type":"result","result":\{"tool":"crush_run","ok":true/m,
-  '/runs': { id: String, tool: 'crush_run', status: 'running', result: null },
-  '/openapi.json': { openapi: '3.1.0', paths: { '/tools/crush_run': Object, '/tools/claude_run': Object } }
+/**
+ * What a command asks for: its method, its path, and the stream it asks the tool routes for (same path, another
+ * answer), e.g. `POST /tools/crush_run (ndjson)` or `GET /runs/$RUN_ID`.
+ */
+function requestOf(command: string): string {
+  const method = /\s-X\s+([A-Z]+)/.exec(command)?.[1] ?? (/\s-d\s/.test(command) ? 'POST' : 'GET')
+  const path = new URL(command.match(/http:\/\/\S+/)![0]).pathname
+  const stream = /'accept: application\/x-ndjson'/i.test(command) ? ' (ndjson)' : /'accept: text\/event-stream'/i.test(command) ? ' (sse)' : ''
+  return `${method} ${path}${stream}`
 }
 
-t.test("README's curl examples run as written against the stand-in agents", async (t) => {
-  const commands = curlCommands(README)
-  // An example that asks for a stream is its own case: same path, another answer.
-  const paths = commands.map(
-    (command) => new URL(command.match(/http:\/\/\S+/)![0]).pathname + (command.includes('accept: application/x-ndjson') ? ' (ndjson)' : '')
-  )
-  t.ok(paths.includes('/tools/crush_run') && paths.includes('/tools/claude_run'), 'README shows both tools')
+/**
+ * What each documented request must answer; a new example needs an entry here, or the test says so. `$RUN_ID` is an
+ * async run started (and finished) before the examples run.
+ */
+function expectations(runId: string): Record<string, object | RegExp> {
+  const result = { tool: 'crush_run', ok: true, exit_code: 0, stop_reason: null, output: String }
+  return {
+    'POST /tools/crush_run': result,
+    'POST /tools/claude_run': { ...result, tool: 'claude_run' },
+    'POST /tools/crush_run (ndjson)': /^\{"type":"result","result":\{"tool":"crush_run","ok":true/m,
+    'POST /tools/crush_run (sse)': /^event: result\ndata: \{"type":"result","result":\{"tool":"crush_run","ok":true/m,
+    'POST /runs': { id: String, tool: 'crush_run', kind: 'async', status: 'running', result: null },
+    'GET /runs': { runs: [{ id: String, tool: 'crush_run', kind: 'async', status: String }] },
+    'GET /runs/$RUN_ID': { id: runId, status: 'succeeded', result },
+    'GET /runs/$RUN_ID/events': new RegExp(`^event: result\\ndata: \\{"type":"result","id":\\d+,"result":\\{"tool":"crush_run","ok":true`, 'm'),
+    'DELETE /runs/$RUN_ID': { id: runId, status: 'succeeded', result },
+    'POST /mcp': /^data: \{"result":\{"tools":\[\{"name":"crush_run"/m,
+    'GET /healthz': { status: 'ok' },
+    'GET /readyz': { status: 'ready', agents: [{ tool: 'crush_run', path: String }, { tool: 'claude_run', path: String }] },
+    // An async run an earlier example started may still hold its slot.
+    'GET /metrics': /^agent_runner_slots_in_use\{tool="crush_run"\} [0-2]$/m,
+    'GET /tools': { tools: [{ name: 'crush_run', limit: 2 }, { name: 'claude_run', limit: 2 }] },
+    'GET /openapi.json': { openapi: '3.1.0', paths: { '/tools/crush_run': Object, '/tools/claude_run': Object } }
+  }
+}
 
-  const address = await listen(t, await build(t, { API_TOKENS: README_TOKEN }))
+/** README shows one example of each family of routes; the rest of the API is in docs/api.md. */
+const README_FAMILIES = [
+  'POST /tools/crush_run',
+  'POST /tools/crush_run (ndjson)',
+  'POST /runs',
+  'GET /healthz',
+  'GET /readyz',
+  'GET /metrics',
+  'GET /tools',
+  'GET /openapi.json'
+]
+
+t.test("README's and docs' curl examples run as written against the stand-in agents", async (t) => {
+  const examples = DOCUMENTS.flatMap((document) =>
+    curlCommands(readFileSync(new URL(document, ROOT), 'utf8')).map((command) => ({ document, command, request: requestOf(command) }))
+  )
+  const inReadme = examples.filter((example) => example.document === 'README.md').map((example) => example.request)
+  t.same(README_FAMILIES.filter((request) => !inReadme.includes(request)), [], 'README shows every family of routes')
+  t.match(readFileSync(new URL('README.md', ROOT), 'utf8'), /`POST \/mcp`/, 'README mentions MCP')
+  t.ok(examples.some((example) => example.request === 'POST /mcp'), 'the docs call MCP')
+
+  const address = await listen(t, await build(t, { API_TOKENS: EXAMPLE_TOKEN }))
   const port = new URL(address).port
+  // The run the examples name as $RUN_ID, finished before they read, follow and cancel it.
+  const headers = { authorization: `Bearer ${EXAMPLE_TOKEN}`, 'content-type': 'application/json' }
+  const created = await fetch(`${address}/runs`, { method: 'POST', headers, body: JSON.stringify({ tool: 'crush_run', task: 'An async run to follow' }) })
+  const { id: runId } = (await created.json()) as { id: string }
+  for (let tries = 0; ; tries++) {
+    const state = (await (await fetch(`${address}/runs/${runId}`, { headers })).json()) as { status: string }
+    if (state.status !== 'running') break
+    if (tries === 200) return t.fail(`the run $RUN_ID stands for is still running after 10 s`)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  const EXPECTED = expectations(runId)
+
   // Nothing the commands might write lands in the repository.
   const cwd = tempDir(t)
-  for (const [index, command] of commands.entries()) {
-    const path = paths[index]!
-    t.test(`curl ${path}`, async (t) => {
+  for (const { document, command, request } of examples) {
+    t.test(`${document}: curl ${request}`, async (t) => {
       t.ok(command.includes(DOCUMENTED_ADDRESS), `the example calls ${DOCUMENTED_ADDRESS}`)
       const runnable = command.replaceAll(DOCUMENTED_ADDRESS, `http://127.0.0.1:${port}`)
-      // README text run by a shell on purpose: that is how a reader runs it.
-      const { stdout } = await run('sh', ['-c', runnable], { cwd, env: { ...process.env, TOKEN: README_TOKEN } })
-      const expected = EXPECTED[path]
-      if (expected === undefined) return t.fail(`no expected answer for ${path}: add one to EXPECTED in test/readme.test.ts`)
-      t.match(expected instanceof RegExp ? stdout : JSON.parse(stdout), expected, `${path} answers as README says`)
+      // The documents' text run by a shell on purpose: that is how a reader runs it.
+      const { stdout } = await run('sh', ['-c', runnable], { cwd, env: { ...process.env, TOKEN: EXAMPLE_TOKEN, RUN_ID: runId } })
+      const expected = EXPECTED[request]
+      if (expected === undefined) return t.fail(`no expected answer for ${request}: add one to expectations() in test/readme.test.ts`)
+      t.match(expected instanceof RegExp ? stdout : JSON.parse(stdout), expected, `${request} answers as ${document} says`)
     })
   }
-})
-
-t.test("README's error table is the error catalog: every code with its status, and nothing else", async (t) => {
-  const section = README.slice(README.indexOf('| status | code | when |'), README.indexOf('Every response carries `x-request-id`'))
-  const documented = new Set(
-    [...section.matchAll(/^\| (\d{3}) \| ([^|]+) \|/gm)].flatMap(([, status, codes]) => [...codes!.matchAll(/`([A-Z_]+)`/g)].map(([, code]) => `${status} ${code}`))
-  )
-  const catalog = new Set(Object.entries(ERROR_CODES).flatMap(([status, codes]) => Object.keys(codes).map((code) => `${status} ${code}`)))
-  // Not in the catalog because no route's schema answers it: an unknown route has no schema to list it in.
-  catalog.add('404 ROUTE_NOT_FOUND')
-  t.same([...catalog].filter((entry) => !documented.has(entry)), [], 'every code the service answers with is in README')
-  t.same([...documented].filter((entry) => !catalog.has(entry)), [], 'README names no code the service does not have')
 })

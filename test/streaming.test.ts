@@ -1,6 +1,6 @@
 import t from 'tap'
 import { join } from 'node:path'
-import type { RunEvent } from '../src/streams/events.js'
+import type { RunEvent } from '../src/schemas/events.js'
 import { build, isAlive, listen, readPidFile, tempDir, waitFor } from './helper.js'
 
 /** Reads a streamed response event by event, as a client would. */

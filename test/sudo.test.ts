@@ -126,6 +126,25 @@ t.test('the detector: sudo’s messages in both languages, across chunk boundari
   t.ok(detects("sudo: un terminal est requis pour lire le mot de passe; utilisez soit l'option -S\n"))
   t.notOk(detects('To log in, a password is required.\n'), 'not without sudo speaking')
   t.notOk(detects('sudo: 3 incorrect password attempts\n'.replace('3 incorrect', 'ls: not a sudo prompt')))
+  t.notOk(detects('sudo: ls\n', 'a password is required\n'), 'the message is one line')
+})
+
+t.test('the detector sees a message wherever the chunks split it, after any amount of output', async (t) => {
+  const message = 'sudo: un mot de passe est nécessaire\n'
+  for (const noise of [0, 100, 300, 70_000]) {
+    const stream = Buffer.concat([Buffer.alloc(noise, 'x'), Buffer.from(message), Buffer.from('after\n')])
+    const missed: number[] = []
+    for (let cut = 0; cut <= stream.length; cut += cut < noise - 300 ? 4096 : 1) {
+      const detector = new SudoPasswordDetector()
+      detector.push(stream.subarray(0, cut))
+      detector.push(stream.subarray(cut))
+      if (!detector.detected) missed.push(cut)
+    }
+    t.same(missed, [], `after ${noise} bytes, split anywhere`)
+    const byteByByte = new SudoPasswordDetector()
+    for (let at = Math.max(0, noise - 10); at < stream.length; at++) byteByByte.push(stream.subarray(at, at + 1))
+    t.ok(byteByByte.detected, `after ${noise} bytes, one byte at a time`)
+  }
 })
 
 t.test('no field can carry a password', async (t) => {

@@ -8,6 +8,7 @@ export const CLAUDE_PERMISSION_MODES = ['acceptEdits', 'auto', 'bypassPermission
 export const claude: AgentSpec = {
   agent: 'claude',
   defaultBin: 'claude',
+  env: ['ANTHROPIC_*', 'CLAUDE_*', 'CLOUD_ML_*', 'VERTEX_*', 'GOOGLE_*', 'AWS_*', 'DISABLE_*', 'MCP_*', 'IS_SANDBOX'],
   summary: 'Run a task with Claude Code headless (`claude -p`)',
   description:
     'Runs `claude -p --output-format json --permission-mode <CLAUDE_PERMISSION_MODE> -- <task>` in `cwd`, at most ' +

@@ -48,6 +48,7 @@ export function parseCodexReport(output: string): ParsedReport | null {
 export const codex: AgentSpec = {
   agent: 'codex',
   defaultBin: 'codex',
+  env: ['CODEX_*', 'OPENAI_*', 'AZURE_OPENAI_*'],
   summary: 'Run a task with OpenAI Codex CLI (`codex exec`)',
   description:
     'Runs `codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -- <task>` (or `--sandbox ' +

@@ -1,14 +1,13 @@
 /**
- * What an agent inherits from the service: what it needs to work (PATH, HOME, locale, proxies, certificates, its
- * providers' keys and config) and never the service's own secrets. A name is kept when it matches the allow list and
- * not the deny list; deny wins. Patterns are exact names or prefixes ending in `*`.
+ * What every agent inherits from the service: what any program needs to work (PATH, HOME, locale, proxies,
+ * certificates) and never the service's own secrets. Each agent's spec adds the variables it reads (its providers'
+ * keys, its settings), which no other agent sees. A name is kept when it matches the allow list and not the deny list;
+ * deny wins. Patterns are exact names or prefixes ending in `*`.
  */
 export const DEFAULT_AGENT_ENV_ALLOW = [
   'PATH', 'HOME', 'USER', 'LOGNAME', 'SHELL', 'TERM', 'TZ', 'TMPDIR', 'LANG', 'LANGUAGE', 'LC_*', 'XDG_*',
   'HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY', 'http_proxy', 'https_proxy', 'no_proxy',
   'NODE_EXTRA_CA_CERTS', 'SSL_CERT_FILE', 'SSL_CERT_DIR',
-  'ANTHROPIC_*', 'CLAUDE_*', 'CRUSH_*', 'OPENAI_*', 'AZURE_OPENAI_*', 'GEMINI_*', 'GOOGLE_*', 'VERTEX_*',
-  'CLOUD_ML_*', 'AWS_*', 'OPENROUTER_*', 'GROQ_*', 'CEREBRAS_*', 'HF_*', 'IS_SANDBOX',
   // Windows: what wsl.exe and Windows programs need to start at all.
   'SYSTEMROOT', 'SystemRoot', 'WINDIR', 'COMSPEC', 'PATHEXT', 'USERPROFILE', 'APPDATA', 'LOCALAPPDATA', 'TEMP', 'TMP', 'WSLENV'
 ]
@@ -35,6 +34,12 @@ function matches(name: string, pattern: string, ignoreCase: boolean): boolean {
   const [subject, rule] = ignoreCase ? [name.toUpperCase(), pattern.toUpperCase()] : [name, pattern]
   return rule.endsWith('*') ? subject.startsWith(rule.slice(0, -1)) : subject === rule
 }
+
+/** One agent's rule: the common allow list (AGENT_ENV_ALLOW) and the variables its spec reads. */
+export const ruleForAgent = (common: AgentEnvRule, agentVariables: string[]): AgentEnvRule => ({
+  allow: [...common.allow, ...agentVariables],
+  deny: common.deny
+})
 
 /** Windows' variable names ignore case (its PATH is usually spelled `Path`): so do the lists there. */
 export function buildAgentEnv(parent: NodeJS.ProcessEnv, rule: AgentEnvRule, ignoreCase = process.platform === 'win32'): NodeJS.ProcessEnv {

@@ -54,6 +54,7 @@ export const parseGeminiReport = (output: string): ParsedReport | null => parseS
 export const gemini: AgentSpec = {
   agent: 'gemini',
   defaultBin: 'gemini',
+  env: ['GEMINI_*', 'GOOGLE_*'],
   summary: 'Run a task with Gemini CLI headless (`gemini --prompt`)',
   description:
     'Runs `gemini --prompt=<task> --output-format json --approval-mode=yolo --skip-trust` in `cwd`, at most `timeout` ' +

@@ -37,6 +37,7 @@ export function parseOpencodeReport(output: string): ParsedReport | null {
 export const opencode: AgentSpec = {
   agent: 'opencode',
   defaultBin: 'opencode',
+  env: ['OPENCODE_*', 'ANTHROPIC_*', 'OPENAI_*', 'AZURE_*', 'GEMINI_*', 'GOOGLE_*', 'VERTEX_*', 'AWS_*', 'OPENROUTER_*', 'GROQ_*', 'CEREBRAS_*', 'HF_*', 'XAI_*', 'DEEPSEEK_*', 'MISTRAL_*', 'GITHUB_TOKEN'],
   summary: 'Run a task with opencode (`opencode run`)',
   description:
     'Runs `opencode run --format json --auto -- <task>` in `cwd`, at most `timeout` seconds, and answers with its text ' +

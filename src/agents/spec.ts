@@ -22,6 +22,11 @@ export interface AgentSpec {
   summary: string
   /** What the tool runs, for the OpenAPI document. */
   description: string
+  /**
+   * The variables of the service's environment this agent reads beyond the common ones (PATH, HOME, locale, proxies):
+   * its providers' keys and its own settings, as patterns (`OPENAI_*`). No other agent sees them.
+   */
+  env: string[]
   /** Variables of its own beyond the three every agent has, with their schema (a default included). */
   ownSettings?: Record<string, TSchema>
   /**

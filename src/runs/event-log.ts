@@ -1,5 +1,6 @@
-import { formatEvent, type RunEvent } from '../streams/events.js'
-import type { OutputEvent } from '../streams/output-events.js'
+import type { RunEvent } from '../schemas/events.js'
+import { formatEvent } from './events.js'
+import type { OutputEvent } from './output-events.js'
 
 type ResultEvent = Extract<RunEvent, { type: 'result' }>
 

@@ -1,11 +1,11 @@
 import type { FastifyBaseLogger } from 'fastify'
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { ToolName } from '../agents/definitions.js'
-import { runOutcome } from '../agents/result.js'
-import type { RunHooks } from '../agents/runner.js'
+import type { ToolName } from '../agents/tools.js'
+import { runOutcome } from './result.js'
+import type { RunHooks } from '../process/agent-process.js'
 import type { RunParams, RunResult, StopReason } from '../schemas/run.js'
 import type { RunState, RunSummary } from '../schemas/runs.js'
-import { OutputEvents } from '../streams/output-events.js'
+import { OutputEvents } from './output-events.js'
 import { RunEventLog } from './event-log.js'
 import { follow, logSource, storeSource, type Feed } from './follow.js'
 import type { RunLauncher } from './launcher.js'
@@ -44,6 +44,7 @@ export class RunRegistry {
   readonly #options: RegistryOptions
   readonly #active = new Map<string, Run>()
   readonly #local = new Map<string, LocalRun>()
+  #shuttingDown = false
 
   constructor(options: RegistryOptions) {
     this.#options = options
@@ -59,6 +60,8 @@ export class RunRegistry {
   open(kind: RunKind, tool: ToolName, owner: string): Run {
     const run = new Run(kind, tool, owner)
     this.#active.set(run.id, run)
+    // A request that got past routing as shutdown began: its run ends before any agent starts.
+    if (this.#shuttingDown) run.stop('shutdown')
     return run
   }
 
@@ -174,10 +177,11 @@ export class RunRegistry {
     return stateOf(await this.#stopElsewhere(record))
   }
 
-  /** Stops every run (shutdown) and resolves once each has ended and every async one is stored. */
-  async stopAll(reason: StopReason): Promise<void> {
+  /** Stops every run and any opened later, and resolves once each has ended and every async one is stored. */
+  async shutdown(): Promise<void> {
+    this.#shuttingDown = true
     const stopping = [...this.#active.values()].map((run) => {
-      run.stop(reason)
+      run.stop('shutdown')
       return run.ended()
     })
     await Promise.all([...stopping, ...[...this.#local.values()].map((local) => local.done)])

@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify'
 import { randomUUID } from 'node:crypto'
-import type { ToolName } from '../agents/definitions.js'
-import type { RunHooks } from '../agents/runner.js'
+import type { ToolName } from '../agents/tools.js'
+import type { RunHooks } from '../process/agent-process.js'
 import type { RunParams, RunResult, StopReason } from '../schemas/run.js'
 import type { RunLauncher } from './launcher.js'
 

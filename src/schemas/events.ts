@@ -1,4 +1,6 @@
-import { Type } from '@sinclair/typebox'
+import { Type, type Static } from '@sinclair/typebox'
+import { ref } from './ref.js'
+import { RunResult } from './run.js'
 
 /** The events of a live run, one per NDJSON line or SSE frame. The `result` event carries a RunResult. */
 export const RunEvent = Type.Union(
@@ -29,9 +31,10 @@ export const RunEvent = Type.Union(
     ),
     Type.Object({ type: Type.Literal('heartbeat') }, { title: 'HeartbeatEvent', description: 'Sent while the agent is quiet.' }),
     Type.Object(
-      { type: Type.Literal('result'), id: Type.Optional(Type.Integer({ description: 'Async runs: one past the last output byte.' })), result: Type.Ref('RunResult') },
+      { type: Type.Literal('result'), id: Type.Optional(Type.Integer({ description: 'Async runs: one past the last output byte.' })), result: ref(RunResult) },
       { title: 'ResultEvent', description: 'The last event: the same object the synchronous route answers.' }
     )
   ],
   { $id: 'RunEvent', title: 'RunEvent', description: 'One event of a streamed run.' }
 )
+export type RunEvent = Static<typeof RunEvent>

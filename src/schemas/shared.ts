@@ -1,6 +1,7 @@
 import { Type, type SchemaOptions, type Static, type TSchema } from '@sinclair/typebox'
 import { STATUS_CODES } from 'node:http'
 import { ERROR_CODES, ErrorResponse, type ErrorStatus } from './error.js'
+import { ref } from './ref.js'
 import { RunEvent } from './events.js'
 import { RunParams, RunResult } from './run.js'
 import { runRequestSchema, RunState, RunSummary } from './runs.js'
@@ -12,13 +13,6 @@ import { runRequestSchema, RunState, RunSummary } from './runs.js'
 export const sharedSchemas = (toolNames: readonly string[]) =>
   [RunParams, RunResult, RunEvent, runRequestSchema(toolNames), RunSummary, RunState, ErrorResponse] as const
 
-/**
- * A $ref to one of the shared schemas that keeps the static type, so handlers stay typed (TypeBox 0.34 Refs are untyped).
- * Each of them declares an $id; TypeBox's types just cannot carry it.
- */
-export function ref<T extends TSchema>(schema: T, options: SchemaOptions = {}) {
-  return Type.Unsafe<Static<T>>(Type.Ref(schema.$id!, options))
-}
 
 interface ErrorResponseEntry {
   description: string

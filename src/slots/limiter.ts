@@ -3,11 +3,7 @@ export interface SlotLease {
   release(): void
 }
 
-export interface SlotsHealth {
-  backend: 'memory' | 'redis'
-  ok: boolean
-  error?: string
-}
+import type { SlotsHealth } from '../schemas/health.js'
 
 /**
  * AcquireAgentSlot: a per-tool count of running agents, in this process or shared by a fleet (Redis). Acquiring never

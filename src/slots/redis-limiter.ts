@@ -1,9 +1,10 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { Redis } from 'ioredis'
 import { Semaphore, type LockOptions } from 'redis-semaphore'
-import { SlotsUnavailable } from '../errors.js'
+import { serviceError } from '../errors.js'
 import { createRedis, whenConnected } from '../redis-client.js'
-import { leaseOnce, limitFor, type SlotLease, type SlotLimiter, type SlotsHealth } from './limiter.js'
+import type { SlotsHealth } from '../schemas/health.js'
+import { leaseOnce, limitFor, type SlotLease, type SlotLimiter } from './limiter.js'
 
 export interface RedisSlotOptions {
   url: string
@@ -66,7 +67,7 @@ export class RedisSlotLimiter implements SlotLimiter {
       await this.#connected()
       return await this.#redis.zcount(this.#setKey(tool), Date.now() - this.#options.ttlMs, '+inf')
     } catch (error) {
-      throw new SlotsUnavailable((error as Error).message)
+      throw serviceError('SLOTS_UNAVAILABLE', (error as Error).message)
     }
   }
 
@@ -99,7 +100,7 @@ export class RedisSlotLimiter implements SlotLimiter {
       await this.#connected()
       acquired = await semaphore.tryAcquire()
     } catch (error) {
-      throw new SlotsUnavailable((error as Error).message)
+      throw serviceError('SLOTS_UNAVAILABLE', (error as Error).message)
     }
     if (!acquired) return null
     this.#held.set(tool, this.inUse(tool) + 1)

@@ -1,3 +1,5 @@
+import { userInfo } from 'node:os'
+import type { SudoReport, SudoStatus } from '../schemas/run.js'
 import type { SudoContext } from './probe.js'
 
 /** What the user reads when the agent's sudo needed a password: what happened and the ways out, in French. */
@@ -13,4 +15,13 @@ export function sudoPasswordMessage(context: SudoContext, hostUser: string): str
     '(une règle NOPASSWD dans /etc/sudoers.d/, par exemple « utilisateur ALL=(ALL) NOPASSWD: ALL » ou limitée aux commandes nécessaires), ' +
     'ou reformulez la tâche pour qu’elle n’ait pas besoin de sudo.'
   )
+}
+
+/** The result's `sudo`: what the probe found before the run, and whether the agent then met a password prompt. */
+export function sudoReport(status: SudoStatus, passwordNeeded: boolean, context: SudoContext): SudoReport {
+  return {
+    status,
+    password_needed: passwordNeeded,
+    message: passwordNeeded ? sudoPasswordMessage(context, userInfo().username) : null
+  }
 }

@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { Redis } from 'ioredis'
-import { RunsUnavailable } from '../../errors.js'
+import { serviceError } from '../../errors.js'
 import { createRedis, whenConnected } from '../../redis-client.js'
 import type { StoredEvent } from '../event-log.js'
 import type { RetentionOptions, RunListing, RunRecord, RunStore } from './run-store.js'
@@ -176,7 +176,7 @@ export class RedisRunStore implements RunStore {
       await whenConnected(this.#redis)
       return await operation()
     } catch (error) {
-      throw new RunsUnavailable((error as Error).message)
+      throw serviceError('RUNS_UNAVAILABLE', (error as Error).message)
     }
   }
 

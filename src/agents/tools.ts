@@ -1,5 +1,6 @@
 import type { Config } from '../config.js'
 import type { ParsedReport } from './report.js'
+import { buildAgentEnv, ruleForAgent } from './environment.js'
 import { toolNameOf } from './spec.js'
 
 /** A tool's name: `<agent>_run`, one per agent spec. */
@@ -14,6 +15,8 @@ export interface AgentTool {
   description: string
   bin: string
   maxAgents: number
+  /** What the agent inherits: the common variables and its own (its spec's), never the service's secrets. */
+  env: NodeJS.ProcessEnv
   /** `live`: someone follows the output as it comes (a stream, an async run), so progress events are worth printing. */
   agentArgs(task: string, live: boolean): string[]
   /** Why the agent would not read this task as its prompt; null when it would. */
@@ -25,7 +28,7 @@ export interface AgentTool {
 }
 
 /** Every configured agent as a tool, by tool name, in the order of the agents' list. */
-export function defineTools(config: Config): Record<ToolName, AgentTool> {
+export function defineTools(config: Config, serviceEnv: NodeJS.ProcessEnv): Record<ToolName, AgentTool> {
   return Object.fromEntries(
     config.agents.map(({ spec, settings }): [ToolName, AgentTool] => [
       toolNameOf(spec),
@@ -36,6 +39,7 @@ export function defineTools(config: Config): Record<ToolName, AgentTool> {
         description: spec.description,
         bin: settings.bin,
         maxAgents: settings.maxAgents,
+        env: buildAgentEnv(serviceEnv, ruleForAgent(config.agentEnvRule, spec.env)),
         agentArgs: (task, live) => spec.args(task, live, settings),
         refuseTask: (task) => spec.refuseTask?.(task) ?? null,
         parseReport: (output) => spec.parseReport?.(output) ?? null,

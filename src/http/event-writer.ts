@@ -1,5 +1,6 @@
 import type { ServerResponse } from 'node:http'
-import { formatEvent, streamHeaders, type RunEvent, type StreamFormat } from './events.js'
+import type { RunEvent } from '../schemas/events.js'
+import { formatEvent, streamHeaders, type StreamFormat } from '../runs/events.js'
 
 /**
  * Writes run events to one HTTP response, and a heartbeat whenever the agent has been quiet for a while, so that

@@ -1,11 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import { createHash, timingSafeEqual } from 'node:crypto'
-import type { ApiToken } from '../config.js'
-import type { AgentReadiness } from '../readiness.js'
-import type { Metrics } from '../metrics.js'
-import { CONTAINMENT_MODES, type ContainmentMode } from '../process/containment.js'
-import type { SlotLimiter } from '../slots/limiter.js'
+import type { ApiToken } from '../../config.js'
+import type { Metrics } from '../../metrics.js'
+import type { ContainmentMode } from '../../process/containment.js'
+import { Readiness, type AgentReadiness } from '../../schemas/health.js'
+import type { SlotLimiter } from '../../slots/limiter.js'
 
 export interface HealthRoutesOptions {
   /** With tokens configured, /readyz tells its details (paths, versions, Redis errors) only to a caller holding one. */
@@ -15,34 +15,6 @@ export interface HealthRoutesOptions {
   metrics: Metrics
   containment: { mode: ContainmentMode; reason: string }
 }
-
-const AgentReadiness = Type.Object({
-  tool: Type.String(),
-  bin: Type.String(),
-  path: Type.Union([Type.String(), Type.Null()], { description: 'Where the binary was found on the agents’ PATH.' }),
-  version: Type.Union([Type.String(), Type.Null()]),
-  problem: Type.Union([Type.String(), Type.Null()], { description: 'Why every run of this agent would fail as configured, and what to change.' })
-})
-
-const Readiness = Type.Object({
-  status: Type.Union([Type.Literal('ready'), Type.Literal('unavailable')]),
-  agents: Type.Optional(Type.Array(AgentReadiness)),
-  slots: Type.Optional(Type.Object(
-    {
-      backend: Type.Union([Type.Literal('memory'), Type.Literal('redis')]),
-      ok: Type.Boolean(),
-      error: Type.Optional(Type.String())
-    },
-    { description: 'Where the agent slots are counted; with Redis, whether it answers.' }
-  )),
-  containment: Type.Optional(Type.Object(
-    {
-      mode: Type.Union(CONTAINMENT_MODES.map((mode) => Type.Literal(mode))),
-      reason: Type.String()
-    },
-    { description: 'How agents on this host are contained (WSL runs: wsl-process-group), and why not a stronger mode.' }
-  ))
-}, { description: 'With API_TOKENS set, only `status` unless the request carries a valid token.' })
 
 /** Whether the request carries one of the tokens, compared in constant time (digests of equal length). */
 export function holdsToken(authorization: string | undefined, tokens: ApiToken[]): boolean {

@@ -1,5 +1,5 @@
 import { buildApp } from './app.js'
-import { loadConfig } from './config.js'
+import { loadConfig } from '../config.js'
 
 /**
  * The OpenAPI document as YAML, exactly as `openapi.yaml` must hold it. Built from the defaults alone (no environment,

@@ -1,11 +1,12 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
 import { Type } from '@sinclair/typebox'
-import { RunNotFound } from '../errors.js'
-import type { RunRegistry } from '../runs/registry.js'
-import { RunState, RunSummary, type RunRequest } from '../schemas/runs.js'
-import { errorResponses, ref } from '../schemas/shared.js'
-import { EventWriter } from '../streams/event-writer.js'
+import { serviceError } from '../../errors.js'
+import type { RunRegistry } from '../../runs/registry.js'
+import { RunState, RunSummary, type RunRequest } from '../../schemas/runs.js'
+import { ref } from '../../schemas/ref.js'
+import { errorResponses } from '../../schemas/shared.js'
+import { EventWriter } from '../event-writer.js'
 
 export interface RunRoutesOptions {
   registry: RunRegistry
@@ -26,14 +27,14 @@ const RunId = Type.Object({ id: Type.String({ description: 'The id POST /runs an
 const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { registry, toolNames, heartbeatMs }) => {
 
   const found = <T>(id: string, value: T | undefined): T => {
-    if (value === undefined) throw new RunNotFound(id)
+    if (value === undefined) throw serviceError('RUN_NOT_FOUND', id)
     return value
   }
 
   app.post(
     '/runs',
     {
-      config: { runTool: toolAskedFor(toolNames) },
+      config: { toolOfRequest: toolAskedFor(toolNames) },
       schema: {
         operationId: 'createRun',
         tags: ['runs'],

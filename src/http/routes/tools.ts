@@ -1,14 +1,15 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
-import type { AgentTool, ToolName } from '../agents/definitions.js'
-import type { Config } from '../config.js'
-import type { RunRegistry } from '../runs/registry.js'
-import { RunParams } from '../schemas/run.js'
-import { errorResponses, ref, runResponse } from '../schemas/shared.js'
-import type { SlotLimiter } from '../slots/limiter.js'
-import { EventWriter } from '../streams/event-writer.js'
-import { negotiateStream } from '../streams/events.js'
-import { OutputEvents } from '../streams/output-events.js'
+import type { AgentTool, ToolName } from '../../agents/tools.js'
+import type { Config } from '../../config.js'
+import type { RunRegistry } from '../../runs/registry.js'
+import { RunParams } from '../../schemas/run.js'
+import { ref } from '../../schemas/ref.js'
+import { errorResponses, runResponse } from '../../schemas/shared.js'
+import type { SlotLimiter } from '../../slots/limiter.js'
+import { EventWriter } from '../event-writer.js'
+import { negotiateStream } from '../../runs/events.js'
+import { OutputEvents } from '../../runs/output-events.js'
 import { stopWhenClientLeaves } from './client-gone.js'
 
 export interface ToolRoutesOptions {
@@ -55,7 +56,7 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { c
     app.post(
       `/tools/${name}`,
       {
-        config: { runTool: () => name },
+        config: { toolOfRequest: () => name },
         schema: {
           // crush_run → crushRun: the method name OpenAPI client generators derive from it.
           operationId: name.replace(/_(\w)/g, (_match, letter: string) => letter.toUpperCase()),

@@ -1,7 +1,7 @@
 import type { RunResult, SudoReport } from '../schemas/run.js'
 import type { AgentCommand } from './placement.js'
-import type { AgentTool } from './definitions.js'
-import type { AgentRunOutcome } from './runner.js'
+import type { AgentTool } from '../agents/tools.js'
+import type { AgentRunOutcome } from '../process/agent-process.js'
 
 /** The response of a run that started, whatever its end. */
 export function toRunResult(tool: AgentTool, command: AgentCommand, outcome: AgentRunOutcome, sudo: SudoReport): RunResult {

@@ -1,12 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { performance } from 'node:perf_hooks'
-import type { AgentUser } from '../process/agent-user.js'
-import type { Containment, LeftoverRecord } from '../process/containment.js'
-import { AgentSpawnError } from '../process/spawn-error.js'
+import type { AgentUser } from './agent-user.js'
+import type { Containment, LeftoverRecord } from './containment.js'
+import { AgentSpawnError } from './spawn-error.js'
 import type { StopReason } from '../schemas/run.js'
-import type { AgentCommand } from './placement.js'
-import { HeadTailBuffer } from './output.js'
+import type { AgentCommand } from '../runs/placement.js'
+import { HeadTailBuffer } from './head-tail-buffer.js'
 
 /**
  * How long the pipes may stay open once the agent has exited and what it left has been killed. Only a process that

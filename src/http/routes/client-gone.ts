@@ -1,5 +1,5 @@
 import type { FastifyReply } from 'fastify'
-import type { Run } from '../runs/run.js'
+import type { Run } from '../../runs/run.js'
 
 /**
  * Stops a run whose client leaves: its connection closed before the response was written. Call before any await, so

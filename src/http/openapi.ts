@@ -2,15 +2,15 @@ import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { stringify } from 'yaml'
-import { ERROR_CODES } from './schemas/error.js'
-import { version } from './version.js'
+import { ERROR_CODES } from '../schemas/error.js'
+import { version } from '../version.js'
 
 const errorTable = Object.entries(ERROR_CODES)
   .flatMap(([status, codes]) => Object.entries(codes).map(([code, [when]]) => `| ${status} | \`${code}\` | ${when} |`))
   .join('\n')
 
-const DESCRIPTION = `Hands a task to an AI coding agent on the command line — Crush (\`crush run\`) or Claude Code (\`claude -p\`) —
-and answers with the exit code and what the agent said.
+const description = (agents: readonly string[]) => `Hands a task to an AI coding agent on the command line — here ${agents.join(', ')}, one
+tool each (\`POST /tools/<agent>_run\`) — and answers with the exit code and what the agent said.
 
 Every run that started answers 200 with a \`RunResult\`, whatever its end (\`ok\` says whether it went well).
 Every error answers the one \`ErrorResponse\` shape; its \`code\` is meant for programs:
@@ -57,7 +57,7 @@ function describeForCallers(document: OpenApiDocument): OpenApiDocument {
  * The contract, generated from the routes' schemas: \`openapi.yaml\` at the repository root is this plugin's output
  * (\`npm run openapi\`). Register it before the routes, whose onRoute events it collects.
  */
-export async function registerOpenApi(app: FastifyInstance, publicUrl: string | undefined): Promise<void> {
+export async function registerOpenApi(app: FastifyInstance, agents: readonly string[], publicUrl: string | undefined): Promise<void> {
   // A served document names the server it came from (or PUBLIC_URL, behind a proxy), so that a client generated from
   // it calls this deployment; the checked-in file names the default address.
   const servedFrom = (request: FastifyRequest) => [{ url: publicUrl ?? `${request.protocol}://${request.host}` }]
@@ -68,7 +68,7 @@ export async function registerOpenApi(app: FastifyInstance, publicUrl: string | 
       info: {
         title: 'agent-runner',
         version,
-        description: DESCRIPTION,
+        description: description(agents),
         license: { name: 'UNLICENSED', identifier: 'UNLICENSED' }
       },
       // The default address; a deployment elsewhere is a client's base URL, not a different contract.

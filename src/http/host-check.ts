@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify'
-import { HostNotAllowed, OriginNotAllowed } from './errors.js'
+import { serviceError } from '../errors.js'
 
 /** The names a browser uses for this machine: a page can only reach the service under one of these without a rebind. */
 const LOOPBACK_NAMES = ['localhost', '127.0.0.1', '::1']
@@ -25,7 +25,7 @@ export function requireKnownHost(scope: FastifyInstance, allowed: Set<string>): 
   if (allowed.has('*')) return
   scope.addHook('onRequest', async (request) => {
     const host = request.headers.host
-    if (host !== undefined && !allowed.has(hostName(host))) throw new HostNotAllowed(host)
+    if (host !== undefined && !allowed.has(hostName(host))) throw serviceError('HOST_NOT_ALLOWED', host)
     const origin = request.headers.origin
     if (origin === undefined) return
     let originHost: string
@@ -33,8 +33,8 @@ export function requireKnownHost(scope: FastifyInstance, allowed: Set<string>): 
       originHost = new URL(origin).host
     } catch {
       // `null` (a sandboxed frame, a file) or garbage: no page of this machine's own
-      throw new OriginNotAllowed(origin)
+      throw serviceError('ORIGIN_NOT_ALLOWED', origin)
     }
-    if (!allowed.has(hostName(originHost))) throw new OriginNotAllowed(origin)
+    if (!allowed.has(hostName(originHost))) throw serviceError('ORIGIN_NOT_ALLOWED', origin)
   })
 }

@@ -1,6 +1,6 @@
 import bearerAuth from '@fastify/bearer-auth'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import type { ApiToken } from './config.js'
+import type { ApiToken } from '../config.js'
 
 /** Who calls when no token is configured: everyone is the same caller. */
 export const ANONYMOUS = 'anonymous'

@@ -1,4 +1,4 @@
-import type { RunEvent } from './events.js'
+import type { RunEvent } from '../schemas/events.js'
 
 export type OutputEvent = Extract<RunEvent, { type: 'output' }>
 

@@ -1,11 +1,4 @@
-import type { RunResult } from '../schemas/run.js'
-
-/** What a live stream carries. `id` numbers the stored events of an async run, so a follower can resume after one. */
-export type RunEvent =
-  | { type: 'output'; id?: number; offset: number; data: string }
-  | { type: 'gap'; id?: number; omitted_bytes: number }
-  | { type: 'heartbeat' }
-  | { type: 'result'; id?: number; result: RunResult }
+import type { RunEvent } from '../schemas/events.js'
 
 export type StreamFormat = 'ndjson' | 'sse'
 

@@ -4,7 +4,7 @@ import { searchPath } from '../process/search-path.js'
 import { wslCommand, wslProcessEnv, wslProcessGroup, type WslTarget } from '../process/wsl-group.js'
 import type { RunParams } from '../schemas/run.js'
 import type { SudoContext } from '../sudo/probe.js'
-import { withWslEnv } from './environment.js'
+import { withWslEnv } from '../agents/environment.js'
 
 export interface AgentCommand {
   file: string
@@ -23,6 +23,8 @@ export interface Placement {
   containment: Containment
   env: NodeJS.ProcessEnv
   sudo: SudoContext
+  /** Inside WSL: the distro, user and directory wsl.exe is asked for. */
+  wsl?: WslTarget
 }
 
 export interface PlacementInput {
@@ -42,18 +44,11 @@ export interface PlacementInput {
   user?: AgentUser | undefined
 }
 
-export function runsInWsl(params: Pick<RunParams, 'wsl_distro'>, hostPlatform: NodeJS.Platform): boolean {
-  return hostPlatform === 'win32' && params.wsl_distro !== undefined
-}
-
-export function wslTarget(params: Pick<RunParams, 'cwd' | 'wsl_distro' | 'wsl_user'>, wslBin: string): WslTarget {
-  return { wslBin, distro: params.wsl_distro!, user: params.wsl_user, cwd: params.cwd }
-}
-
-/** Decides where a run goes, without side effects. */
+/** Decides where a run goes, without side effects: the one place that knows whether a run goes into WSL. */
 export function placeRun(input: PlacementInput): Placement {
   const { params, agentBin, agentArgs, env } = input
-  if (!runsInWsl(params, input.hostPlatform)) {
+  // Only a Windows host runs agents inside WSL; elsewhere wsl_distro means nothing.
+  if (input.hostPlatform !== 'win32' || params.wsl_distro === undefined) {
     return {
       where: 'host',
       user: input.user,
@@ -64,7 +59,7 @@ export function placeRun(input: PlacementInput): Placement {
     }
   }
   // Without --cd, wsl.exe would start in the Windows directory of the service itself.
-  const target = wslTarget({ ...params, cwd: params.cwd ?? '~' }, input.wslBin)
+  const target: WslTarget = { wslBin: input.wslBin, distro: params.wsl_distro, user: params.wsl_user, cwd: params.cwd ?? '~' }
   return {
     where: 'wsl',
     user: undefined,
@@ -72,6 +67,7 @@ export function placeRun(input: PlacementInput): Placement {
     containment: wslProcessGroup(target, input.runId, env),
     // WSL hands a Windows process's variables to the distro only when WSLENV names them.
     env: wslProcessEnv(withWslEnv(env)),
-    sudo: { kind: 'wsl', wslBin: input.wslBin, distro: target.distro, user: target.user }
+    sudo: { kind: 'wsl', wslBin: input.wslBin, distro: target.distro, user: target.user },
+    wsl: target
   }
 }

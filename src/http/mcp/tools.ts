@@ -1,8 +1,8 @@
 import { Ajv } from 'ajv'
 import type { TSchema } from '@sinclair/typebox'
-import type { AgentTool } from '../agents/definitions.js'
-import { formatValidationError } from '../errors.js'
-import { RunParams, RunResult, type RunParams as RunParamsType } from '../schemas/run.js'
+import type { AgentTool } from '../../agents/tools.js'
+import { formatValidationError } from '../error-handler.js'
+import { RunParams, RunResult, type RunParams as RunParamsType } from '../../schemas/run.js'
 
 /** A TypeBox schema as a plain JSON Schema for MCP hosts: without the $id this service registers it under. */
 function plainJsonSchema(schema: TSchema): Record<string, unknown> {

@@ -3,31 +3,33 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { randomUUID } from 'node:crypto'
 import { chownSync, mkdirSync } from 'node:fs'
 import { closeConnectionsWhenIdle } from './connections.js'
-import { defineTools } from './agents/definitions.js'
-import { buildAgentEnv } from './agents/environment.js'
-import type { Config } from './config.js'
-import { answerClientError, formatValidationError, registerErrorHandlers, toErrorResponse } from './errors.js'
+import { defineTools } from '../agents/tools.js'
+import { buildAgentEnv } from '../agents/environment.js'
+import type { Config } from '../config.js'
+import { serviceError } from '../errors.js'
+import { answerClientError, formatValidationError, registerErrorHandlers, toErrorResponse } from './error-handler.js'
 import { requireBearerToken } from './auth.js'
 import { allowedHostNames, requireKnownHost } from './host-check.js'
 import healthRoutes from './routes/health.js'
-import { Metrics } from './metrics.js'
-import type { ContainmentMode } from './process/containment.js'
-import { chooseHostContainment } from './process/host-containment.js'
-import { agentReadiness, type AgentReadiness } from './readiness.js'
-import { RunLedger } from './process/ledger.js'
-import { WslDistros } from './process/wsl-distros.js'
+import { Metrics } from '../metrics.js'
+import type { ContainmentMode } from '../process/containment.js'
+import { chooseHostContainment } from '../process/host-containment.js'
+import { agentReadiness } from '../agents/readiness.js'
+import type { AgentReadiness } from '../schemas/health.js'
+import { RunLedger } from '../process/ledger.js'
+import { WslDistros } from '../process/wsl-distros.js'
 import { registerOpenApi } from './openapi.js'
 import toolRoutes from './routes/tools.js'
-import { RunLauncher } from './runs/launcher.js'
-import { RunRegistry } from './runs/registry.js'
-import { createRunStore } from './runs/stores/index.js'
+import { RunLauncher } from '../runs/launcher.js'
+import { RunRegistry } from '../runs/registry.js'
+import { createRunStore } from '../runs/stores/index.js'
 import runRoutes from './routes/runs.js'
 import mcpRoute from './mcp/route.js'
-import { version } from './version.js'
-import { sharedSchemas } from './schemas/shared.js'
-import { createSlotLimiter } from './slots/index.js'
-import type { SlotLimiter } from './slots/limiter.js'
-import { SudoProbe } from './sudo/probe.js'
+import { version } from '../version.js'
+import { sharedSchemas } from '../schemas/shared.js'
+import { createSlotLimiter } from '../slots/index.js'
+import type { SlotLimiter } from '../slots/limiter.js'
+import { SudoProbe } from '../sudo/probe.js'
 
 /**
  * A JSON body of the largest accepted task: 30,000 characters, each at most a 12-byte surrogate pair escaped as
@@ -50,10 +52,8 @@ export interface AppOptions {
 
 declare module 'fastify' {
   interface FastifyInstance {
+    /** The startup log's limits, and tests' view of what is held. */
     slots: SlotLimiter
-    /** Every run of this replica, for shutdown and for tests. */
-    runs: RunRegistry
-    metrics: Metrics
     /** Each agent as found, for /readyz and the startup log. */
     readiness: () => Promise<AgentReadiness[]>
     containment: { mode: ContainmentMode; reason: string }
@@ -79,6 +79,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     // though (Node's requestTimeout ends once the body is in): a client trickling its headers or body holds nothing
     // for long. Node checks every connectionsCheckingInterval, 30 s by default: far coarser than the bound.
     connectionTimeout: 0,
+    // Fastify's own 503 while closing has no `code`: the onRequest hook below answers SHUTTING_DOWN instead.
+    return503OnClosing: false,
     requestTimeout: config.requestTimeoutMs,
     http: {
       headersTimeout: Math.min(10_000, config.requestTimeoutMs),
@@ -104,11 +106,13 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   app.removeContentTypeParser('text/plain')
 
   // The parts of the service, built once: what runs agents, what counts them, and who may stop them.
-  const tools = defineTools(config)
+  const serviceEnv = options.agentEnv ?? process.env
+  const tools = defineTools(config, serviceEnv)
   const slots = createSlotLimiter(config, app.log)
   const toolNames = Object.keys(tools)
   const metrics = new Metrics(toolNames, slots)
-  const agentEnv = buildAgentEnv(options.agentEnv ?? process.env, config.agentEnvRule)
+  // What the service's own helpers (sudo probe, wsl --list, leftover stops) inherit: the common variables only.
+  const agentEnv = buildAgentEnv(serviceEnv, config.agentEnvRule)
   const sudoProbe = new SudoProbe(config.sudoProbeTtlMs, agentEnv)
   const host = await chooseHostContainment(config.containment)
   app.log.info({ containment: host.containment.mode, reason: host.reason }, `containment: ${host.containment.mode}`)
@@ -119,7 +123,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   // Before anything runs: what a previous life of the service left running (it was killed) is stopped now.
   const leftovers = await ledger.stopLeftovers(agentEnv)
   if (leftovers.length > 0) app.log.warn({ leftovers }, `stopped what ${leftovers.length} run(s) of a previous life left running`)
-  const launcher = new RunLauncher({ config, tools, slots, agentEnv, sudoProbe, metrics, hostContainment: host.containment, ledger, wslDistros: new WslDistros(config.wslBin, agentEnv) })
+  const launcher = new RunLauncher({ config, tools, slots, sudoProbe, metrics, hostContainment: host.containment, ledger, wslDistros: new WslDistros(config.wslBin, agentEnv) })
   const replica = randomUUID()
   const store = await createRunStore(config, replica, app.log)
   const lost = await store.recover()
@@ -133,15 +137,18 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     remoteStopWaitMs: 3 * config.killGraceMs + 5000
   })
   app.decorate('slots', slots)
-  app.decorate('runs', registry)
-  app.decorate('metrics', metrics)
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id)
   })
   // Before the server stops accepting, stop every agent so their requests answer with what the agents did.
+  let closing = false
+  app.addHook('onRequest', async () => {
+    if (closing) throw serviceError('SHUTTING_DOWN')
+  })
   app.addHook('preClose', async () => {
-    await registry.stopAll('shutdown')
+    closing = true
+    await registry.shutdown()
   })
   app.addHook('onClose', async () => {
     await slots.close()
@@ -151,7 +158,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
 
   registerErrorHandlers(app, (tool, code) => metrics.observeRejection(tool, code))
   for (const schema of sharedSchemas(toolNames)) app.addSchema(schema)
-  await registerOpenApi(app, config.publicUrl)
+  await registerOpenApi(app, Object.values(tools).map((tool) => tool.agent), config.publicUrl)
   await app.register(async (authenticated) => {
     await requireBearerToken(authenticated, config.apiTokens)
     if (config.apiTokens.length === 0) requireKnownHost(authenticated, allowedHostNames(config.host, config.allowedHosts))
@@ -159,7 +166,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     await authenticated.register(runRoutes, { registry, toolNames, heartbeatMs: config.heartbeatMs })
     await authenticated.register(mcpRoute, { tools, registry, version })
   })
-  const readiness = agentReadiness(Object.values(tools), agentEnv)
+  const readiness = agentReadiness(Object.values(tools))
   app.decorate('readiness', readiness)
   app.decorate('containment', { mode: host.containment.mode, reason: host.reason })
   await app.register(healthRoutes, { tokens: config.apiTokens, readiness, metrics, slots, containment: app.containment })

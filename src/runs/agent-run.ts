@@ -1,0 +1,84 @@
+import type { FastifyBaseLogger } from 'fastify'
+import type { AgentTool } from '../agents/tools.js'
+import type { Config } from '../config.js'
+import { serviceError } from '../errors.js'
+import { RunAbandoned, runAgent, type RunHooks } from '../process/agent-process.js'
+import type { RunLedger } from '../process/ledger.js'
+import { AgentSpawnError } from '../process/spawn-error.js'
+import type { RunParams, RunResult } from '../schemas/run.js'
+import { SudoPasswordDetector } from '../sudo/detector.js'
+import { sudoReport } from '../sudo/message.js'
+import type { SudoProbe } from '../sudo/probe.js'
+import type { Placement } from './placement.js'
+import { toRunResult } from './result.js'
+import { assertHostDirectory } from './workspace.js'
+
+export interface AgentRunContext {
+  config: Config
+  ledger: RunLedger
+  runId: string
+  sudoProbe: SudoProbe
+  signal: AbortSignal
+  log: FastifyBaseLogger
+  /** onSpawn: from here on the run answers 200, whatever happens. */
+  hooks: RunHooks
+}
+
+/** The run's own observers before the caller's: each sees every chunk, none slows the agent. */
+function observedBy(hooks: RunHooks, observer: (chunk: Buffer) => void): RunHooks {
+  const { onOutput } = hooks
+  return { ...hooks, onOutput: onOutput === undefined ? observer : (chunk) => (observer(chunk), onOutput(chunk)) }
+}
+
+/** Runs the agent where the placement says, holding a slot, and maps its end to the result (or a start failure to an error). */
+export async function runPlacedAgent(tool: AgentTool, placement: Placement, params: RunParams, context: AgentRunContext): Promise<RunResult> {
+  const { config, log, ledger, runId } = context
+  const { command } = placement
+  const sudoStatus = await context.sudoProbe.status(placement.sudo)
+  const sudoFailure = new SudoPasswordDetector()
+  const hooks = observedBy(context.hooks, sudoFailure.push)
+  try {
+    const outcome = await runAgent({
+      command,
+      containment: placement.containment,
+      user: placement.user,
+      env: placement.env,
+      ledger: { started: (record) => ledger.started(runId, record), ended: () => ledger.ended(runId) },
+      timeoutMs: params.timeout * 1000,
+      killGraceMs: config.killGraceMs,
+      outputLimitBytes: config.outputLimitBytes,
+      signal: context.signal,
+      ...hooks,
+      onSpawn: (pid) => {
+        log.info({ tool: tool.name, run: runId, agent_pid: pid, file: command.file, cwd: command.cwd, containment: placement.containment.mode }, 'agent run started')
+        hooks.onSpawn?.(pid)
+      }
+    })
+    const result = toRunResult(tool, command, outcome, sudoReport(sudoStatus, sudoFailure.detected, placement.sudo))
+    log.info(
+      {
+        tool: tool.name,
+        run: runId,
+        agent_pid: outcome.pid,
+        exit_code: result.exit_code,
+        signal: result.signal,
+        stop_reason: result.stop_reason,
+        duration_ms: result.duration_ms,
+        output_bytes: result.output_bytes,
+        ok: result.ok,
+        sudo_password_needed: sudoFailure.detected
+      },
+      'agent run ended'
+    )
+    return result
+  } catch (error) {
+    if (error instanceof RunAbandoned) throw serviceError(error.reason === 'shutdown' ? 'SHUTTING_DOWN' : 'CLIENT_CLOSED_REQUEST')
+    if (!(error instanceof AgentSpawnError)) throw error
+    // spawn says ENOENT both for a missing binary and for a directory removed since it was checked.
+    if (error.errno === 'ENOENT' && command.cwd !== undefined) await assertHostDirectory(command.cwd)
+    log.warn({ tool: tool.name, file: command.file, err: error }, 'agent could not be started')
+    throw error.errno === 'ENOENT'
+      ? serviceError('AGENT_NOT_INSTALLED', tool.agent, command.file)
+      : serviceError('AGENT_SPAWN_FAILED', tool.agent, error.message)
+  }
+}

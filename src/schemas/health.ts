@@ -1,0 +1,34 @@
+import { Type, type Static } from '@sinclair/typebox'
+import { CONTAINMENT_MODES } from '../process/containment.js'
+
+export const SlotsHealth = Type.Object(
+  {
+    backend: Type.Union([Type.Literal('memory'), Type.Literal('redis')]),
+    ok: Type.Boolean(),
+    error: Type.Optional(Type.String())
+  },
+  { description: 'Where the agent slots are counted; with Redis, whether it answers.' }
+)
+export type SlotsHealth = Static<typeof SlotsHealth>
+
+export const AgentReadiness = Type.Object({
+  tool: Type.String(),
+  bin: Type.String(),
+  path: Type.Union([Type.String(), Type.Null()], { description: 'Where the binary was found on the agents’ PATH.' }),
+  version: Type.Union([Type.String(), Type.Null()]),
+  problem: Type.Union([Type.String(), Type.Null()], { description: 'Why every run of this agent would fail as configured, and what to change.' })
+})
+
+export const Readiness = Type.Object({
+  status: Type.Union([Type.Literal('ready'), Type.Literal('unavailable')]),
+  agents: Type.Optional(Type.Array(AgentReadiness)),
+  slots: Type.Optional(SlotsHealth),
+  containment: Type.Optional(Type.Object(
+    {
+      mode: Type.Union(CONTAINMENT_MODES.map((mode) => Type.Literal(mode))),
+      reason: Type.String()
+    },
+    { description: 'How agents on this host are contained (WSL runs: wsl-process-group), and why not a stronger mode.' }
+  ))
+}, { description: 'With API_TOKENS set, only `status` unless the request carries a valid token.' })
+export type AgentReadiness = Static<typeof AgentReadiness>
