@@ -1,240 +1,265 @@
-// npm run bench: what agent-runner adds to running an agent, measured side by side in one run on this machine.
-// A and B alternate over several rounds and the medians are compared; absolute numbers depend on the machine, ratios
-// much less. autocannon runs as a separate process so the load generator does not share the service's event loop.
-// Prints a markdown table and writes it to bench/results.md.
+// npm run bench: what agent-runner costs over the bare thing it does, each row measured side by side (A then B, in
+// the same run, on this machine) and repeated BENCH_RUNS times; the table shows each ratio's median and range.
+// Yardsticks and load generators run as separate processes (bench/probes/), so none shares the service's event loop.
+// Prints a markdown table and writes it, with bench/findings.md, to bench/results.md.
 import { execFile, spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { readFileSync, writeFileSync } from 'node:fs'
-import { cpus, totalmem } from 'node:os'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { cpus, tmpdir, totalmem } from 'node:os'
+import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
-import pino from 'pino'
-import { buildApp, loggerOptions } from '../dist/http/app.js'
-import { loadConfig } from '../dist/config.js'
 
-const run = promisify(execFile)
+const execFileP = promisify(execFile)
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
-const AUTOCANNON = fileURLToPath(new URL('../node_modules/autocannon/autocannon.js', import.meta.url))
+const PROBES = `${ROOT}bench/probes/`
+const AUTOCANNON = `${ROOT}node_modules/autocannon/autocannon.js`
+const STAND_IN = `${ROOT}test/fixtures/bin/crush`
 const INSTANT_AGENT = '/bin/true'
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
+const RUNS = Number(process.env.BENCH_RUNS ?? 3)
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3)
-const CONCURRENCY = 4
+const RELAY_BYTES = Number(process.env.BENCH_RELAY_BYTES ?? 1024 ** 3)
+const STREAMS = 16
 
 const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]
-const percentile = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+const procKb = (pid, field) => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1])
 
-/** A: the agent spawned by a tight Node loop, CONCURRENCY at a time, output captured as the service does. */
-async function rawSpawnLoop(args) {
-  const latencies = []
-  const deadline = performance.now() + SECONDS * 1000
-  const worker = async () => {
-    while (performance.now() < deadline) {
-      const started = performance.now()
-      const child = spawn(INSTANT_AGENT, args, { stdio: ['ignore', 'pipe', 'pipe'] })
-      child.stdout.on('data', () => {})
-      child.stderr.on('data', () => {})
-      await once(child, 'close')
-      latencies.push(performance.now() - started)
-    }
-  }
-  await Promise.all(Array.from({ length: CONCURRENCY }, worker))
-  latencies.sort((a, b) => a - b)
-  return { rps: latencies.length / SECONDS, p50: percentile(latencies, 50), p99: percentile(latencies, 99) }
+async function probe(script, args) {
+  const { stdout } = await execFileP(process.execPath, [`${PROBES}${script}`, ...args.map(String)], { maxBuffer: 1 << 20 })
+  return JSON.parse(stdout)
 }
 
-/** B: HTTP load from autocannon in its own process. */
-async function autocannon(url, body, connections = CONCURRENCY) {
-  const { stdout } = await run(process.execPath, [
+async function autocannon(url, body, connections) {
+  const { stdout } = await execFileP(process.execPath, [
     AUTOCANNON, '--json', '--no-progress', '-c', String(connections), '-d', String(SECONDS),
     '-m', 'POST', '-H', 'content-type=application/json', '-b', body, url
   ], { maxBuffer: 64 * 1024 * 1024 })
   const result = JSON.parse(stdout)
-  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, statuses: result.statusCodeStats ?? {} }
+  const failed = result.non2xx + result.errors
+  if (failed > 0) throw new Error(`${url}: ${failed} of ${result.requests.total} requests failed`)
+  return { rps: result.requests.average }
 }
 
-function appConfig(extra = {}) {
-  return loadConfig({ LOG_LEVEL: 'info', CRUSH_BIN: INSTANT_AGENT, MAX_CRUSH_AGENTS: String(CONCURRENCY), ...extra })
-}
-
-async function startInProcess(config, addRoutes = () => {}) {
-  // The service's real logger settings, written to /dev/null: log formatting is part of the cost being measured.
-  const app = await buildApp(config, { logger: { ...loggerOptions(config), stream: pino.destination('/dev/null') } })
-  addRoutes(app)
-  const base = await app.listen({ host: '127.0.0.1', port: 0 })
-  return { app, base }
-}
-
-async function syncOverhead() {
-  const { app, base } = await startInProcess(appConfig())
-  const raw = []
-  const http = []
-  for (let round = 0; round < ROUNDS; round++) {
-    raw.push(await rawSpawnLoop(['run', '--', 'bench']))
-    http.push(await autocannon(`${base}/tools/crush_run`, '{"task":"bench"}'))
-  }
-  await app.close()
-  const a = { rps: median(raw.map((r) => r.rps)), p50: median(raw.map((r) => r.p50)), p99: median(raw.map((r) => r.p99)) }
-  const b = { rps: median(http.map((r) => r.rps)), p50: median(http.map((r) => r.p50)), p99: median(http.map((r) => r.p99)) }
-  return { a, b, ratio: b.rps / a.rps, addedP50: b.p50 - a.p50, addedP99: b.p99 - a.p99 }
-}
-
-async function rejectionPaths() {
-  const { app, base } = await startInProcess(appConfig({ MAX_CRUSH_AGENTS: '1' }), (server) => {
-    // The yardstick: a route with the same body schema doing nothing, on the same server.
-    server.post('/bench/trivial', { schema: { body: { type: 'object', properties: { task: { type: 'string', minLength: 1 } }, required: ['task'] } } }, async () => ({ ok: true }))
-  })
-  const held = await app.slots.acquire('crush_run') // every crush_run now answers 429
-  const trivial = []
-  const limited = []
-  const invalid = []
-  for (let round = 0; round < ROUNDS; round++) {
-    trivial.push((await autocannon(`${base}/bench/trivial`, '{"task":"x"}', 10)).rps)
-    limited.push((await autocannon(`${base}/tools/crush_run`, '{"task":"x"}', 10)).rps)
-    invalid.push((await autocannon(`${base}/tools/crush_run`, '{"task":""}', 10)).rps)
-  }
-  held.release()
-  await app.close()
-  const yardstick = median(trivial)
-  return { trivial: yardstick, limited: median(limited), invalid: median(invalid), ratio429: median(limited) / yardstick, ratio400: median(invalid) / yardstick }
-}
-
-/** The service as `npm start` runs it, in its own process, with the stand-in agents. */
-async function startService() {
-  const env = { ...process.env, PORT: '0', LOG_LEVEL: 'info', PATH: `${ROOT}test/fixtures/bin:${process.env.PATH}` }
-  const server = spawn(process.execPath, [`${ROOT}dist/server.js`], { env, stdio: ['ignore', 'pipe', 'inherit'] })
-  let seen = ''
-  const base = await new Promise((resolve) => server.stdout.on('data', (chunk) => {
-    seen += chunk
-    const match = /Server listening at (http:\/\/[\d.:]+)/.exec(seen)
-    if (match) resolve(match[1])
-  }))
-  return { server, base }
-}
-
-/** From the agent's write (its monotonic clock, shared by all processes here) to the streaming client's receipt. */
-async function streamingLatency() {
-  const { server, base } = await startService()
-  const latencies = []
-  for (let round = 0; round < ROUNDS; round++) {
-    const response = await fetch(`${base}/tools/crush_run`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'application/x-ndjson' },
-      body: JSON.stringify({ task: '@stamp 100 10' })
-    })
-    let pending = ''
-    for await (const chunk of response.body) {
-      const received = process.hrtime.bigint()
-      pending += Buffer.from(chunk).toString()
-      const lines = pending.split('\n')
-      pending = lines.pop()
-      for (const line of lines) {
-        const event = JSON.parse(line)
-        if (event.type !== 'output') continue
-        for (const stamp of event.data.split('\n').filter((text) => /^\d+$/.test(text))) latencies.push(Number(received - BigInt(stamp)) / 1e6)
-      }
-    }
-  }
-  server.kill('SIGTERM')
-  await once(server, 'exit')
-  latencies.sort((a, b) => a - b)
-  return { count: latencies.length, p50: percentile(latencies, 50), p99: percentile(latencies, 99) }
-}
-
-async function memoryWhileFlooding() {
-  const { server, base } = await startService()
-  const rssKb = (field) => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${server.pid}/status`, 'utf8'))[1])
-  const idle = rssKb('VmRSS')
-  const gigabyte = 1024 ** 3
+/** A program started as `npm start` would, until it says where it listens; `ms` is how long that took. */
+async function startProgram(args, env = {}) {
+  const dataDir = mkdtempSync(join(tmpdir(), 'agent-runner-bench-'))
   const started = performance.now()
-  const response = await fetch(`${base}/tools/crush_run`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ task: `@flood ${gigabyte}` }) })
-  const result = await response.json()
-  const seconds = (performance.now() - started) / 1000
-  const peak = rssKb('VmHWM')
-  server.kill('SIGTERM')
-  await once(server, 'exit')
-  return { idleMb: idle / 1024, peakMb: peak / 1024, bytes: result.output_bytes, seconds }
+  const child = spawn(process.execPath, args, {
+    env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', DATA_DIR: dataDir, PATH: `${ROOT}test/fixtures/bin:${process.env.PATH}`, ...env },
+    stdio: ['ignore', 'pipe', 'inherit']
+  })
+  let seen = ''
+  const base = await new Promise((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${code} before listening`)))
+    child.stdout.on('data', (chunk) => {
+      seen += chunk
+      const match = /Server listening at (http:\/\/[\d.:]+)/.exec(seen)
+      if (match) resolve(match[1])
+    })
+  })
+  child.stdout.resume()
+  running.add(child)
+  child.once('exit', () => running.delete(child))
+  const stop = async () => {
+    child.kill('SIGTERM')
+    if (child.exitCode === null) await once(child, 'exit')
+    rmSync(dataDir, { recursive: true, force: true })
+  }
+  return { child, base, started, stop }
 }
 
-const procStatus = (pid, field) => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1])
-/** CPU seconds the process has used (user + system), from /proc. */
-const cpuSeconds = (pid) => {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
-  return (Number(fields[11]) + Number(fields[12])) / 100
+const startService = (env = {}) => startProgram([`${ROOT}dist/server.js`], env)
+
+/** Whatever happens to the bench, no program it started outlives it. */
+const running = new Set()
+process.on('exit', () => {
+  for (const child of running) child.kill('SIGKILL')
+})
+
+/** Time from spawn to the first 200 of /healthz, then the idle RSS a moment later. */
+async function startupOf(args) {
+  const program = await startProgram(args)
+  let ready = false
+  while (!ready) ready = (await fetch(`${program.base}/healthz`).catch(() => null))?.status === 200
+  const ms = performance.now() - program.started
+  await sleep(500)
+  const rssMb = procKb(program.child.pid, 'VmRSS') / 1024
+  await program.stop()
+  return { ms, rssMb }
 }
 
-/** Reads an SSE response to its end; returns how many bytes came. */
-async function drain(response) {
+async function drainBody(response) {
   let bytes = 0
   for await (const chunk of response.body) bytes += chunk.length
   return bytes
 }
 
-async function startAsyncRun(base, task) {
-  const response = await fetch(`${base}/runs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ tool: 'crush_run', task }) })
-  return (await response.json()).id
-}
+const post = (base, path, body, accept) =>
+  fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...(accept ? { accept } : {}) }, body: JSON.stringify(body) })
 
-/** An async run of 1 GiB followed by one SSE reader from its start: the service's peak RSS, to compare with the sync route's. */
-async function asyncRelayMemory() {
-  const { server, base } = await startService()
+/** One relay of RELAY_BYTES through a fresh service: MB/s from request to last byte, and the service's peak RSS. */
+async function relay(kind) {
+  const service = await startService()
+  const task = `@flood ${RELAY_BYTES}`
   const started = performance.now()
-  const id = await startAsyncRun(base, `@flood ${1024 ** 3}`)
-  await drain(await fetch(`${base}/runs/${id}/events`))
+  if (kind === 'sync') {
+    const result = await (await post(service.base, '/tools/crush_run', { task })).json()
+    if (result.output_bytes < RELAY_BYTES) throw new Error(`sync relay: ${result.output_bytes} bytes`)
+  } else if (kind === 'ndjson') {
+    await drainBody(await post(service.base, '/tools/crush_run', { task }, 'application/x-ndjson'))
+  } else {
+    const { id } = await (await post(service.base, '/runs', { tool: 'crush_run', task })).json()
+    await drainBody(await fetch(`${service.base}/runs/${id}/events`))
+  }
   const seconds = (performance.now() - started) / 1000
-  const peak = procStatus(server.pid, 'VmHWM')
-  server.kill('SIGTERM')
-  await once(server, 'exit')
-  return { peakMb: peak / 1024, seconds }
+  const peakMb = procKb(service.child.pid, 'VmHWM') / 1024
+  await service.stop()
+  return { mbps: RELAY_BYTES / 1e6 / seconds, peakMb }
 }
 
-/** 200 followers of one 20 MB async run, all from its start: the service's CPU and peak RSS while it serves them. */
-async function manyFollowers() {
-  const { server, base } = await startService()
-  const idle = procStatus(server.pid, 'VmRSS')
-  const cpuBefore = cpuSeconds(server.pid)
-  const id = await startAsyncRun(base, `@flood ${20 * 1024 ** 2}`)
-  const started = performance.now()
-  const bytes = await Promise.all(Array.from({ length: 200 }, async () => drain(await fetch(`${base}/runs/${id}/events`))))
-  const seconds = (performance.now() - started) / 1000
-  const cpu = cpuSeconds(server.pid) - cpuBefore
-  const peak = procStatus(server.pid, 'VmHWM')
-  server.kill('SIGTERM')
-  await once(server, 'exit')
-  return { followers: bytes.length, cpu, seconds, idleMb: idle / 1024, peakMb: peak / 1024 }
+async function bareDrain() {
+  const { bytes, ms } = await probe('drain.mjs', [STAND_IN, 'run', '--', `@flood ${RELAY_BYTES}`])
+  // The stand-in also prints its one-line answer.
+  if (bytes < RELAY_BYTES) throw new Error(`bare drain: ${bytes} bytes`)
+  return { mbps: RELAY_BYTES / 1e6 / (ms / 1000) }
 }
 
+/** /healthz p99 idle, then while STREAMS agents flood NDJSON streams read as fast as they come. */
+async function healthUnderStreams() {
+  const service = await startService({ MAX_CRUSH_AGENTS: String(STREAMS) })
+  const healthz = `${service.base}/healthz`
+  const idle = await probe('http-latency.mjs', [SECONDS, 'GET', healthz])
+  const controller = new AbortController()
+  const streams = Array.from({ length: STREAMS }, async () => {
+    const response = await fetch(`${service.base}/tools/crush_run`, {
+      method: 'POST',
+      signal: controller.signal,
+      headers: { 'content-type': 'application/json', accept: 'application/x-ndjson' },
+      body: JSON.stringify({ task: `@flood ${64 * 1024 ** 3}` })
+    })
+    return drainBody(response).catch(() => 0)
+  })
+  await sleep(300)
+  const loaded = await probe('http-latency.mjs', [SECONDS, 'GET', healthz])
+  controller.abort()
+  await Promise.all(streams).catch(() => {})
+  await service.stop()
+  return { idleP99: idle.p99, loadedP99: loaded.p99 }
+}
+
+/** One run at a time: the sync route's round trip against a bare spawn of the same instant agent. */
+async function addedLatency(containment) {
+  const service = await startService({ CRUSH_BIN: INSTANT_AGENT, AGENT_CONTAINMENT: containment })
+  const bare = await probe('spawn-loop.mjs', [1, SECONDS, INSTANT_AGENT, 'run', '--', 'bench'])
+  const http = await probe('http-latency.mjs', [SECONDS, 'POST', `${service.base}/tools/crush_run`, '{"task":"bench"}'])
+  await service.stop()
+  return { bare: bare.p50, http: http.p50, added: http.p50 - bare.p50 }
+}
+
+async function throughput(concurrency) {
+  const service = await startService({ CRUSH_BIN: INSTANT_AGENT, MAX_CRUSH_AGENTS: String(concurrency) })
+  const raw = await probe('spawn-loop.mjs', [concurrency, SECONDS, INSTANT_AGENT, 'run', '--', 'bench'])
+  const http = await autocannon(`${service.base}/tools/crush_run`, '{"task":"bench"}', concurrency)
+  await service.stop()
+  return { raw: raw.rps, http: http.rps, ratio: http.rps / raw.rps }
+}
+
+async function startup() {
+  const service = []
+  const hello = []
+  for (let round = 0; round < 3; round++) {
+    hello.push(await startupOf([`${PROBES}hello.mjs`]))
+    service.push(await startupOf([`${ROOT}dist/server.js`]))
+  }
+  const ms = (list) => median(list.map((entry) => entry.ms))
+  const rss = (list) => median(list.map((entry) => entry.rssMb))
+  return { helloMs: ms(hello), serviceMs: ms(service), helloRss: rss(hello), serviceRss: rss(service) }
+}
+
+/** One pass over every row; each value is B's cost relative to its yardstick A, measured back to back. */
+async function measureOnce() {
+  const drain = await bareDrain()
+  const sync = await relay('sync')
+  const ndjson = await relay('ndjson')
+  const sse = await relay('sse')
+  const health = await healthUnderStreams()
+  const latency = await addedLatency('auto')
+  const latencyGroup = await addedLatency('process-group')
+  const c4 = await throughput(4)
+  const c16 = await throughput(16)
+  const start = await startup()
+  return {
+    drainMbps: drain.mbps,
+    syncMbps: sync.mbps,
+    ndjsonMbps: ndjson.mbps,
+    sseMbps: sse.mbps,
+    syncRelay: sync.mbps / drain.mbps,
+    ndjsonRelay: ndjson.mbps / drain.mbps,
+    sseRelay: sse.mbps / ndjson.mbps,
+    sseRss: sse.peakMb / sync.peakMb,
+    syncPeakMb: sync.peakMb,
+    ssePeakMb: sse.peakMb,
+    healthIdleP99: health.idleP99,
+    healthLoadedP99: health.loadedP99,
+    healthRatio: health.loadedP99 / health.idleP99,
+    bareSpawnP50: latency.bare,
+    addedP50: latency.added,
+    addedP50Group: latencyGroup.added,
+    c4: c4.ratio,
+    c16: c16.ratio,
+    c4Raw: c4.raw,
+    c16Raw: c16.raw,
+    startupRatio: start.serviceMs / start.helloMs,
+    startupMs: start.serviceMs,
+    helloMs: start.helloMs,
+    rssRatio: start.serviceRss / start.helloRss,
+    serviceRss: start.serviceRss,
+    helloRss: start.helloRss
+  }
+}
+
+const runs = []
+for (let run = 0; run < RUNS; run++) {
+  runs.push(await measureOnce())
+  process.stderr.write(`bench: run ${run + 1} of ${RUNS} done\n`)
+}
+
+const values = (key) => runs.map((run) => run[key])
 const fixed = (value, digits = 2) => Number(value).toFixed(digits)
-const verdict = (ok) => (ok ? 'met' : '**missed**')
+/** The median, then the range over the runs. */
+const spread = (key, digits = 2, unit = '×') => {
+  const list = values(key)
+  return `${fixed(median(list), digits)}${unit} (${fixed(Math.min(...list), digits)}–${fixed(Math.max(...list), digits)})`
+}
+const verdict = (key, ok) => (ok(median(values(key))) ? 'met' : '**missed**')
+const mid = (key, digits = 0) => fixed(median(values(key)), digits)
 
-const overhead = await syncOverhead()
-const rejections = await rejectionPaths()
-const memory = await memoryWhileFlooding()
-const asyncMemory = await asyncRelayMemory()
-const followers = await manyFollowers()
-const streaming = await streamingLatency()
-const versions = JSON.parse(readFileSync(`${ROOT}package.json`, 'utf8'))
+const rows = [
+  ['sync relay MB/s vs bare Node drain', `${mid('syncMbps')} vs ${mid('drainMbps')} MB/s`, spread('syncRelay'), '≥ 0.5×', verdict('syncRelay', (v) => v >= 0.5)],
+  ['NDJSON relay vs bare Node drain', `${mid('ndjsonMbps')} vs ${mid('drainMbps')} MB/s`, spread('ndjsonRelay'), '≥ 0.15×', verdict('ndjsonRelay', (v) => v >= 0.15)],
+  ['async+SSE relay vs NDJSON relay', `${mid('sseMbps')} vs ${mid('ndjsonMbps')} MB/s`, spread('sseRelay'), '≥ 0.9×', verdict('sseRelay', (v) => v >= 0.9)],
+  ['… its peak RSS vs the sync route’s', `${mid('ssePeakMb')} vs ${mid('syncPeakMb')} MB`, spread('sseRss'), '≤ 1.5×', verdict('sseRss', (v) => v <= 1.5)],
+  [`healthz p99 with ${STREAMS} NDJSON streams vs idle`, `${mid('healthLoadedP99', 2)} vs ${mid('healthIdleP99', 2)} ms`, spread('healthRatio', 1), '≤ 5×', verdict('healthRatio', (v) => v <= 5)],
+  ['added latency p50 over bare spawn (pid-namespace, this host’s auto)', `bare spawn ${mid('bareSpawnP50', 2)} ms`, spread('addedP50', 2, ' ms'), '≤ +0.4 ms', verdict('addedP50', (v) => v <= 0.4)],
+  ['… with AGENT_CONTAINMENT=process-group', '', spread('addedP50Group', 2, ' ms'), '(≤ +0.4 ms)', verdict('addedP50Group', (v) => v <= 0.4)],
+  ['sync throughput vs raw spawn loop, c=4', `raw ${mid('c4Raw')} runs/s`, spread('c4'), '≥ 0.9×', verdict('c4', (v) => v >= 0.9)],
+  ['sync throughput vs raw spawn loop, c=16', `raw ${mid('c16Raw')} runs/s`, spread('c16'), '≥ 0.85×', verdict('c16', (v) => v >= 0.85)],
+  ['startup to first /healthz vs Fastify hello world', `${mid('startupMs')} vs ${mid('helloMs')} ms`, spread('startupRatio'), '≤ 1.5×', verdict('startupRatio', (v) => v <= 1.5)],
+  ['idle RSS vs Fastify hello world', `${mid('serviceRss')} vs ${mid('helloRss')} MB`, spread('rssRatio'), '≤ 1.3×', verdict('rssRatio', (v) => v <= 1.3)]
+]
 
+const fastifyVersion = JSON.parse(readFileSync(`${ROOT}node_modules/fastify/package.json`, 'utf8')).version
 const table = `# agent-runner benchmark
 
 ${new Date().toISOString().slice(0, 10)} · ${cpus().length} × ${cpus()[0]?.model.trim()} · ${Math.round(totalmem() / 1024 ** 3)} GiB ·
-Node ${process.version} · fastify ${JSON.parse(readFileSync(`${ROOT}node_modules/fastify/package.json`, 'utf8')).version} ·
-agent-runner ${versions.version} · ${ROUNDS} rounds of ${SECONDS} s, A and B alternating, medians.
+Node ${process.version} · fastify ${fastifyVersion} · ${RUNS} runs; each row's A and B measured back to back in each run;
+the ratio's median over the runs, then its range. Relays carry ${fixed(RELAY_BYTES / 1024 ** 3, 1)} GiB through the crush stand-in.
 
-| measure | A | B | B / A or B − A | target | |
-|---|---|---|---|---|---|
-| sync run throughput, concurrency ${CONCURRENCY} (A: Node spawn loop, B: POST /tools/crush_run) | ${fixed(overhead.a.rps, 0)} runs/s | ${fixed(overhead.b.rps, 0)} req/s | ${fixed(overhead.ratio)}× | ≥ 0.75× | ${verdict(overhead.ratio >= 0.75)} |
-| added latency p50 | ${fixed(overhead.a.p50)} ms | ${fixed(overhead.b.p50)} ms | +${fixed(overhead.addedP50)} ms | ≤ 0.5 ms | ${verdict(overhead.addedP50 <= 0.5)} |
-| added latency p99 | ${fixed(overhead.a.p99)} ms | ${fixed(overhead.b.p99)} ms | +${fixed(overhead.addedP99)} ms | | |
-| 429 rejections (A: trivial validated route) | ${fixed(rejections.trivial, 0)} req/s | ${fixed(rejections.limited, 0)} req/s | ${fixed(rejections.ratio429)}× | ≥ 0.8× | ${verdict(rejections.ratio429 >= 0.8)} |
-| 400 rejections (A: trivial validated route) | ${fixed(rejections.trivial, 0)} req/s | ${fixed(rejections.invalid, 0)} req/s | ${fixed(rejections.ratio400)}× | ≥ 0.8× | ${verdict(rejections.ratio400 >= 0.8)} |
-| peak RSS while one agent writes ${fixed(memory.bytes / 1024 ** 3, 1)} GB (A: idle RSS) | ${fixed(memory.idleMb, 0)} MB | ${fixed(memory.peakMb, 0)} MB | took ${fixed(memory.seconds, 1)} s | ≤ 150 MB | ${verdict(memory.peakMb <= 150)} |
-| peak RSS, 1 GiB relayed (A: sync route; B: async run + one SSE follower) | ${fixed(memory.peakMb, 0)} MB | ${fixed(asyncMemory.peakMb, 0)} MB | ${fixed(asyncMemory.peakMb / memory.peakMb)}× | ≤ 1.5× | ${verdict(asyncMemory.peakMb <= 1.5 * memory.peakMb)} |
-| ${followers.followers} SSE followers of one 20 MB async run (A: idle RSS; B: peak RSS) | ${fixed(followers.idleMb, 0)} MB | ${fixed(followers.peakMb, 0)} MB | ${fixed(followers.cpu, 1)} s CPU, ${fixed(followers.seconds, 1)} s wall | | |
-| streaming latency p50, agent write → client receipt (${streaming.count} writes) | | ${fixed(streaming.p50)} ms | | ≤ 10 ms | ${verdict(streaming.p50 <= 10)} |
-| streaming latency p99 | | ${fixed(streaming.p99)} ms | | ≤ 10 ms | ${verdict(streaming.p99 <= 10)} |
-
-Latency for B is autocannon's (HTTP round trip, whole milliseconds); for A, the spawn-to-close time of the same agent.
+| measure | A and B (medians) | B / A or B − A | target | |
+|---|---|---|---|---|
+${rows.map((row) => `| ${row.join(' | ')} |`).join('\n')}
 
 ${readFileSync(`${ROOT}bench/findings.md`, 'utf8')}`
 

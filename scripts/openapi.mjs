@@ -1,5 +1,5 @@
 // `npm run openapi`: writes openapi.yaml from the routes (after `npm run build`); the client types follow in the same
-// npm script. test/openapi.test.ts fails whenever either file differs from what this produces.
+// npm script. test/http/openapi.test.ts fails whenever either file differs from what this produces.
 import { writeFileSync } from 'node:fs'
 import { renderOpenApiYaml } from '../dist/http/openapi-document.js'
 

@@ -11,11 +11,15 @@ import { resolveAgentUser, type AgentUser } from './process/agent-user.js'
 import { CONTAINMENT_SETTINGS, type ContainmentSetting } from './process/host-containment.js'
 
 /** The platforms whose argv shape differs: only Windows hosts wrap the agent in wsl.exe. */
-export const HOST_PLATFORMS = ['aix', 'android', 'darwin', 'freebsd', 'haiku', 'linux', 'openbsd', 'sunos', 'win32', 'cygwin', 'netbsd'] as const
+const HOST_PLATFORMS = [
+  'aix', 'android', 'darwin', 'freebsd', 'haiku', 'linux', 'openbsd', 'sunos', 'win32', 'cygwin', 'netbsd'
+] as const
 
 const ExtraArgs = Type.String({
   default: '[]',
-  description: 'JSON array of strings appended to the agent options, e.g. ["--model","sonnet"]; JSON so no shell-style splitting is needed'
+  description:
+    'JSON array of strings appended to the agent options, e.g. ["--model","sonnet"]; JSON so no shell-style ' +
+    'splitting is needed'
 })
 
 /** Each agent's variables, named after it: its binary, its limit, its extra options, and any of its own. */
@@ -34,7 +38,8 @@ function agentSchemas(agents: readonly AgentSpec[]): Record<string, TSchema> {
 }
 
 /** The configuration's schema for a list of agents (the built-in ones by default). */
-export const envSchemaFor = (agents: readonly AgentSpec[]) => Type.Object({ ...ServiceSchema.properties, ...agentSchemas(agents) })
+const envSchemaFor = (agents: readonly AgentSpec[]) =>
+  Type.Object({ ...ServiceSchema.properties, ...agentSchemas(agents) })
 
 const ServiceSchema = Type.Object({
   HOST: Type.String({ default: '127.0.0.1' }),
@@ -68,7 +73,10 @@ const ServiceSchema = Type.Object({
   STREAM_HEARTBEAT_MS: Type.Integer({ default: 15_000, minimum: 10, maximum: 600_000 }),
   RUNS_RETENTION_MS: Type.Integer({ default: 3_600_000, minimum: 1, maximum: 7 * 86_400_000 }),
   RUNS_MAX_FINISHED: Type.Integer({ default: 100, minimum: 1, maximum: 100_000 }),
-  RUNS_STORE: Type.Union([Type.Literal('auto'), Type.Literal('sqlite'), Type.Literal('memory'), Type.Literal('redis')], { default: 'auto' }),
+  RUNS_STORE: Type.Union(
+    [Type.Literal('auto'), Type.Literal('sqlite'), Type.Literal('memory'), Type.Literal('redis')],
+    { default: 'auto' }
+  ),
   SUDO_PROBE_TTL_MS: Type.Integer({ default: 300_000, minimum: 1, maximum: 86_400_000 }),
 })
 
@@ -78,7 +86,10 @@ type RawEnv = Static<typeof ServiceSchema> & Record<string, unknown>
 
 export interface Config {
   host: string
-  /** Bearer tokens accepted on /tools and /runs, each with the name logs and run ownership use; empty: no authentication. */
+  /**
+   * Bearer tokens accepted on /tools and /runs, each with the name logs and run ownership use; empty: no
+   * authentication.
+   */
   apiTokens: ApiToken[]
   /** Without tokens: the Host and Origin names served besides loopback's and HOST's; `*` for any. */
   allowedHosts: string[]
@@ -117,7 +128,10 @@ export interface Config {
  * Reads the configuration once at start. A bad value throws an Error naming the variable, so the server stops before it
  * listens. Without an explicit source, `.env` (if present) is merged under the real environment.
  */
-export function loadConfig(source?: Record<string, string | undefined>, agents: readonly AgentSpec[] = BUILT_IN_AGENTS): Config {
+export function loadConfig(
+  source?: Record<string, string | undefined>,
+  agents: readonly AgentSpec[] = BUILT_IN_AGENTS
+): Config {
   const env = envSchema<RawEnv>({
     schema: envSchemaFor(agents),
     ...(source === undefined ? { dotenv: { quiet: true } } : { env: false, data: source })
@@ -187,7 +201,9 @@ function agentSettings(spec: AgentSpec, env: RawEnv): AgentSettings {
 /** A fleet (slots in Redis) keeps its runs there too, so that any replica answers for any run. */
 function runsStore(env: RawEnv): Config['runsStore'] {
   const store = env.RUNS_STORE === 'auto' ? (env.SLOTS_BACKEND === 'redis' ? 'redis' : 'sqlite') : env.RUNS_STORE
-  if (store === 'redis' && env.SLOTS_BACKEND !== 'redis') throw new Error('RUNS_STORE=redis needs SLOTS_BACKEND=redis and its REDIS_URL')
+  if (store === 'redis' && env.SLOTS_BACKEND !== 'redis') {
+    throw new Error('RUNS_STORE=redis needs SLOTS_BACKEND=redis and its REDIS_URL')
+  }
   return store
 }
 
@@ -219,7 +235,7 @@ export function parseApiTokens(entries: string[]): ApiToken[] {
 
 const splitList = (raw: string): string[] => raw.split(',').map((item) => item.trim()).filter((item) => item !== '')
 
-export function isLoopback(host: string): boolean {
+function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || host === '[::1]' || /^127(\.\d{1,3}){3}$/.test(host)
 }
 
@@ -227,16 +243,16 @@ export function isLoopback(host: string): boolean {
  * Whoever reaches the service can make an agent edit files and run commands: listening beyond loopback without a
  * token has to be asked for by name.
  */
-export function assertSafeExposure(config: Config, allowUnauthenticated: boolean): void {
+function assertSafeExposure(config: Config, allowUnauthenticated: boolean): void {
   if (isLoopback(config.host) || config.apiTokens.length > 0 || allowUnauthenticated) return
   throw new Error(
     `HOST=${config.host} is reachable from other machines and API_TOKENS is empty: anyone who can connect could run ` +
-      'agents that edit files and execute commands. Set API_TOKENS, or ALLOW_UNAUTHENTICATED=true if something in front ' +
-      'of the service authenticates callers.'
+      'agents that edit files and execute commands. Set API_TOKENS, or ALLOW_UNAUTHENTICATED=true if something in ' +
+      'front of the service authenticates callers.'
   )
 }
 
-export function parseExtraArgs(variable: string, raw: string): string[] {
+function parseExtraArgs(variable: string, raw: string): string[] {
   let parsed: unknown
   try {
     parsed = JSON.parse(raw)
@@ -244,7 +260,9 @@ export function parseExtraArgs(variable: string, raw: string): string[] {
     // reported below with the same message as a well-formed value of the wrong type
   }
   if (!Array.isArray(parsed) || !parsed.every((item) => typeof item === 'string')) {
-    throw new Error(`${variable} must be a JSON array of strings, e.g. ["--model","sonnet"]; got ${JSON.stringify(raw)}`)
+    throw new Error(
+      `${variable} must be a JSON array of strings, e.g. ["--model","sonnet"]; got ${JSON.stringify(raw)}`
+    )
   }
   return parsed
 }

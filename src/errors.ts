@@ -1,7 +1,7 @@
 /**
  * The one catalog of what the service may answer instead of a result: every code with its status, when it happens and
- * how its message reads. The layers below HTTP throw `ServiceError`s naming a code; `http/error-handler.ts` maps them to
- * answers, and the OpenAPI document, its examples and docs/api.md's table are written from this same list.
+ * how its message reads. The layers below HTTP throw `ServiceError`s naming a code; `http/error-handler.ts` maps them
+ * to answers, and the OpenAPI document, its examples and docs/api.md's table are written from this same list.
  */
 
 interface OwnError {
@@ -50,7 +50,12 @@ export const ERROR_CATALOG = {
     message: (parserCode: string) => `The request is not valid HTTP/1.1 (${parserCode})`,
     example: ['HPE_INVALID_HEADER_TOKEN']
   },
-  BAD_URL: { status: 400, when: 'The URL cannot be decoded.', from: ['FST_ERR_BAD_URL'], example: "'/%zz' is not a valid url component" },
+  BAD_URL: {
+    status: 400,
+    when: 'The URL cannot be decoded.',
+    from: ['FST_ERR_BAD_URL'],
+    example: "'/%zz' is not a valid url component"
+  },
   CWD_NOT_FOUND: {
     status: 400,
     when: '`cwd` does not exist on this host.',
@@ -71,15 +76,20 @@ export const ERROR_CATALOG = {
   },
   WSL_ARGUMENT_UNSAFE: {
     status: 400,
-    when: "Windows hosts: `cwd` would be misread by wsl.exe's own command-line parser (a `\"`, or a blank with a trailing `\\`).",
+    when:
+      "Windows hosts: `cwd` would be misread by wsl.exe's own command-line parser (a `\"`, or a blank with a " +
+      'trailing `\\`).',
     message: (problem: string) => problem,
     example: ['body/cwd: a directory inside WSL cannot contain `"`: wsl.exe would end --cd at it']
   },
   COMMAND_LINE_TOO_LONG: {
     status: 400,
-    when: "Windows hosts: the command line would exceed Windows' 32,767 characters (quotes and backslashes in the task count twice).",
+    when:
+      "Windows hosts: the command line would exceed Windows' 32,767 characters (quotes and backslashes in the task " +
+      'count twice).',
     message: (length: number, max: number) =>
-      `body/task: the command line would be ${length} characters, over the ${max} Windows accepts (quotes and backslashes in the task count twice)`,
+      `body/task: the command line would be ${length} characters, over the ${max} Windows accepts ` +
+      '(quotes and backslashes in the task count twice)',
     example: [40123, 32766]
   },
   UNAUTHORIZED: {
@@ -105,7 +115,8 @@ export const ERROR_CATALOG = {
     status: 403,
     when: 'No API_TOKENS, and a browser sent an Origin that is not one of this service’s names.',
     message: (origin: string) =>
-      `Origin ${origin} may not call this service: without API_TOKENS only pages of its own names may (ALLOWED_HOSTS adds more)`,
+      `Origin ${origin} may not call this service: without API_TOKENS only pages of its own names may ` +
+      '(ALLOWED_HOSTS adds more)',
     example: ['https://attacker.example']
   },
   ROUTE_NOT_FOUND: {
@@ -126,7 +137,12 @@ export const ERROR_CATALOG = {
     message: () => 'The request did not arrive in time (REQUEST_TIMEOUT_MS)',
     example: []
   },
-  BODY_TOO_LARGE: { status: 413, when: 'The body is over 512 KiB.', from: ['FST_ERR_CTP_BODY_TOO_LARGE'], example: 'Request body is too large' },
+  BODY_TOO_LARGE: {
+    status: 413,
+    when: 'The body is over 512 KiB.',
+    from: ['FST_ERR_CTP_BODY_TOO_LARGE'],
+    example: 'Request body is too large'
+  },
   URL_TOO_LONG: {
     status: 414,
     when: 'A path parameter is over 100 characters.',
@@ -236,5 +252,5 @@ export const statusOf = (code: ErrorCode): number => ERROR_CATALOG[code].status
 /** The message the documentation shows for a code. */
 export function exampleMessage(code: ErrorCode): string {
   const entry: OwnError | ForeignError = ERROR_CATALOG[code]
-  return 'message' in entry ? (entry.message as (...args: unknown[]) => string)(...entry.example) : (entry.example as string)
+  return 'message' in entry ? (entry.message as (...args: unknown[]) => string)(...entry.example) : entry.example
 }

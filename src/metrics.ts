@@ -3,7 +3,10 @@ import { runOutcome } from './runs/result.js'
 import type { RunResult } from './schemas/run.js'
 import type { SlotLimiter } from './slots/limiter.js'
 
-/** Runs last from seconds to the 30-minute cap: buckets spread over that range rather than prom-client's web defaults. */
+/**
+ * Runs last from seconds to the 30-minute cap: buckets spread over that range rather than prom-client's web
+ * defaults.
+ */
 const RUN_DURATION_BUCKETS = [1, 5, 15, 30, 60, 120, 300, 600, 900, 1200, 1800]
 
 /**
@@ -19,7 +22,12 @@ export class Metrics {
   constructor(tools: readonly string[], slots: SlotLimiter) {
     collectDefaultMetrics({ register: this.registry })
     const registers = [this.registry]
-    this.#runs = new Counter({ name: 'agent_runner_runs_total', help: 'Agent runs that started, by tool and outcome', labelNames: ['tool', 'outcome'], registers })
+    this.#runs = new Counter({
+      name: 'agent_runner_runs_total',
+      help: 'Agent runs that started, by tool and outcome',
+      labelNames: ['tool', 'outcome'],
+      registers
+    })
     this.#duration = new Histogram({
       name: 'agent_runner_run_duration_seconds',
       help: 'Duration of agent runs, by tool',
@@ -33,6 +41,7 @@ export class Metrics {
       labelNames: ['tool', 'reason'],
       registers
     })
+    // eslint-disable-next-line no-new -- registered on construction; its collect() reads the slots at each scrape
     new Gauge({
       name: 'agent_runner_slots_in_use',
       help: 'Agent slots held, by tool',

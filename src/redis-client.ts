@@ -3,7 +3,7 @@ import { once } from 'node:events'
 import { Redis } from 'ioredis'
 
 /** Redis must answer at once or not at all: a request never hangs on it. */
-export const REDIS_TIMEOUT_MS = 1000
+const REDIS_TIMEOUT_MS = 1000
 
 /** A client that fails fast while disconnected instead of queueing commands until Redis comes back. */
 export function createRedis(url: string, log: FastifyBaseLogger): Redis {
@@ -19,15 +19,26 @@ export function createRedis(url: string, log: FastifyBaseLogger): Redis {
   return redis
 }
 
+/** The wait for a client's connection, shared by every caller that arrives while it is being made. */
+const connecting = new WeakMap<Redis, Promise<void>>()
+
 /**
  * Commands fail at once while disconnected (no offline queue); a connection still being made (just after start, or
- * reconnecting) gets a short wait instead of a spurious 503.
+ * reconnecting) gets a short wait instead of a spurious 503. Callers share one wait: one pair of listeners on the
+ * client however many requests arrive at once.
  */
 export async function whenConnected(redis: Redis): Promise<void> {
   if (redis.status === 'ready') return
-  try {
+  let wait = connecting.get(redis)
+  if (wait === undefined) {
     // once() also rejects on 'error', the usual way a connection attempt fails.
-    await once(redis, 'ready', { signal: AbortSignal.timeout(REDIS_TIMEOUT_MS) })
+    wait = once(redis, 'ready', { signal: AbortSignal.timeout(REDIS_TIMEOUT_MS) })
+      .then(() => undefined)
+      .finally(() => connecting.delete(redis))
+    connecting.set(redis, wait)
+  }
+  try {
+    await wait
   } catch (error) {
     throw new Error(`Redis is not connected (${redis.status}): ${(error as Error).message}`)
   }

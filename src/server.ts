@@ -37,13 +37,19 @@ app.log.info(
   {
     agents: agents.map(({ tool, path, version }) => ({ tool, path, version })),
     limits: Object.fromEntries(agents.map(({ tool }) => [tool, app.slots.limit(tool)])),
-    auth: config.apiTokens.length > 0 ? `bearer tokens: ${config.apiTokens.map((token) => token.name).join(', ')}` : 'none: loopback only, Host and Origin checked',
+    auth: config.apiTokens.length > 0
+      ? `bearer tokens: ${config.apiTokens.map((token) => token.name).join(', ')}`
+      : 'none: loopback only, Host and Origin checked',
     containment: app.containment.mode,
     docs: `${address}/docs`
   },
-  `agent-runner ready: ${agents.filter((agent) => agent.path !== null).map((agent) => agent.tool).join(', ') || 'no agent found'}`
+  `agent-runner ready: ${
+    agents.filter((agent) => agent.path !== null).map((agent) => agent.tool).join(', ') || 'no agent found'
+  }`
 )
 for (const agent of agents) {
-  if (agent.path === null) app.log.warn({ tool: agent.tool }, `${agent.tool}: ${agent.bin} is not on the agents' PATH; its runs answer 503`)
+  if (agent.path === null) {
+    app.log.warn({ tool: agent.tool }, `${agent.tool}: ${agent.bin} is not on the agents' PATH; its runs answer 503`)
+  }
   if (agent.problem !== null) app.log.warn({ tool: agent.tool }, `${agent.tool}: ${agent.problem}`)
 }

@@ -5,7 +5,7 @@ import { existsSync } from 'node:fs'
 import { connect } from 'node:net'
 import { join } from 'node:path'
 import { chooseHostContainment } from '../src/process/host-containment.js'
-import { build, listen, processesMatching, startServer, tempDir, waitFor } from '../test/helper.js'
+import { build, listen, processesMatching, scenario, startServer, tempDir, until, waitFor } from '../test/helpers/index.js'
 
 // The service's own death, and clients that leave before their agent starts.
 
@@ -18,14 +18,14 @@ t.test('kill -KILL of the service: its agents, daemons included, are gone within
   const dirs = [tempDir(t), tempDir(t)]
   const { child, base } = await startServer(t, { AGENT_CONTAINMENT: 'pid-namespace' })
   // One synchronous run and one async run, each with a daemon and a double-forked grandchild.
-  void postJson(base, '/tools/crush_run', { task: `@daemons ${dirs[0]} 600000` }).catch(() => {})
-  await postJson(base, '/runs', { tool: 'crush_run', task: `@daemons ${dirs[1]} 600000` })
+  void postJson(base, '/tools/crush_run', { task: scenario.daemons(dirs[0]!, 600000) }).catch(() => {})
+  await postJson(base, '/runs', { tool: 'crush_run', task: scenario.daemons(dirs[1]!, 600000) })
   await waitFor(() => dirs.every(started), 10_000, 'the agents and their daemons')
   const exited = once(child, 'exit')
   child.kill('SIGKILL')
   await exited
-  await waitFor(() => dirs.every((dir) => processesMatching(dir).length === 0), 5000, 'every process of both runs to die')
-  t.same(dirs.flatMap((dir) => processesMatching(dir)), [], 'nothing of either run is left')
+  const left = await until(() => dirs.flatMap((dir) => processesMatching(dir)), (lines) => lines.length === 0, 5000, 'every process of both runs to die')
+  t.same(left, [], 'nothing of either run is left')
 })
 
 t.test('restart after kill -KILL: what the previous life left is stopped and reported', async (t) => {
@@ -41,7 +41,7 @@ t.test('restart after kill -KILL: what the previous life left is stopped and rep
   // Process-group mode: nothing ends the agents with the service, so the next life must find them.
   const env = { AGENT_CONTAINMENT: 'process-group', DATA_DIR: dataDir, LOG_LEVEL: 'info' }
   const first = await startServer(t, env)
-  await postJson(first.base, '/runs', { tool: 'crush_run', task: `@daemons ${dir} 600000` })
+  await postJson(first.base, '/runs', { tool: 'crush_run', task: scenario.daemons(dir, 600000) })
   await waitFor(() => started(dir), 10_000, 'the agent and its daemons')
   const exited = once(first.child, 'exit')
   first.child.kill('SIGKILL')
@@ -62,7 +62,7 @@ t.test('50 clients leaving right after their body: no agent left, every slot bac
   const base = new URL(await listen(t, app))
   await Promise.all(
     Array.from({ length: 50 }, async (_unused, index) => {
-      const body = JSON.stringify({ task: `@sleep 600000 ${dir}/${index}` })
+      const body = JSON.stringify({ task: scenario.sleep(600000, `${dir}/${index}`) })
       const socket = connect(Number(base.port), base.hostname)
       await once(socket, 'connect')
       socket.on('error', () => {})
@@ -73,7 +73,6 @@ t.test('50 clients leaving right after their body: no agent left, every slot bac
       socket.destroy()
     })
   )
-  await waitFor(() => app.slots.inUse('crush_run') === 0 && processesMatching(dir).length === 0, 10_000, 'slots back, no agent')
-  t.equal(app.slots.inUse('crush_run'), 0)
-  t.same(processesMatching(dir), [])
+  const after = await until(() => ({ slots: app.slots.inUse('crush_run'), agents: processesMatching(dir) }), (state) => state.slots === 0 && state.agents.length === 0, 10_000, 'slots back, no agent')
+  t.same(after, { slots: 0, agents: [] }, 'every slot back, no agent left')
 })

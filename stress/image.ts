@@ -5,7 +5,7 @@ import { cpSync, existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
-import { tempDir } from '../test/helper.js'
+import { tempDir } from '../test/helpers/index.js'
 
 // No Docker daemon runs on these machines: this replays what the Dockerfile's runtime stage does — the compiled
 // service, production dependencies only, the image's own command and health check — and checks that it serves.
@@ -70,7 +70,7 @@ t.test('built and installed as the image is, the service starts with its command
   const [command, ...args] = [...stage.entrypoint, ...stage.cmd]
   const refused = spawn(command!, args, { cwd: app, env, stdio: ['ignore', 'ignore', 'pipe'] })
   let refusal = ''
-  refused.stderr!.on('data', (chunk) => (refusal += chunk))
+  refused.stderr.on('data', (chunk) => (refusal += chunk))
   t.equal((await once(refused, 'exit'))[0], 1, 'without API_TOKENS the image refuses to listen on 0.0.0.0')
   t.match(refusal, /API_TOKENS/)
 
@@ -78,7 +78,7 @@ t.test('built and installed as the image is, the service starts with its command
   t.teardown(() => server.kill('SIGKILL'))
   const port = await new Promise<string>((resolve, reject) => {
     let seen = ''
-    server.stdout!.on('data', (chunk) => {
+    server.stdout.on('data', (chunk) => {
       seen += chunk
       const listening = /Server listening at http:\/\/[^:]+:(\d+)/.exec(seen)
       if (listening) resolve(listening[1]!)

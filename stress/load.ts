@@ -1,7 +1,7 @@
 import t from 'tap'
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { build, isAlive, listen, tempDir, waitFor } from '../test/helper.js'
+import { build, isAlive, listen, scenario, tempDir, until } from '../test/helpers/index.js'
 
 const REQUESTS = 500
 const LIMIT = 4
@@ -15,7 +15,7 @@ t.test(`${REQUESTS} concurrent requests on one tool: never more than ${LIMIT} ag
       const response = await fetch(`${base}/tools/crush_run`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ task: `@record ${dir} 200` })
+        body: JSON.stringify({ task: scenario.record(dir, 200) })
       })
       await response.arrayBuffer()
       return response.status
@@ -42,6 +42,6 @@ t.test(`${REQUESTS} concurrent requests on one tool: never more than ${LIMIT} ag
   }
   t.ok(most <= LIMIT, `at most ${most} agents ran at once`)
   t.equal(app.slots.inUse('crush_run'), 0, 'the slot count is back to 0')
-  await waitFor(() => pids.every((pid) => !isAlive(Number(pid))), 5000, 'agents to be gone')
-  t.same(pids.filter((pid) => isAlive(Number(pid))), [], 'no agent process survives')
+  const survivors = await until(() => pids.filter((pid) => isAlive(Number(pid))), (alive) => alive.length === 0, 5000, 'agents to be gone')
+  t.same(survivors, [], 'no agent process survives')
 })

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { readFileSync } from 'node:fs'
-import { startServer } from '../test/helper.js'
+import { createRun, scenario, settled, startServer } from '../test/helpers/index.js'
 
 // What a run keeps is bounded by the output limit, whatever its agent wrote, and a finished run lives in the store (on
 // disk with SQLite), not in the service's memory: the service does not grow with runs.
@@ -16,15 +16,8 @@ t.test('20 async runs each writing 64 MiB: the service stays within a bound that
   })
   const pid = child.pid!
   const runOne = async (): Promise<void> => {
-    const body = JSON.stringify({ tool: 'crush_run', task: `@flood ${64 << 20}` })
-    const response = await fetch(`${base}/runs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body })
-    const created = (await response.json()) as { id: string; status: string }
-    let state: { status: string } = created
-    for (let attempt = 0; state.status === 'running' && attempt < 3000; attempt++) {
-      await new Promise((resolve) => setTimeout(resolve, 20))
-      state = (await (await fetch(`${base}/runs/${created.id}`)).json()) as { status: string }
-    }
-    t.equal(state.status, 'succeeded')
+    const created = await createRun(base, { tool: 'crush_run', task: scenario.flood(64 << 20) })
+    t.match(await settled(base, created.id, 60_000), { status: 'succeeded' })
   }
   let peak = 0
   for (let index = 0; index < 20; index++) {

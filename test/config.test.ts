@@ -4,7 +4,7 @@ import { loadConfig, parseApiTokens } from '../src/config.js'
 import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { build, echoed, post } from './helper.js'
+import { build, echoed, runTool } from './helpers/index.js'
 
 t.test('defaults', async (t) => {
   const config = loadConfig({})
@@ -42,7 +42,9 @@ t.test('values from the environment', async (t) => {
   t.match(config, {
     host: '0.0.0.0',
     apiTokens: [{ name: /^token-[0-9a-f]{8}$/, secret: 'a' }, { name: 'studio', secret: 'b' }, { name: /^token-[0-9a-f]{8}$/, secret: 'c' }],
-    port: 9000, hostPlatform: 'win32' })
+    port: 9000,
+    hostPlatform: 'win32'
+  })
   t.match(config.agents.find(({ spec }) => spec.agent === 'claude')!.settings, { maxAgents: 5, extraArgs: ['--model', 'opus'] })
 })
 
@@ -80,19 +82,32 @@ t.test('PUBLIC_URL: an http(s) URL, its trailing slash dropped', async (t) => {
 })
 
 t.test('a bad value is refused with the variable named', async (t) => {
-  const bad: Record<string, string> = {
-    PORT: '70000',
-    LOG_LEVEL: 'loud',
-    MAX_CRUSH_AGENTS: 'two',
-    AGENT_KILL_GRACE_MS: '-1',
-    AGENT_OUTPUT_LIMIT_BYTES: '10',
-    CLAUDE_PERMISSION_MODE: 'yolo',
-    CRUSH_EXTRA_ARGS: '["--quiet", 3]',
-    CLAUDE_EXTRA_ARGS: 'not json'
-  }
-  for (const [variable, value] of Object.entries(bad)) {
+  const bad: Array<[string, string]> = [
+    ['PORT', '70000'],
+    ['PORT', 'eighty'],
+    ['LOG_LEVEL', 'loud'],
+    ['MAX_CRUSH_AGENTS', 'two'],
+    ['MAX_CRUSH_AGENTS', '0'],
+    ['AGENT_HOST_PLATFORM', 'plan9'],
+    ['AGENT_KILL_GRACE_MS', '-1'],
+    ['AGENT_OUTPUT_LIMIT_BYTES', '10'],
+    ['CLAUDE_PERMISSION_MODE', 'yolo'],
+    ['CRUSH_EXTRA_ARGS', '["--quiet", 3]'],
+    ['CLAUDE_EXTRA_ARGS', 'not json'],
+    ['CLAUDE_EXTRA_ARGS', '--model sonnet']
+  ]
+  for (const [variable, value] of bad) {
     t.throws(() => loadConfig({ [variable]: value }), new RegExp(variable), `${variable}=${value}`)
   }
+})
+
+t.test('a non-loopback HOST is refused without a token, unless told to', async (t) => {
+  t.throws(() => loadConfig({ HOST: '0.0.0.0' }), /HOST=0\.0\.0\.0 .*API_TOKENS.*ALLOW_UNAUTHENTICATED=true/)
+  t.throws(() => loadConfig({ HOST: '::' }), /API_TOKENS/)
+  t.throws(() => loadConfig({ HOST: '192.168.1.10' }), /API_TOKENS/)
+  t.doesNotThrow(() => loadConfig({ HOST: '0.0.0.0', API_TOKENS: 'a-token' }))
+  t.doesNotThrow(() => loadConfig({ HOST: '0.0.0.0', ALLOW_UNAUTHENTICATED: 'true' }))
+  for (const host of ['127.0.0.1', '127.1.2.3', 'localhost', '::1']) t.doesNotThrow(() => loadConfig({ HOST: host }), host)
 })
 
 t.test('logs: pino JSON, pretty only on a terminal', async (t) => {
@@ -126,7 +141,7 @@ t.test('agents run in AGENT_WORKDIR by default, never in the service directory',
   const app = await build(t, { AGENT_WORKDIR: workdir })
   t.ok(statSync(workdir).isDirectory(), 'created at start')
   t.equal(statSync(workdir).mode & 0o777, 0o700, 'for the agents alone')
-  const { body } = await post(app, 'crush_run', { task: 'where am I' })
-  t.equal(echoed(body).cwd, workdir)
-  t.not(echoed(body).cwd, process.cwd())
+  const result = await runTool(app, 'crush_run', { task: 'where am I' })
+  t.equal(echoed(result).cwd, workdir)
+  t.not(echoed(result).cwd, process.cwd())
 })

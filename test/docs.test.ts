@@ -60,14 +60,14 @@ t.test('every variable is in docs/configuration.md with its default, once, and n
   t.equal(documented.size, rows.length, 'each variable has one row')
   for (const [variable, schema] of Object.entries(EnvSchema.properties)) {
     t.ok(documented.has(variable), `${variable} is documented`)
-    const fallback = (schema as { default?: unknown }).default
+    const fallback = (schema as { default?: string | number | boolean }).default
     const expected = fallback === undefined ? '(unset)' : fallback === '' ? '(empty)' : `\`${String(fallback)}\``
     t.equal(documented.get(variable), expected, `${variable} default`)
   }
   t.same([...documented.keys()].filter((variable) => !(variable in EnvSchema.properties)), [], 'nothing stale')
 })
 
-t.test("docs/configuration.md lists what each agent inherits beyond AGENT_ENV_ALLOW, as its spec says", async (t) => {
+t.test('docs/configuration.md lists what each agent inherits beyond AGENT_ENV_ALLOW, as its spec says', async (t) => {
   const table = section(read('docs/configuration.md'), '| agent | also inherits |', '\n\n')
   const documented = new Map(
     [...table.matchAll(/^\| (\w+) \| (`.+) \|$/gm)].map(([, agent, variables]) => [agent!, [...variables!.matchAll(/`([^`]+)`/g)].map(([, name]) => name!)])

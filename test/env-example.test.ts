@@ -14,7 +14,7 @@ const documented = new Map(
 t.test('every variable is in .env.example with its default', async (t) => {
   for (const [variable, schema] of Object.entries(EnvSchema.properties)) {
     t.ok(documented.has(variable), `${variable} is documented`)
-    const fallback = (schema as { default?: unknown }).default
+    const fallback = (schema as { default?: string | number | boolean }).default
     if (fallback !== undefined) t.equal(documented.get(variable), String(fallback), `${variable} default`)
   }
   t.same([...documented.keys()].filter((variable) => !(variable in EnvSchema.properties)), [], 'nothing stale')

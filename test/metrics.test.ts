@@ -1,6 +1,7 @@
 import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { build, post, waitFor } from './helper.js'
+import { join } from 'node:path'
+import { build, cancelRun, createRun, readPidFile, runTool, scenario, tempDir } from './helpers/index.js'
 
 // Prometheus reads values with Go's ParseFloat, which accepts NaN in any case (prom-client writes "Nan").
 const SAMPLE = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*\})? (-?[0-9.eE+-]+|[Nn][Aa][Nn]|[+-]Inf)$/
@@ -33,9 +34,10 @@ t.test('/metrics parses and its counters move after runs and rejections', async 
   const run = (task: string, headers: Record<string, string> = auth) =>
     app.inject({ method: 'POST', url: '/tools/crush_run', payload: { task }, headers })
   await run('hello')
-  await run('@fail')
-  const slow = run('@sleep 800')
-  await waitFor(() => app.slots.inUse('crush_run') === 1, 5000, 'a run in flight')
+  await run(scenario.fail())
+  const pidFile = join(tempDir(t), 'agent.pid')
+  const slow = run(scenario.writePid(pidFile, 800))
+  await readPidFile(pidFile)
   const during = await scrape(t, app)
   t.equal(during.get('agent_runner_slots_in_use{tool="crush_run"}'), 1, 'slots in use while a run is in flight')
   t.equal((await run('one too many')).statusCode, 429)
@@ -56,10 +58,10 @@ t.test('/metrics parses and its counters move after runs and rejections', async 
 t.test('async runs count the same way', async (t) => {
   const app = await build(t, { MAX_CLAUDE_AGENTS: '1' })
   const create = (payload: object) => app.inject({ method: 'POST', url: '/runs', payload })
-  const running = (await create({ tool: 'claude_run', task: '@sleep 300' })).json()
+  const running = await createRun(app, { tool: 'claude_run', task: scenario.sleep(300) })
   t.equal((await create({ tool: 'claude_run', task: 'x' })).statusCode, 429)
   t.equal((await create({ task: 'no tool' })).statusCode, 400)
-  await app.inject({ method: 'DELETE', url: `/runs/${running.id}` })
+  t.match(await cancelRun(app, running.id), { status: 'cancelled' })
   const samples = await scrape(t, app)
   t.equal(samples.get('agent_runner_rejections_total{tool="claude_run",reason="AGENT_LIMIT_REACHED"}'), 1)
   t.equal(samples.get('agent_runner_rejections_total{tool="unknown",reason="VALIDATION_ERROR"}'), 1)
@@ -68,7 +70,7 @@ t.test('async runs count the same way', async (t) => {
 
 t.test('timeouts count as timed_out', async (t) => {
   const app = await build(t)
-  await post(app, 'claude_run', { task: '@sleep 5000', timeout: 1 })
+  t.match(await runTool(app, 'claude_run', { task: scenario.sleep(5000), timeout: 1 }), { timed_out: true })
   const samples = await scrape(t, app)
   t.equal(samples.get('agent_runner_runs_total{tool="claude_run",outcome="timed_out"}'), 1)
 })

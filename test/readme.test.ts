@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
 import { promisify } from 'node:util'
 import t from 'tap'
-import { build, listen, tempDir } from './helper.js'
+import { build, createRun, listen, settled, tempDir } from './helpers/index.js'
 
 const run = promisify(execFile)
 const ROOT = new URL('..', import.meta.url)
@@ -58,7 +58,7 @@ function expectations(runId: string): Record<string, object | RegExp> {
     'POST /runs': { id: String, tool: 'crush_run', kind: 'async', status: 'running', result: null },
     'GET /runs': { runs: [{ id: String, tool: 'crush_run', kind: 'async', status: String }] },
     'GET /runs/$RUN_ID': { id: runId, status: 'succeeded', result },
-    'GET /runs/$RUN_ID/events': new RegExp(`^event: result\\ndata: \\{"type":"result","id":\\d+,"result":\\{"tool":"crush_run","ok":true`, 'm'),
+    'GET /runs/$RUN_ID/events': /^event: result\ndata: \{"type":"result","id":\d+,"result":\{"tool":"crush_run","ok":true/m,
     'DELETE /runs/$RUN_ID': { id: runId, status: 'succeeded', result },
     'POST /mcp': /^data: \{"result":\{"tools":\[\{"name":"crush_run"/m,
     'GET /healthz': { status: 'ok' },
@@ -94,15 +94,9 @@ t.test("README's and docs' curl examples run as written against the stand-in age
   const address = await listen(t, await build(t, { API_TOKENS: EXAMPLE_TOKEN }))
   const port = new URL(address).port
   // The run the examples name as $RUN_ID, finished before they read, follow and cancel it.
-  const headers = { authorization: `Bearer ${EXAMPLE_TOKEN}`, 'content-type': 'application/json' }
-  const created = await fetch(`${address}/runs`, { method: 'POST', headers, body: JSON.stringify({ tool: 'crush_run', task: 'An async run to follow' }) })
-  const { id: runId } = (await created.json()) as { id: string }
-  for (let tries = 0; ; tries++) {
-    const state = (await (await fetch(`${address}/runs/${runId}`, { headers })).json()) as { status: string }
-    if (state.status !== 'running') break
-    if (tries === 200) return t.fail(`the run $RUN_ID stands for is still running after 10 s`)
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
+  const headers = { authorization: `Bearer ${EXAMPLE_TOKEN}` }
+  const { id: runId } = await createRun(address, { tool: 'crush_run', task: 'An async run to follow' }, headers)
+  t.match(await settled(address, runId, 10_000, headers), { status: 'succeeded' }, 'the run $RUN_ID stands for has ended')
   const EXPECTED = expectations(runId)
 
   // Nothing the commands might write lands in the repository.

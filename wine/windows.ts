@@ -4,7 +4,7 @@ import { once } from 'node:events'
 import { closeSync, openSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
-import { tempDir, waitFor } from '../test/helper.js'
+import { tempDir, waitFor } from '../test/helpers/index.js'
 import { missingTools, prepareWine, ROOT, windowsPath, type WineSetup } from './setup.js'
 
 // The real service, built for Node, run as a Windows program (node.exe under Wine), with native Windows stand-ins:

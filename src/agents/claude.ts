@@ -2,7 +2,9 @@ import { Type } from '@sinclair/typebox'
 import { parseClaudeReport } from './report.js'
 import type { AgentSpec } from './spec.js'
 
-export const CLAUDE_PERMISSION_MODES = ['acceptEdits', 'auto', 'bypassPermissions', 'default', 'dontAsk', 'plan'] as const
+const CLAUDE_PERMISSION_MODES = [
+  'acceptEdits', 'auto', 'bypassPermissions', 'default', 'dontAsk', 'plan'
+] as const
 
 /** Claude Code headless: `claude -p`, its JSON report parsed into the answer and `agent_report`. */
 export const claude: AgentSpec = {
@@ -15,7 +17,10 @@ export const claude: AgentSpec = {
     '`timeout` seconds, and answers with the answer text of its JSON report as `output` and the rest as ' +
     '`agent_report`. Waits for the whole run: up to 30 minutes.',
   ownSettings: {
-    CLAUDE_PERMISSION_MODE: Type.Union(CLAUDE_PERMISSION_MODES.map((mode) => Type.Literal(mode)), { default: 'bypassPermissions' })
+    CLAUDE_PERMISSION_MODE: Type.Union(
+      CLAUDE_PERMISSION_MODES.map((mode) => Type.Literal(mode)),
+      { default: 'bypassPermissions' }
+    )
   },
   // Followed live, claude reports each step as a stream-json line (its final `result` line is the same report as json
   // mode's, which parseClaudeReport reads either way).
@@ -29,7 +34,9 @@ export const claude: AgentSpec = {
   parseReport: parseClaudeReport,
   // Claude Code refuses to skip its permission prompts as root (containers, CI), unless told it is in a sandbox.
   problem: (settings, env) =>
-    process.getuid?.() === 0 && settings.own['CLAUDE_PERMISSION_MODE'] === 'bypassPermissions' && env['IS_SANDBOX'] !== '1'
+    process.getuid?.() === 0 &&
+    settings.own['CLAUDE_PERMISSION_MODE'] === 'bypassPermissions' &&
+    env['IS_SANDBOX'] !== '1'
       ? 'claude refuses CLAUDE_PERMISSION_MODE=bypassPermissions when run as root: run the service as another user, ' +
         'set CLAUDE_PERMISSION_MODE (e.g. acceptEdits), or IS_SANDBOX=1 if the service runs in a sandbox'
       : null

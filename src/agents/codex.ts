@@ -3,9 +3,10 @@ import { isObject, parseObject, textOf as text } from './json-values.js'
 import type { ParsedReport } from './report.js'
 import type { AgentSpec } from './spec.js'
 
-export const CODEX_SANDBOXES = ['bypass', 'workspace-write', 'read-only'] as const
+const CODEX_SANDBOXES = ['bypass', 'workspace-write', 'read-only'] as const
 
-const parseLine = (line: string): Record<string, unknown> | undefined => (line.startsWith('{"type":') ? parseObject(line) : undefined)
+const parseLine = (line: string): Record<string, unknown> | undefined =>
+  line.startsWith('{"type":') ? parseObject(line) : undefined
 
 /**
  * `codex exec --json` prints one event per line (codex-rs/exec's ThreadEvent): `thread.started` with the thread id,
@@ -24,8 +25,9 @@ export function parseCodexReport(output: string): ParsedReport | null {
     const item = isObject(event['item']) ? event['item'] : undefined
     const error = isObject(event['error']) ? event['error'] : event
     if (event['type'] === 'thread.started') threadId = text(event['thread_id'])
-    else if (event['type'] === 'item.completed' && item?.['type'] === 'agent_message') answer = text(item['text']) ?? answer
-    else if (event['type'] === 'turn.completed') completed = true
+    else if (event['type'] === 'item.completed' && item?.['type'] === 'agent_message') {
+      answer = text(item['text']) ?? answer
+    } else if (event['type'] === 'turn.completed') completed = true
     else if (event['type'] === 'turn.failed' || event['type'] === 'error') {
       lastError = { kind: event['type'], message: text(error['message']) ?? '' }
       if (event['type'] === 'turn.failed') completed = false
@@ -51,9 +53,10 @@ export const codex: AgentSpec = {
   env: ['CODEX_*', 'OPENAI_*', 'AZURE_OPENAI_*'],
   summary: 'Run a task with OpenAI Codex CLI (`codex exec`)',
   description:
-    'Runs `codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -- <task>` (or `--sandbox ' +
-    '<CODEX_SANDBOX>`) in `cwd`, at most `timeout` seconds, and answers with its last agent message as `output` (the ' +
-    'error’s message when its turn failed) and whether it failed as `agent_report`. Waits for the whole run: up to 30 minutes.',
+    'Runs `codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -- <task>` ' +
+    '(or `--sandbox <CODEX_SANDBOX>`) in `cwd`, at most `timeout` seconds, and answers with its last agent message ' +
+    'as `output` (the error’s message when its turn failed) and whether it failed as `agent_report`. Waits for the ' +
+    'whole run: up to 30 minutes.',
   ownSettings: {
     CODEX_SANDBOX: Type.Union(CODEX_SANDBOXES.map((mode) => Type.Literal(mode)), { default: 'bypass' })
   },
@@ -70,6 +73,7 @@ export const codex: AgentSpec = {
     ]
   },
   // codex reads a prompt of exactly "-" as "read the prompt from standard input", which the agent does not have.
-  refuseTask: (task) => (task === '-' ? 'codex reads a task of "-" as "read the prompt from standard input": say it in words' : null),
+  refuseTask: (task) =>
+    task === '-' ? 'codex reads a task of "-" as "read the prompt from standard input": say it in words' : null,
   parseReport: parseCodexReport
 }

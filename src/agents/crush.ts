@@ -4,11 +4,14 @@ import type { AgentSpec } from './spec.js'
 export const crush: AgentSpec = {
   agent: 'crush',
   defaultBin: 'crush',
-  env: ['CRUSH_*', 'ANTHROPIC_*', 'OPENAI_*', 'AZURE_OPENAI_*', 'GEMINI_*', 'GOOGLE_*', 'VERTEXAI_*', 'AWS_*', 'OPENROUTER_*', 'GROQ_*', 'CEREBRAS_*', 'HF_*', 'XAI_*'],
+  env: [
+    'CRUSH_*', 'ANTHROPIC_*', 'OPENAI_*', 'AZURE_OPENAI_*', 'GEMINI_*', 'GOOGLE_*', 'VERTEXAI_*', 'AWS_*',
+    'OPENROUTER_*', 'GROQ_*', 'CEREBRAS_*', 'HF_*', 'XAI_*'
+  ],
   summary: 'Run a task with Crush (`crush run`)',
   description:
-    'Runs `crush run -- <task>` (Crush approves its own tools in `run` mode) in `cwd`, at most `timeout` seconds, and ' +
-    'answers with its exit and its output. Waits for the whole run: up to 30 minutes.',
+    'Runs `crush run -- <task>` (Crush approves its own tools in `run` mode) in `cwd`, at most `timeout` seconds, ' +
+    'and answers with its exit and its output. Waits for the whole run: up to 30 minutes.',
   // `--` ends cobra's flags: the task is the prompt, whatever it starts with.
   args: (task, _live, settings) => ['run', ...settings.extraArgs, '--', task]
 }

@@ -9,7 +9,8 @@ export const DEFAULT_AGENT_ENV_ALLOW = [
   'HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY', 'http_proxy', 'https_proxy', 'no_proxy',
   'NODE_EXTRA_CA_CERTS', 'SSL_CERT_FILE', 'SSL_CERT_DIR',
   // Windows: what wsl.exe and Windows programs need to start at all.
-  'SYSTEMROOT', 'SystemRoot', 'WINDIR', 'COMSPEC', 'PATHEXT', 'USERPROFILE', 'APPDATA', 'LOCALAPPDATA', 'TEMP', 'TMP', 'WSLENV'
+  'SYSTEMROOT', 'SystemRoot', 'WINDIR', 'COMSPEC', 'PATHEXT', 'USERPROFILE', 'APPDATA', 'LOCALAPPDATA', 'TEMP', 'TMP',
+  'WSLENV'
 ]
 
 /**
@@ -18,12 +19,15 @@ export const DEFAULT_AGENT_ENV_ALLOW = [
  */
 export const DEFAULT_AGENT_ENV_DENY = [
   'API_TOKENS', 'ALLOW_UNAUTHENTICATED', 'REDIS_URL', 'SUDO_ASKPASS', 'DISPLAY', 'WAYLAND_DISPLAY',
-  // The user's systemd and session bus would start a process for the agent outside its containment (systemd-run --user).
+  // The user's systemd and session bus would start a process for the agent outside its containment
+  // (systemd-run --user).
   'XDG_RUNTIME_DIR', 'DBUS_SESSION_BUS_ADDRESS'
 ]
 
 /** Never passed on, whatever the configuration says: the service's secrets (and where they are), the prompt routes. */
-const ALWAYS_DENIED = ['API_TOKENS', 'API_TOKENS_FILE', 'REDIS_URL', 'REDIS_URL_FILE', 'SUDO_ASKPASS', 'DISPLAY', 'WAYLAND_DISPLAY']
+const ALWAYS_DENIED = [
+  'API_TOKENS', 'API_TOKENS_FILE', 'REDIS_URL', 'REDIS_URL_FILE', 'SUDO_ASKPASS', 'DISPLAY', 'WAYLAND_DISPLAY'
+]
 
 export interface AgentEnvRule {
   allow: string[]
@@ -42,7 +46,11 @@ export const ruleForAgent = (common: AgentEnvRule, agentVariables: string[]): Ag
 })
 
 /** Windows' variable names ignore case (its PATH is usually spelled `Path`): so do the lists there. */
-export function buildAgentEnv(parent: NodeJS.ProcessEnv, rule: AgentEnvRule, ignoreCase = process.platform === 'win32'): NodeJS.ProcessEnv {
+export function buildAgentEnv(
+  parent: NodeJS.ProcessEnv,
+  rule: AgentEnvRule,
+  ignoreCase = process.platform === 'win32'
+): NodeJS.ProcessEnv {
   const deny = [...rule.deny, ...ALWAYS_DENIED]
   const env: NodeJS.ProcessEnv = {}
   for (const [name, value] of Object.entries(parent)) {
@@ -54,7 +62,10 @@ export function buildAgentEnv(parent: NodeJS.ProcessEnv, rule: AgentEnvRule, ign
 }
 
 /** The names that must cross from Windows into the distro: WSL passes only what WSLENV lists. */
-const STAYS_ON_WINDOWS = new Set(['PATH', 'WSLENV', 'SYSTEMROOT', 'SystemRoot', 'WINDIR', 'COMSPEC', 'PATHEXT', 'USERPROFILE', 'APPDATA', 'LOCALAPPDATA', 'TEMP', 'TMP', 'HOME', 'TMPDIR', 'SHELL', 'USER', 'LOGNAME'])
+const STAYS_ON_WINDOWS = new Set([
+  'PATH', 'WSLENV', 'SYSTEMROOT', 'SystemRoot', 'WINDIR', 'COMSPEC', 'PATHEXT', 'USERPROFILE', 'APPDATA',
+  'LOCALAPPDATA', 'TEMP', 'TMP', 'HOME', 'TMPDIR', 'SHELL', 'USER', 'LOGNAME'
+])
 
 export function withWslEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const forwarded = Object.keys(env).filter((name) => !STAYS_ON_WINDOWS.has(name))

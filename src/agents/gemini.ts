@@ -2,7 +2,6 @@ import { isObject, parseObject, textOf as text } from './json-values.js'
 import type { ParsedReport } from './report.js'
 import type { AgentSpec } from './spec.js'
 
-
 /**
  * `--output-format json`: one JSON object, pretty-printed, after whatever gemini said first ("YOLO mode is enabled…");
  * on failure it goes to stderr with an `error` ({type, message, code}) and gemini exits with that code (41: no auth).
@@ -44,7 +43,8 @@ function parseStreamReport(output: string): ParsedReport | null {
   }
 }
 
-export const parseGeminiReport = (output: string): ParsedReport | null => parseStreamReport(output) ?? parseJsonReport(output)
+export const parseGeminiReport = (output: string): ParsedReport | null =>
+  parseStreamReport(output) ?? parseJsonReport(output)
 
 /**
  * Gemini CLI headless. The task goes as `--prompt=<task>`, one argv element that yargs reads as the option's value
@@ -57,9 +57,9 @@ export const gemini: AgentSpec = {
   env: ['GEMINI_*', 'GOOGLE_*'],
   summary: 'Run a task with Gemini CLI headless (`gemini --prompt`)',
   description:
-    'Runs `gemini --prompt=<task> --output-format json --approval-mode=yolo --skip-trust` in `cwd`, at most `timeout` ' +
-    'seconds, and answers with the `response` of its JSON report as `output` (its error message when it failed) and ' +
-    'whether it failed as `agent_report`. Waits for the whole run: up to 30 minutes.',
+    'Runs `gemini --prompt=<task> --output-format json --approval-mode=yolo --skip-trust` in `cwd`, at most ' +
+    '`timeout` seconds, and answers with the `response` of its JSON report as `output` (its error message when it ' +
+    'failed) and whether it failed as `agent_report`. Waits for the whole run: up to 30 minutes.',
   args: (task, live, settings) => [
     `--prompt=${task}`,
     '--output-format', live ? 'stream-json' : 'json',

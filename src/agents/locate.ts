@@ -2,7 +2,10 @@ import { execFile } from 'node:child_process'
 import { resolveWindowsCommand } from '../process/windows-executable.js'
 
 /** What `<file> --version` starts: on Windows an npm .cmd shim cannot be spawned without a shell, so its target is. */
-async function versionCommand(file: string, env: NodeJS.ProcessEnv): Promise<{ file: string; args: string[] } | undefined> {
+async function versionCommand(
+  file: string,
+  env: NodeJS.ProcessEnv
+): Promise<{ file: string; args: string[] } | undefined> {
   if (process.platform !== 'win32') return { file, args: ['--version'] }
   return resolveWindowsCommand(file, ['--version'], env, process.cwd()).catch(() => undefined)
 }
@@ -12,7 +15,8 @@ export async function versionOf(file: string, env: NodeJS.ProcessEnv): Promise<s
   const command = await versionCommand(file, env)
   if (command === undefined) return null
   return new Promise((resolve) => {
-    execFile(command.file, command.args, { env, timeout: 5000, maxBuffer: 64 * 1024, windowsHide: true }, (error, stdout) => {
+    const options = { env, timeout: 5000, maxBuffer: 64 * 1024, windowsHide: true }
+    execFile(command.file, command.args, options, (error, stdout) => {
       const firstLine = stdout.split('\n')[0]?.trim()
       resolve(error || !firstLine ? null : firstLine)
     })

@@ -37,12 +37,15 @@ export function parseOpencodeReport(output: string): ParsedReport | null {
 export const opencode: AgentSpec = {
   agent: 'opencode',
   defaultBin: 'opencode',
-  env: ['OPENCODE_*', 'ANTHROPIC_*', 'OPENAI_*', 'AZURE_*', 'GEMINI_*', 'GOOGLE_*', 'VERTEX_*', 'AWS_*', 'OPENROUTER_*', 'GROQ_*', 'CEREBRAS_*', 'HF_*', 'XAI_*', 'DEEPSEEK_*', 'MISTRAL_*', 'GITHUB_TOKEN'],
+  env: [
+    'OPENCODE_*', 'ANTHROPIC_*', 'OPENAI_*', 'AZURE_*', 'GEMINI_*', 'GOOGLE_*', 'VERTEX_*', 'AWS_*', 'OPENROUTER_*',
+    'GROQ_*', 'CEREBRAS_*', 'HF_*', 'XAI_*', 'DEEPSEEK_*', 'MISTRAL_*', 'GITHUB_TOKEN'
+  ],
   summary: 'Run a task with opencode (`opencode run`)',
   description:
-    'Runs `opencode run --format json --auto -- <task>` in `cwd`, at most `timeout` seconds, and answers with its text ' +
-    'parts as `output` (its errors’ messages when it failed) and whether it failed as `agent_report`. Waits for the ' +
-    'whole run: up to 30 minutes.',
+    'Runs `opencode run --format json --auto -- <task>` in `cwd`, at most `timeout` seconds, and answers with its ' +
+    'text parts as `output` (its errors’ messages when it failed) and whether it failed as `agent_report`. Waits for ' +
+    'the whole run: up to 30 minutes.',
   args: (task, _live, settings) => ['run', '--format', 'json', '--auto', ...settings.extraArgs, '--', task],
   parseReport: parseOpencodeReport
 }

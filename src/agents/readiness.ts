@@ -5,7 +5,6 @@ import { findOnPath } from '../process/find-executable.js'
 import { searchPath } from '../process/search-path.js'
 import type { AgentReadiness } from '../schemas/health.js'
 
-
 /** Versions change only when someone upgrades a CLI; asking each probe would spawn on every readiness check. */
 const VERSION_TTL_MS = 10 * 60 * 1000
 

@@ -15,7 +15,10 @@ export interface AgentSettings {
  * (`POST /tools/<agent>_run`), its variables, its slot limit, its OpenAPI operation and its metrics labels from it.
  */
 export interface AgentSpec {
-  /** Lower-case name: the tool is `<agent>_run`, its variables `<AGENT>_BIN`, `MAX_<AGENT>_AGENTS`, `<AGENT>_EXTRA_ARGS`. */
+  /**
+   * Lower-case name: the tool is `<agent>_run`, its variables `<AGENT>_BIN`, `MAX_<AGENT>_AGENTS`,
+   * `<AGENT>_EXTRA_ARGS`.
+   */
   agent: string
   defaultBin: string
   /** One line for the OpenAPI operation. */
@@ -34,7 +37,10 @@ export interface AgentSpec {
    * events are worth printing. The task must reach the agent as its prompt, never as an option.
    */
   args(task: string, live: boolean, settings: AgentSettings): string[]
-  /** Why this CLI would not read `task` as its prompt, whatever the argv (a 400 before anything runs); null when it would. */
+  /**
+   * Why this CLI would not read `task` as its prompt, whatever the argv (a 400 before anything runs); null when it
+   * would.
+   */
   refuseTask?(task: string): string | null
   /** Turns what the agent printed into the answer a person reads, when it reports in a structured form. */
   parseReport?(output: string): ParsedReport | null

@@ -9,6 +9,7 @@ import type { Config } from '../config.js'
 import { serviceError } from '../errors.js'
 import { answerClientError, formatValidationError, registerErrorHandlers, toErrorResponse } from './error-handler.js'
 import { requireBearerToken } from './auth.js'
+import { sharedSchemaCompilers } from './schema-compilers.js'
 import { allowedHostNames, requireKnownHost } from './host-check.js'
 import healthRoutes from './routes/health.js'
 import { Metrics } from '../metrics.js'
@@ -35,12 +36,15 @@ import { SudoProbe } from '../sudo/probe.js'
  * A JSON body of the largest accepted task: 30,000 characters, each at most a 12-byte surrogate pair escaped as
  * `\uXXXX\uXXXX` (an emoji), plus the other fields.
  */
-export const BODY_LIMIT_BYTES = 512 * 1024
+const BODY_LIMIT_BYTES = 512 * 1024
 
 /** A caller's x-request-id is kept when it is a plain token of reasonable size; anything else gets a fresh id. */
 const REQUEST_ID = /^[A-Za-z0-9._:@/+=-]{1,128}$/
 
-/** How often a running async run's new events reach the store: what a crash may lose, and how far other replicas lag. */
+/**
+ * How often a running async run's new events reach the store: what a crash may lose, and how far other replicas
+ * lag.
+ */
 const RUN_SAVE_EVERY_MS = 200
 
 export interface AppOptions {
@@ -79,6 +83,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     // though (Node's requestTimeout ends once the body is in): a client trickling its headers or body holds nothing
     // for long. Node checks every connectionsCheckingInterval, 30 s by default: far coarser than the bound.
     connectionTimeout: 0,
+    schemaController: { compilersFactory: sharedSchemaCompilers() },
     // Fastify's own 503 while closing has no `code`: the onRequest hook below answers SHUTTING_DOWN instead.
     return503OnClosing: false,
     requestTimeout: config.requestTimeoutMs,
@@ -108,7 +113,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   // The parts of the service, built once: what runs agents, what counts them, and who may stop them.
   const serviceEnv = options.agentEnv ?? process.env
   const tools = defineTools(config, serviceEnv)
-  const slots = createSlotLimiter(config, app.log)
+  const slots = await createSlotLimiter(config, app.log)
   const toolNames = Object.keys(tools)
   const metrics = new Metrics(toolNames, slots)
   // What the service's own helpers (sudo probe, wsl --list, leftover stops) inherit: the common variables only.
@@ -122,8 +127,19 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   if (config.agentUser !== undefined) chownSync(config.agentWorkdir, config.agentUser.uid, config.agentUser.gid)
   // Before anything runs: what a previous life of the service left running (it was killed) is stopped now.
   const leftovers = await ledger.stopLeftovers(agentEnv)
-  if (leftovers.length > 0) app.log.warn({ leftovers }, `stopped what ${leftovers.length} run(s) of a previous life left running`)
-  const launcher = new RunLauncher({ config, tools, slots, sudoProbe, metrics, hostContainment: host.containment, ledger, wslDistros: new WslDistros(config.wslBin, agentEnv) })
+  if (leftovers.length > 0) {
+    app.log.warn({ leftovers }, `stopped what ${leftovers.length} run(s) of a previous life left running`)
+  }
+  const launcher = new RunLauncher({
+    config,
+    tools,
+    slots,
+    sudoProbe,
+    metrics,
+    hostContainment: host.containment,
+    ledger,
+    wslDistros: new WslDistros(config.wslBin, agentEnv)
+  })
   const replica = randomUUID()
   const store = await createRunStore(config, replica, app.log)
   const lost = await store.recover()
@@ -161,7 +177,9 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await registerOpenApi(app, Object.values(tools).map((tool) => tool.agent), config.publicUrl)
   await app.register(async (authenticated) => {
     await requireBearerToken(authenticated, config.apiTokens)
-    if (config.apiTokens.length === 0) requireKnownHost(authenticated, allowedHostNames(config.host, config.allowedHosts))
+    if (config.apiTokens.length === 0) {
+      requireKnownHost(authenticated, allowedHostNames(config.host, config.allowedHosts))
+    }
     await authenticated.register(toolRoutes, { config, tools, slots, registry })
     await authenticated.register(runRoutes, { registry, toolNames, heartbeatMs: config.heartbeatMs })
     await authenticated.register(mcpRoute, { tools, registry, version })
@@ -169,6 +187,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const readiness = agentReadiness(Object.values(tools))
   app.decorate('readiness', readiness)
   app.decorate('containment', { mode: host.containment.mode, reason: host.reason })
-  await app.register(healthRoutes, { tokens: config.apiTokens, readiness, metrics, slots, containment: app.containment })
+  const containment = app.containment
+  await app.register(healthRoutes, { tokens: config.apiTokens, readiness, metrics, slots, containment })
   return app
 }

@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { ApiToken } from '../config.js'
 
 /** Who calls when no token is configured: everyone is the same caller. */
-export const ANONYMOUS = 'anonymous'
+const ANONYMOUS = 'anonymous'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -12,7 +12,8 @@ declare module 'fastify' {
   }
 }
 
-const presentedSecret = (request: FastifyRequest): string => (request.headers.authorization ?? '').replace(/^Bearer\s+/i, '')
+const presentedSecret = (request: FastifyRequest): string =>
+  (request.headers.authorization ?? '').replace(/^Bearer\s+/i, '')
 
 /**
  * Requires `Authorization: Bearer <token>` on every route of the scope it is registered in. Tokens are compared in

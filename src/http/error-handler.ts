@@ -14,7 +14,7 @@ const FOREIGN_CODES = new Map<string, ErrorCode>(
 
 const isExposed = (code: ErrorCode): boolean => 'exposed' in ERROR_CATALOG[code]
 
-export function errorBody(statusCode: number, code: string, message: string): ErrorResponse {
+function errorBody(statusCode: number, code: string, message: string): ErrorResponse {
   return { statusCode, error: STATUS_CODES[statusCode] ?? 'Error', code, message }
 }
 
@@ -23,7 +23,7 @@ const answerFor = (error: ServiceError): ErrorResponse => errorBody(statusOf(err
 type ValidationIssue = NonNullable<FastifyError['validation']>[number]
 
 /** Ajv says "must NOT have additional properties" without naming the property; a caller needs the name. */
-export function describeValidationIssue(context: string, issue: ValidationIssue): string {
+function describeValidationIssue(context: string, issue: ValidationIssue): string {
   const path = `${context}${issue.instancePath}`
   if (issue.keyword === 'additionalProperties') {
     return `${path}/${String(issue.params['additionalProperty'])} is not an accepted field`
@@ -42,17 +42,20 @@ export function formatValidationError(issues: ValidationIssue[], context: string
 /** The one place an error becomes an answer: the catalog's status and code, and no detail of an unexpected failure. */
 export function toErrorResponse(error: FastifyError | ServiceError): ErrorResponse {
   if (error instanceof ServiceError) {
-    return statusOf(error.code) >= 500 && !isExposed(error.code) ? answerFor(serviceError('INTERNAL_ERROR')) : answerFor(error)
+    const hidden = statusOf(error.code) >= 500 && !isExposed(error.code)
+    return hidden ? answerFor(serviceError('INTERNAL_ERROR')) : answerFor(error)
   }
   const renamed = FOREIGN_CODES.get(error.code)
   if (renamed !== undefined) return errorBody(statusOf(renamed), renamed, error.message)
   const statusCode = error.statusCode ?? 500
   if (statusCode >= 500) return answerFor(serviceError('INTERNAL_ERROR'))
+  // A plugin's error may carry a statusCode and no code, whatever FastifyError's type says.
+  // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition
   return errorBody(statusCode, error.code ?? 'BAD_REQUEST', error.message)
 }
 
 /** Node's own refusals, before any route: a request that never arrived whole, or that no HTTP parser can read. */
-export function clientErrorAnswer(error: NodeJS.ErrnoException): ErrorResponse {
+function clientErrorAnswer(error: NodeJS.ErrnoException): ErrorResponse {
   if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') return answerFor(serviceError('REQUEST_TIMEOUT'))
   if (error.code === 'HPE_HEADER_OVERFLOW') return answerFor(serviceError('HEADERS_TOO_LARGE'))
   return answerFor(serviceError('MALFORMED_REQUEST', error.code ?? 'parse error'))
@@ -94,5 +97,7 @@ export function registerErrorHandlers(app: FastifyInstance, onRejection: Rejecti
     if (toolOfRequest !== undefined) onRejection(toolOfRequest(request), body.code)
     return reply.code(body.statusCode).send(body)
   })
-  app.setNotFoundHandler((request, reply) => reply.code(404).send(answerFor(serviceError('ROUTE_NOT_FOUND', request.method, request.url))))
+  app.setNotFoundHandler((request, reply) =>
+    reply.code(404).send(answerFor(serviceError('ROUTE_NOT_FOUND', request.method, request.url)))
+  )
 }

@@ -42,9 +42,9 @@ export class EventWriter {
     return this.#raw.write(frame)
   }
 
+  /** `resume` runs once the client has taken what was written, or has gone. */
   onDrain(resume: () => void): void {
-    if (this.closed) resume()
-    else this.#raw.once('drain', resume)
+    void this.drained().then(resume)
   }
 
   /** Resolves once the client has taken what was written, or has gone. */

@@ -9,7 +9,8 @@ const errorTable = Object.entries(ERROR_CODES)
   .flatMap(([status, codes]) => Object.entries(codes).map(([code, [when]]) => `| ${status} | \`${code}\` | ${when} |`))
   .join('\n')
 
-const description = (agents: readonly string[]) => `Hands a task to an AI coding agent on the command line — here ${agents.join(', ')}, one
+const description = (agents: readonly string[]) =>
+  `Hands a task to an AI coding agent on the command line — here ${agents.join(', ')}, one
 tool each (\`POST /tools/<agent>_run\`) — and answers with the exit code and what the agent said.
 
 Every run that started answers 200 with a \`RunResult\`, whatever its end (\`ok\` says whether it went well).
@@ -57,7 +58,11 @@ function describeForCallers(document: OpenApiDocument): OpenApiDocument {
  * The contract, generated from the routes' schemas: \`openapi.yaml\` at the repository root is this plugin's output
  * (\`npm run openapi\`). Register it before the routes, whose onRoute events it collects.
  */
-export async function registerOpenApi(app: FastifyInstance, agents: readonly string[], publicUrl: string | undefined): Promise<void> {
+export async function registerOpenApi(
+  app: FastifyInstance,
+  agents: readonly string[],
+  publicUrl: string | undefined
+): Promise<void> {
   // A served document names the server it came from (or PUBLIC_URL, behind a proxy), so that a client generated from
   // it calls this deployment; the checked-in file names the default address.
   const servedFrom = (request: FastifyRequest) => [{ url: publicUrl ?? `${request.protocol}://${request.host}` }]
@@ -75,7 +80,11 @@ export async function registerOpenApi(app: FastifyInstance, agents: readonly str
       servers: [{ url: 'http://127.0.0.1:8080', description: 'The service with its default HOST and PORT' }],
       components: {
         securitySchemes: {
-          bearerAuth: { type: 'http', scheme: 'bearer', description: 'One of API_TOKENS, when the deployment sets them.' }
+          bearerAuth: {
+            type: 'http',
+            scheme: 'bearer',
+            description: 'One of API_TOKENS, when the deployment sets them.'
+          }
         }
       },
       // A bearer token where API_TOKENS is set; none on a loopback deployment without tokens. Health routes opt out.
@@ -86,9 +95,10 @@ export async function registerOpenApi(app: FastifyInstance, agents: readonly str
       ]
     },
     // Only ever an OpenAPI document: the `openapi` option is set, so @fastify/swagger never builds Swagger 2.0 here.
-    transformObject: (documentObject) => describeForCallers((documentObject as { openapiObject: OpenApiDocument }).openapiObject),
+    transformObject: (documentObject) =>
+      describeForCallers((documentObject as { openapiObject: OpenApiDocument }).openapiObject),
     // Shared schemas appear in components/schemas under their $id (RunParams…), not as def-0, def-1; each has one.
-    refResolver: { buildLocalReference: (json) => String(json['$id']) }
+    refResolver: { buildLocalReference: (json) => json['$id'] as string }
   })
 
   app.get(
@@ -109,7 +119,10 @@ export async function registerOpenApi(app: FastifyInstance, agents: readonly str
       }
     },
     // Written by the same YAML library and options as @fastify/swagger's (and so openapi.yaml): only `servers` differs.
-    async (request, reply) => reply.type('application/yaml').send(stringify({ ...app.swagger(), servers: servedFrom(request) }, { strict: false }))
+    async (request, reply) => {
+      const document = { ...app.swagger(), servers: servedFrom(request) }
+      return reply.type('application/yaml').send(stringify(document, { strict: false }))
+    }
   )
 
   await app.register(swaggerUi, {

@@ -5,8 +5,15 @@ import type { AgentUser } from './agent-user.js'
 import type { Containment, LeftoverRecord } from './containment.js'
 import { AgentSpawnError } from './spawn-error.js'
 import type { StopReason } from '../schemas/run.js'
-import type { AgentCommand } from '../runs/placement.js'
 import { HeadTailBuffer } from './head-tail-buffer.js'
+
+/** What is spawned: the agent itself, or the wsl.exe call that runs it. */
+export interface AgentCommand {
+  file: string
+  args: string[]
+  /** Host directory to spawn in; undefined inside WSL, where the directory travels as `--cd`. */
+  cwd: string | undefined
+}
 
 /**
  * How long the pipes may stay open once the agent has exited and what it left has been killed. Only a process that
@@ -22,7 +29,7 @@ const DRAIN_AFTER_EXIT_MS = 1000
 export interface RunHooks {
   onSpawn?: (pid: number) => void
   onOutput?: (chunk: Buffer) => void
-  /** A reader of the live output that may fall behind: while it does, the agent's pipes pause (and so does the agent). */
+  /** A reader of the live output that may fall behind: while it does, the agent's pipes pause (and the agent). */
   sink?: OutputSink
 }
 
@@ -38,16 +45,22 @@ export interface AgentRunOptions extends RunHooks {
   outputLimitBytes: number
   /** Aborting stops the agent; the abort reason (a StopReason) is reported as the run's stop_reason. */
   signal?: AbortSignal
+  /**
+   * After reading this much, let one turn of the event loop pass before reading on, so other runs and requests have
+   * theirs: libuv reads a readable pipe up to 32 × 64 KiB in a row, which a relay that encodes every byte would spend
+   * the one thread on. Unset: read as fast as the pipes give (a relay that only copies).
+   */
+  bytesBetweenTurns?: number
   /** Told what a later life of the service would need to stop this run, and when nothing of it is left. */
   ledger?: RunTracker
 }
 
-export interface RunTracker {
+interface RunTracker {
   started(record: LeftoverRecord): void
   ended(): void
 }
 
-export interface OutputSink {
+interface OutputSink {
   /** false when the reader is behind; the pipes then stay paused until the resume callback given to onDrain runs. */
   write(chunk: Buffer): boolean
   onDrain(resume: () => void): void
@@ -105,20 +118,39 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentRunOutcom
 
   const output = new HeadTailBuffer(options.outputLimitBytes)
   let stopReason: StopReason | null = null
-  const pipes = [child.stdout!, child.stderr!]
-  const resume = (): void => {
-    for (const pipe of pipes) pipe.resume()
+  const pipes = [child.stdout, child.stderr]
+  // The pipes flow only while nothing holds them: a reader behind (the sink), or this turn's share already read.
+  const holds = new Set<'sink' | 'turn'>()
+  const hold = (reason: 'sink' | 'turn'): void => {
+    if (holds.size === 0) for (const pipe of pipes) pipe.pause()
+    holds.add(reason)
   }
+  const release = (reason: 'sink' | 'turn'): void => {
+    if (holds.delete(reason) && holds.size === 0) for (const pipe of pipes) pipe.resume()
+  }
+  const resume = (): void => {
+    release('sink')
+    release('turn')
+  }
+  let readSinceTurn = 0
   const collect = (chunk: Buffer): void => {
     output.push(chunk)
     options.onOutput?.(chunk)
     if (options.sink?.write(chunk) === false && stopReason === null) {
-      for (const pipe of pipes) pipe.pause()
-      options.sink.onDrain(resume)
+      hold('sink')
+      options.sink.onDrain(() => release('sink'))
+    }
+    readSinceTurn += chunk.length
+    if (readSinceTurn >= (options.bytesBetweenTurns ?? Infinity) && !holds.has('turn')) {
+      hold('turn')
+      setImmediate(() => {
+        readSinceTurn = 0
+        release('turn')
+      })
     }
   }
-  child.stdout!.on('data', collect)
-  child.stderr!.on('data', collect)
+  child.stdout.on('data', collect)
+  child.stderr.on('data', collect)
 
   let escalation: NodeJS.Timeout | undefined
   const exited = (): boolean => child.exitCode !== null || child.signalCode !== null

@@ -14,7 +14,9 @@ export interface AgentUser {
  */
 export function resolveAgentUser(name: string): AgentUser {
   if (process.platform !== 'linux') throw new Error(`AGENT_USER works on Linux hosts; this is ${process.platform}`)
-  if (process.getuid!() !== 0) throw new Error('AGENT_USER needs the service to run as root, to start agents as that user')
+  if (process.getuid!() !== 0) {
+    throw new Error('AGENT_USER needs the service to run as root, to start agents as that user')
+  }
   let entry: string
   try {
     entry = execFileSync('getent', ['passwd', name], { encoding: 'utf8' }).trim()

@@ -16,7 +16,7 @@ export const CONTAINMENT_MODES = ['pid-namespace', 'process-group', 'wsl-process
 export type ContainmentMode = (typeof CONTAINMENT_MODES)[number]
 
 /** What to spawn for an agent's argv, contained. */
-export interface Launch {
+interface Launch {
   file: string
   args: string[]
   /** Whether the spawned process must lead a new session and process group (POSIX). */
@@ -27,7 +27,7 @@ export interface Launch {
 }
 
 /** What the agent will be started with, for a containment that has to look at the host first. */
-export interface LaunchContext {
+interface LaunchContext {
   env: NodeJS.ProcessEnv
   cwd: string | undefined
   /** AGENT_USER: who the agent runs as, when not the service's own user. */
@@ -35,7 +35,7 @@ export interface LaunchContext {
 }
 
 /** How the agent itself ended, once the containment's own wrappers are seen through. */
-export interface AgentExit {
+interface AgentExit {
   exitCode: number | null
   signal: NodeJS.Signals | null
 }
@@ -59,7 +59,10 @@ export interface Containment {
 export interface ContainedRun {
   /** Delivers a stop signal to everything the run started that the mode can reach. Never throws. */
   signal(signal: StopSignal): Promise<void>
-  /** After the agent's exit: kills whatever it left. Resolves once nothing is left (or SIGKILL was sent). Never throws. */
+  /**
+   * After the agent's exit: kills whatever it left. Resolves once nothing is left (or SIGKILL was sent). Never
+   * throws.
+   */
   sweep(): Promise<void>
   exit(code: number | null, signal: NodeJS.Signals | null): AgentExit
   readonly leftover: LeftoverRecord

@@ -9,7 +9,9 @@ import { findWindowsExecutable } from './windows-executable.js'
  */
 export async function findOnPath(name: string, path: string, cwd = process.cwd()): Promise<string | undefined> {
   // Windows finds `claude` as `claude.cmd` through PATHEXT, and PATH is `;`-separated.
-  if (process.platform === 'win32') return findWindowsExecutable(name, path, process.env['PATHEXT'] ?? '.COM;.EXE;.BAT;.CMD', cwd)
+  if (process.platform === 'win32') {
+    return findWindowsExecutable(name, path, process.env['PATHEXT'] ?? '.COM;.EXE;.BAT;.CMD', cwd)
+  }
   const candidates = isAbsolute(name) || name.includes('/')
     ? [resolve(cwd, name)]
     : path.split(delimiter).filter(Boolean).map((dir) => join(dir, name))

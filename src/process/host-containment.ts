@@ -32,11 +32,21 @@ const probes = new Map<string, Promise<boolean>>()
  * the kernel allow it (root, or unprivileged user namespaces), else the process group. A mode asked for by name that
  * cannot work is an error at start rather than a weaker guarantee than the operator believes.
  */
-export async function chooseHostContainment(setting: ContainmentSetting, path = process.env['PATH'] ?? ''): Promise<HostContainment> {
-  if (setting === 'pid-namespace' && process.platform !== 'linux') throw new Error(`AGENT_CONTAINMENT=pid-namespace cannot work here: ${process.platform} has no PID namespaces`)
-  if (process.platform === 'win32') return { containment: windowsTree(), reason: 'Windows: the agent\'s process tree, with taskkill' }
+export async function chooseHostContainment(
+  setting: ContainmentSetting,
+  path = process.env['PATH'] ?? ''
+): Promise<HostContainment> {
+  if (setting === 'pid-namespace' && process.platform !== 'linux') {
+    throw new Error(`AGENT_CONTAINMENT=pid-namespace cannot work here: ${process.platform} has no PID namespaces`)
+  }
+  if (process.platform === 'win32') {
+    return { containment: windowsTree(), reason: 'Windows: the agent\'s process tree, with taskkill' }
+  }
   if (setting === 'process-group' || process.platform !== 'linux') {
-    return { containment: processGroup, reason: setting === 'process-group' ? 'AGENT_CONTAINMENT=process-group' : `no PID namespaces on ${process.platform}` }
+    const reason = setting === 'process-group'
+      ? 'AGENT_CONTAINMENT=process-group'
+      : `no PID namespaces on ${process.platform}`
+    return { containment: processGroup, reason }
   }
   const tools = await namespaceTools(path)
   let failure = typeof tools === 'string' ? tools : undefined
@@ -45,9 +55,10 @@ export async function chooseHostContainment(setting: ContainmentSetting, path = 
     if (!probes.has(key)) probes.set(key, namespaceWorks(tools))
     if (await probes.get(key)!) return { containment: pidNamespace(tools), reason: 'PID namespaces work here' }
     failure = tools.userNamespace
-      ? 'this user may not create a user and PID namespace (unprivileged user namespaces disabled, or a seccomp profile)'
+      ? 'this user may not create a user and PID namespace ' +
+        '(unprivileged user namespaces disabled, or a seccomp profile)'
       : 'unshare --pid --mount-proc failed (in a container: --cap-add SYS_ADMIN, or a user namespace)'
   }
-  if (setting === 'pid-namespace') throw new Error(`AGENT_CONTAINMENT=pid-namespace cannot work here: ${failure}`)
+  if (setting === 'pid-namespace') throw new Error(`AGENT_CONTAINMENT=pid-namespace cannot work here: ${failure!}`)
   return { containment: processGroup, reason: failure! }
 }

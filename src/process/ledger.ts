@@ -40,7 +40,7 @@ export class RunLedger {
       const path = join(this.#dir, name)
       let record: LeftoverRecord
       try {
-        record = JSON.parse(readFileSync(path, 'utf8'))
+        record = JSON.parse(readFileSync(path, 'utf8')) as LeftoverRecord
       } catch {
         // a file cut short by the crash itself: nothing to act on
         rmSync(path, { force: true })

@@ -11,7 +11,10 @@ export interface NamespaceTools {
   setpriv: string
   unshare: string
   tini: string
-  /** Not root: the namespace needs a user namespace, with the caller's own uid mapped (never root: claude refuses it). */
+  /**
+   * Not root: the namespace needs a user namespace, with the caller's own uid mapped (never root: claude refuses
+   * it).
+   */
   userNamespace: boolean
 }
 
@@ -24,13 +27,15 @@ export interface NamespaceTools {
  *   When the agent exits, tini exits, and the kernel kills whatever is left in the namespace, daemons included.
  * All of them lead one process group on the host, which the service signals like any other.
  */
-export function namespaceArgv(tools: NamespaceTools, file: string, args: string[], user?: AgentUser): string[] {
+function namespaceArgv(tools: NamespaceTools, file: string, args: string[], user?: AgentUser): string[] {
   return [
     '--pdeathsig', 'KILL', '--',
     tools.unshare, ...(tools.userNamespace ? ['--user', '--map-current-user'] : []),
     '--pid', '--fork', '--kill-child', '--mount-proc', '--',
     // AGENT_USER: inside the namespace, before its init, everything drops to that user (and its groups).
-    ...(user === undefined ? [] : [tools.setpriv, '--reuid', String(user.uid), '--regid', String(user.gid), '--init-groups', '--']),
+    ...(user === undefined
+      ? []
+      : [tools.setpriv, '--reuid', String(user.uid), '--regid', String(user.gid), '--init-groups', '--']),
     tools.tini, '-g', '--',
     file, ...args
   ]
@@ -53,7 +58,7 @@ export function pidNamespace(tools: NamespaceTools): Containment {
 export function namespaceWorks(tools: NamespaceTools, timeoutMs = 5000): Promise<boolean> {
   const [file, ...args] = [tools.setpriv, ...namespaceArgv(tools, 'true', [])]
   return new Promise((resolve) => {
-    const child = spawn(file!, args, { stdio: 'ignore', timeout: timeoutMs })
+    const child = spawn(file, args, { stdio: 'ignore', timeout: timeoutMs })
     child.once('error', () => resolve(false))
     child.once('exit', (code) => resolve(code === 0))
   })

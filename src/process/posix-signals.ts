@@ -3,20 +3,30 @@ import { readFileSync } from 'node:fs'
 
 /** Sends a signal to a whole process group; a group already gone is what was wanted. */
 export function signalGroup(leader: number, signal: NodeJS.Signals): void {
+  // Every run's last sweep finds its group gone: that ESRCH is the expected answer, not worth a stack trace.
+  const stackTraceLimit = Error.stackTraceLimit
+  Error.stackTraceLimit = 0
   try {
     process.kill(-leader, signal)
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error
+  } finally {
+    Error.stackTraceLimit = stackTraceLimit
   }
 }
 
-const SIGNAL_NAMES = new Map(Object.entries(constants.signals).map(([name, number]) => [number, name as NodeJS.Signals]))
+const SIGNAL_NAMES = new Map(
+  Object.entries(constants.signals).map(([name, number]) => [number, name as NodeJS.Signals])
+)
 
 /**
  * An init (tini, a shell) reports a child killed by signal N as exit status 128 + N: read it back as the signal, the
  * way a shell user would.
  */
-export function exitThroughInit(code: number | null, signal: NodeJS.Signals | null): { exitCode: number | null; signal: NodeJS.Signals | null } {
+export function exitThroughInit(
+  code: number | null,
+  signal: NodeJS.Signals | null
+): { exitCode: number | null; signal: NodeJS.Signals | null } {
   if (code !== null && code > 128) {
     const name = SIGNAL_NAMES.get(code - 128)
     if (name !== undefined) return { exitCode: null, signal: name }

@@ -21,6 +21,11 @@ export function groupControl(child: ChildProcess, mapExit: ContainedRun['exit'])
 /** The agent leads its own process group: stopping reaches every descendant that stayed in it. */
 export const processGroup: Containment = {
   mode: 'process-group',
-  launch: async (file, args, { user }) => ({ file, args, detached: true, ...(user === undefined ? {} : { uid: user.uid, gid: user.gid }) }),
+  launch: async (file, args, { user }) => ({
+    file,
+    args,
+    detached: true,
+    ...(user === undefined ? {} : { uid: user.uid, gid: user.gid })
+  }),
   control: (child) => groupControl(child, (exitCode, signal) => ({ exitCode, signal }))
 }

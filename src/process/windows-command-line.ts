@@ -7,7 +7,10 @@
 /** The longest command line CreateProcess accepts, in UTF-16 code units, without its terminating NUL. */
 export const WINDOWS_COMMAND_LINE_MAX = 32_766
 
-/** One argument as libuv quotes it: bare when it needs nothing, else in quotes with `"` and the backslashes before one escaped. */
+/**
+ * One argument as libuv quotes it: bare when it needs nothing, else in quotes with `"` and the backslashes before one
+ * escaped.
+ */
 export function quoteWindowsArg(arg: string): string {
   if (arg === '') return '""'
   if (!/[ \t"]/.test(arg)) return arg

@@ -34,9 +34,10 @@ export class WslDistros {
   }
 }
 
-export function listDistros(wslBin: string, env: NodeJS.ProcessEnv): Promise<string[] | undefined> {
+function listDistros(wslBin: string, env: NodeJS.ProcessEnv): Promise<string[] | undefined> {
   return new Promise((resolve) => {
-    execFile(wslBin, ['--list', '--quiet'], { env: wslProcessEnv(env), timeout: 10_000, windowsHide: true }, (error, stdout) => {
+    const options = { env: wslProcessEnv(env), timeout: 10_000, windowsHide: true }
+    execFile(wslBin, ['--list', '--quiet'], options, (error, stdout) => {
       if (error) return resolve(undefined)
       resolve(stdout.split(/\r?\n/).map((name) => name.trim()).filter((name) => name !== ''))
     })

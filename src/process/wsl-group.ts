@@ -56,7 +56,9 @@ export function signalWslRun(
     '--exec', 'sh', '-c', SIGNAL_SCRIPT, 'agent-runner', runId, signal.slice(3), String(waitTenths)
   ]
   return new Promise((resolve) => {
-    const call = spawn(target.wslBin, args, { env: wslProcessEnv(env), stdio: 'ignore', windowsHide: true, timeout: SIGNAL_CALL_TIMEOUT_MS })
+    const call = spawn(target.wslBin, args, {
+      env: wslProcessEnv(env), stdio: 'ignore', windowsHide: true, timeout: SIGNAL_CALL_TIMEOUT_MS
+    })
     call.once('error', () => resolve())
     call.once('exit', () => resolve())
   })
@@ -66,7 +68,12 @@ export function signalWslRun(
  * The wsl.exe call that runs the agent's argv inside the distro as the leader of a process group recorded under the
  * run id. `--exec`, never `--`: after `--` wsl.exe hands the rest of its command line to the distro's shell.
  */
-export function wslCommand(target: WslTarget, runId: string, file: string, args: string[]): { file: string; args: string[] } {
+export function wslCommand(
+  target: WslTarget,
+  runId: string,
+  file: string,
+  args: string[]
+): { file: string; args: string[] } {
   return {
     file: target.wslBin,
     args: [
@@ -89,7 +96,9 @@ export function wslProcessGroup(target: WslTarget, runId: string, env: NodeJS.Pr
     // The argv is already the wsl.exe call (wslCommand); on the Windows side there is nothing to wrap.
     launch: async (file, args) => ({ file, args, detached: false }),
     control: (child: ChildProcess): ContainedRun => {
-      const leftover: LeftoverRecord = { kind: 'wsl-group', wslBin: target.wslBin, distro: target.distro, user: target.user, runId }
+      const leftover: LeftoverRecord = {
+        kind: 'wsl-group', wslBin: target.wslBin, distro: target.distro, user: target.user, runId
+      }
       const killWsl = (): void => {
         if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
       }

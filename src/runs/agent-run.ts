@@ -24,18 +24,40 @@ export interface AgentRunContext {
   hooks: RunHooks
 }
 
+/**
+ * A live run (a stream, an async run) encodes every byte it reads into events: it reads this much, then lets the event
+ * loop turn, so sixteen floods cannot hold the thread a health check waits for.
+ */
+const LIVE_BYTES_BETWEEN_TURNS = 128 * 1024
+
 /** The run's own observers before the caller's: each sees every chunk, none slows the agent. */
 function observedBy(hooks: RunHooks, observer: (chunk: Buffer) => void): RunHooks {
   const { onOutput } = hooks
-  return { ...hooks, onOutput: onOutput === undefined ? observer : (chunk) => (observer(chunk), onOutput(chunk)) }
+  if (onOutput === undefined) return { ...hooks, onOutput: observer }
+  return {
+    ...hooks,
+    onOutput: (chunk) => {
+      observer(chunk)
+      onOutput(chunk)
+    }
+  }
 }
 
-/** Runs the agent where the placement says, holding a slot, and maps its end to the result (or a start failure to an error). */
-export async function runPlacedAgent(tool: AgentTool, placement: Placement, params: RunParams, context: AgentRunContext): Promise<RunResult> {
+/**
+ * Runs the agent where the placement says, holding a slot, and maps its end to the result (or a start failure to an
+ * error).
+ */
+export async function runPlacedAgent(
+  tool: AgentTool,
+  placement: Placement,
+  params: RunParams,
+  context: AgentRunContext
+): Promise<RunResult> {
   const { config, log, ledger, runId } = context
   const { command } = placement
   const sudoStatus = await context.sudoProbe.status(placement.sudo)
   const sudoFailure = new SudoPasswordDetector()
+  const live = context.hooks.onOutput !== undefined || context.hooks.sink !== undefined
   const hooks = observedBy(context.hooks, sudoFailure.push)
   try {
     const outcome = await runAgent({
@@ -47,10 +69,21 @@ export async function runPlacedAgent(tool: AgentTool, placement: Placement, para
       timeoutMs: params.timeout * 1000,
       killGraceMs: config.killGraceMs,
       outputLimitBytes: config.outputLimitBytes,
+      ...(live ? { bytesBetweenTurns: LIVE_BYTES_BETWEEN_TURNS } : {}),
       signal: context.signal,
       ...hooks,
       onSpawn: (pid) => {
-        log.info({ tool: tool.name, run: runId, agent_pid: pid, file: command.file, cwd: command.cwd, containment: placement.containment.mode }, 'agent run started')
+        log.info(
+          {
+            tool: tool.name,
+            run: runId,
+            agent_pid: pid,
+            file: command.file,
+            cwd: command.cwd,
+            containment: placement.containment.mode
+          },
+          'agent run started'
+        )
         hooks.onSpawn?.(pid)
       }
     })
@@ -72,7 +105,9 @@ export async function runPlacedAgent(tool: AgentTool, placement: Placement, para
     )
     return result
   } catch (error) {
-    if (error instanceof RunAbandoned) throw serviceError(error.reason === 'shutdown' ? 'SHUTTING_DOWN' : 'CLIENT_CLOSED_REQUEST')
+    if (error instanceof RunAbandoned) {
+      throw serviceError(error.reason === 'shutdown' ? 'SHUTTING_DOWN' : 'CLIENT_CLOSED_REQUEST')
+    }
     if (!(error instanceof AgentSpawnError)) throw error
     // spawn says ENOENT both for a missing binary and for a directory removed since it was checked.
     if (error.errno === 'ENOENT' && command.cwd !== undefined) await assertHostDirectory(command.cwd)

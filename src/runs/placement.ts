@@ -5,13 +5,7 @@ import { wslCommand, wslProcessEnv, wslProcessGroup, type WslTarget } from '../p
 import type { RunParams } from '../schemas/run.js'
 import type { SudoContext } from '../sudo/probe.js'
 import { withWslEnv } from '../agents/environment.js'
-
-export interface AgentCommand {
-  file: string
-  args: string[]
-  /** Host directory to spawn in; undefined inside WSL, where the directory travels as `--cd`. */
-  cwd: string | undefined
-}
+import type { AgentCommand } from '../process/agent-process.js'
 
 /** Where one run goes and everything that follows from it, decided once. */
 export interface Placement {
@@ -59,7 +53,9 @@ export function placeRun(input: PlacementInput): Placement {
     }
   }
   // Without --cd, wsl.exe would start in the Windows directory of the service itself.
-  const target: WslTarget = { wslBin: input.wslBin, distro: params.wsl_distro, user: params.wsl_user, cwd: params.cwd ?? '~' }
+  const target: WslTarget = {
+    wslBin: input.wslBin, distro: params.wsl_distro, user: params.wsl_user, cwd: params.cwd ?? '~'
+  }
   return {
     where: 'wsl',
     user: undefined,

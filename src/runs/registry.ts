@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { ToolName } from '../agents/tools.js'
 import { runOutcome } from './result.js'
 import type { RunHooks } from '../process/agent-process.js'
-import type { RunParams, RunResult, StopReason } from '../schemas/run.js'
+import type { RunParams, RunResult } from '../schemas/run.js'
 import type { RunState, RunSummary } from '../schemas/runs.js'
 import { OutputEvents } from './output-events.js'
 import { RunEventLog } from './event-log.js'
@@ -37,8 +37,8 @@ export interface RegistryOptions {
 
 /**
  * Every run of this replica, from the request that opened it until its agent has ended, whatever its kind; async runs
- * also in the store (finished ones only there), so that any replica and any later life can answer for them. An async run
- * belongs to no HTTP connection: it outlives its caller, and only DELETE, its deadline or shutdown stop it.
+ * also in the store (finished ones only there), so that any replica and any later life can answer for them. An async
+ * run belongs to no HTTP connection: it outlives its caller, and only DELETE, its deadline or shutdown stop it.
  */
 export class RunRegistry {
   readonly #options: RegistryOptions
@@ -49,11 +49,6 @@ export class RunRegistry {
   constructor(options: RegistryOptions) {
     this.#options = options
     options.store.onCancelRequest((id) => this.#local.get(id)?.run.stop('cancelled'))
-  }
-
-  /** Runs opened and not yet ended (before their agent starts too). */
-  get size(): number {
-    return this.#active.size
   }
 
   /** A new run, stoppable (by shutdown, by its caller) from now on; listed once its agent runs. */
@@ -74,7 +69,10 @@ export class RunRegistry {
     }
   }
 
-  /** Starts an async run; resolves once the agent runs and the run is stored, or rejects as the synchronous route would. */
+  /**
+   * Starts an async run; resolves once the agent runs and the run is stored, or rejects as the synchronous route
+   * would.
+   */
   async start(tool: ToolName, params: RunParams, log: FastifyBaseLogger, owner: string): Promise<RunState> {
     const { outputLimitBytes, store } = this.#options
     const run = this.open('async', tool, owner)
@@ -88,7 +86,14 @@ export class RunRegistry {
       result: null,
       replica: this.#options.replica
     }
-    const local: LocalRun = { run, record, log: new RunEventLog(outputLimitBytes), done: Promise.resolve(), savedUpTo: 0, saving: Promise.resolve() }
+    const local: LocalRun = {
+      run,
+      record,
+      log: new RunEventLog(outputLimitBytes),
+      done: Promise.resolve(),
+      savedUpTo: 0,
+      saving: Promise.resolve()
+    }
     const runLog = log.child({ run: record.id })
     const output = new OutputEvents()
     let saver: NodeJS.Timeout | undefined
@@ -97,7 +102,7 @@ export class RunRegistry {
         onSpawn: () => {
           this.#local.set(record.id, local)
           local.saving = store.create(record)
-          saver = setInterval(() => this.#save(local, runLog), this.#options.saveEveryMs)
+          saver = setInterval(() => void this.#save(local, runLog), this.#options.saveEveryMs)
           // Answered once stored, so that any replica can already find it.
           resolve(
             local.saving.catch((error: unknown) => {
@@ -147,7 +152,9 @@ export class RunRegistry {
   /** The events of an async run of this caller's, for a follower; undefined when there is none to follow. */
   async feed(id: string, owner: string): Promise<Feed | undefined> {
     const local = this.#local.get(id)
-    if (local !== undefined) return local.record.owner === owner ? (lastId, signal) => follow(logSource(local.log), lastId, signal) : undefined
+    if (local !== undefined) {
+      return local.record.owner === owner ? (lastId, signal) => follow(logSource(local.log), lastId, signal) : undefined
+    }
     const record = await this.#options.store.get(id)
     if (record?.owner !== owner) return undefined
     const { store, saveEveryMs } = this.#options
@@ -198,7 +205,12 @@ export class RunRegistry {
     if (unfinished !== null) run.log.appendOutput(unfinished)
     run.log.end(result, output.totalBytes)
     // Stopped by DELETE or by shutdown, a run was cancelled; a caller that vanished cannot stop an async run.
-    run.record = { ...run.record, status: result === null ? 'failed' : runOutcome(result), finishedAt: new Date().toISOString(), result }
+    run.record = {
+      ...run.record,
+      status: result === null ? 'failed' : runOutcome(result),
+      finishedAt: new Date().toISOString(),
+      result
+    }
   }
 
   /** Saves what the log kept since the last save; saves run one after another, never two at once. */
@@ -241,7 +253,7 @@ export class RunRegistry {
   }
 }
 
-export function stateOf(record: RunRecord): RunState {
+function stateOf(record: RunRecord): RunState {
   return {
     id: record.id,
     tool: record.tool,
@@ -256,5 +268,13 @@ export function stateOf(record: RunRecord): RunState {
 const isLive = (run: Run): boolean => run.kind !== 'async' && run.spawned
 
 function liveState(run: Run): RunState {
-  return { id: run.id, tool: run.tool, kind: run.kind, status: 'running', created_at: run.createdAt.toISOString(), finished_at: null, result: null }
+  return {
+    id: run.id,
+    tool: run.tool,
+    kind: run.kind,
+    status: 'running',
+    created_at: run.createdAt.toISOString(),
+    finished_at: null,
+    result: null
+  }
 }

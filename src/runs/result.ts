@@ -1,10 +1,14 @@
 import type { RunResult, SudoReport } from '../schemas/run.js'
-import type { AgentCommand } from './placement.js'
+import type { AgentCommand, AgentRunOutcome } from '../process/agent-process.js'
 import type { AgentTool } from '../agents/tools.js'
-import type { AgentRunOutcome } from '../process/agent-process.js'
 
 /** The response of a run that started, whatever its end. */
-export function toRunResult(tool: AgentTool, command: AgentCommand, outcome: AgentRunOutcome, sudo: SudoReport): RunResult {
+export function toRunResult(
+  tool: AgentTool,
+  command: AgentCommand,
+  outcome: AgentRunOutcome,
+  sudo: SudoReport
+): RunResult {
   const printed = outcome.output.toString()
   const parsed = tool.parseReport(printed)
   const timedOut = outcome.stopReason === 'timeout'

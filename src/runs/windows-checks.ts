@@ -6,9 +6,9 @@ import type { Placement } from './placement.js'
 /**
  * wsl.exe splits its own options by its own rules: a value ends at the first blank with quotes kept as they are, and
  * only --cd strips a pair of quotes, ending at the next `"` with no escapes. Node quotes a value holding a blank or a
- * quote MSVCRT-style (`\"`, trailing backslashes doubled), which that parser misreads: the rest of the path would be read
- * as wsl.exe options, or as a command for the distro's shell. Such a cwd is refused. (The task and the agent's argv come
- * after --exec, which wsl.exe splits with CommandLineToArgvW, the rules Node's quoting is made for.)
+ * quote MSVCRT-style (`\"`, trailing backslashes doubled), which that parser misreads: the rest of the path would be
+ * read as wsl.exe options, or as a command for the distro's shell. Such a cwd is refused. (The task and the agent's
+ * argv come after --exec, which wsl.exe splits with CommandLineToArgvW, the rules Node's quoting is made for.)
  */
 export function wslCwdProblem(cwd: string): string | null {
   if (cwd.includes('"')) return 'body/cwd: a directory inside WSL cannot contain `"`: wsl.exe would end --cd at it'

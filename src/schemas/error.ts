@@ -14,7 +14,7 @@ export const ERROR_CODES = (() => {
   for (const code of Object.keys(ERROR_CATALOG) as ErrorCode[]) {
     const entry = ERROR_CATALOG[code]
     if ('unread' in entry) continue
-    const status = entry.status as ErrorStatus
+    const status = entry.status
     byStatus[status] = { ...byStatus[status], [code]: [entry.when, exampleMessage(code)] }
   }
   return byStatus as Record<ErrorStatus, Record<string, readonly [when: string, message: string]>>
@@ -26,10 +26,14 @@ export const ErrorResponse = Type.Object(
     error: Type.String({ description: 'The HTTP reason phrase.', examples: ['Too Many Requests'] }),
     code: Type.String({
       // A string, not an enum: a client must not break when a later version adds a code.
-      description: `Machine-readable error code: ${Object.values(ERROR_CODES).flatMap((codes) => Object.keys(codes)).join(', ')}.`,
+      description:
+        `Machine-readable error code: ${Object.values(ERROR_CODES).flatMap((codes) => Object.keys(codes)).join(', ')}.`,
       examples: ['AGENT_LIMIT_REACHED']
     }),
-    message: Type.String({ description: 'For people: what went wrong, naming the field or value at fault.', examples: ['Limite de 2 agents atteinte'] })
+    message: Type.String({
+      description: 'For people: what went wrong, naming the field or value at fault.',
+      examples: ['Limite de 2 agents atteinte']
+    })
   },
   {
     $id: 'ErrorResponse',

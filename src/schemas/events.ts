@@ -11,7 +11,8 @@ export const RunEvent = Type.Union(
         id: Type.Optional(
           Type.Integer({
             description:
-              'Async runs: where this event’s bytes end in the output (offset + their length), for Last-Event-ID: a follower resuming from it is told exactly how many bytes it missed.'
+              'Async runs: where this event’s bytes end in the output (offset + their length), for Last-Event-ID: ' +
+              'a follower resuming from it is told exactly how many bytes it missed.'
           })
         ),
         offset: Type.Integer({ description: 'Bytes the agent wrote before this chunk.' }),
@@ -24,14 +25,23 @@ export const RunEvent = Type.Union(
         type: Type.Literal('gap'),
         id: Type.Optional(Type.Integer()),
         omitted_bytes: Type.Integer({
-          description: 'Output this follower will never get: no longer kept (beyond the per-run output limit), counted from what it had received.'
+          description:
+            'Output this follower will never get: no longer kept (beyond the per-run output limit), counted from ' +
+            'what it had received.'
         })
       },
       { title: 'GapEvent' }
     ),
-    Type.Object({ type: Type.Literal('heartbeat') }, { title: 'HeartbeatEvent', description: 'Sent while the agent is quiet.' }),
     Type.Object(
-      { type: Type.Literal('result'), id: Type.Optional(Type.Integer({ description: 'Async runs: one past the last output byte.' })), result: ref(RunResult) },
+      { type: Type.Literal('heartbeat') },
+      { title: 'HeartbeatEvent', description: 'Sent while the agent is quiet.' }
+    ),
+    Type.Object(
+      {
+        type: Type.Literal('result'),
+        id: Type.Optional(Type.Integer({ description: 'Async runs: one past the last output byte.' })),
+        result: ref(RunResult)
+      },
       { title: 'ResultEvent', description: 'The last event: the same object the synchronous route answers.' }
     )
   ],

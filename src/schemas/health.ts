@@ -16,7 +16,10 @@ export const AgentReadiness = Type.Object({
   bin: Type.String(),
   path: Type.Union([Type.String(), Type.Null()], { description: 'Where the binary was found on the agents’ PATH.' }),
   version: Type.Union([Type.String(), Type.Null()]),
-  problem: Type.Union([Type.String(), Type.Null()], { description: 'Why every run of this agent would fail as configured, and what to change.' })
+  problem: Type.Union(
+    [Type.String(), Type.Null()],
+    { description: 'Why every run of this agent would fail as configured, and what to change.' }
+  )
 })
 
 export const Readiness = Type.Object({

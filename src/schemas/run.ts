@@ -5,7 +5,7 @@ import { Type, type Static } from '@sinclair/typebox'
  * 30,000 characters stay under 120,000 bytes whatever the script.
  */
 export const TASK_MAX_CHARS = 30_000
-export const TIMEOUT_MAX_SECONDS = 1800
+const TIMEOUT_MAX_SECONDS = 1800
 
 const WslName = (description: string) =>
   Type.String({ pattern: '^[a-zA-Z0-9._-]+$', maxLength: 64, description })
@@ -30,11 +30,15 @@ export const RunParams = Type.Object(
       Type.String({
         minLength: 1,
         pattern: '^(/|[A-Za-z]:[\\\\/])[^\\x00]*$',
-        description: 'Absolute working directory. Outside WSL it must exist on the host; with wsl_distro it is a path inside the distro.'
+        description:
+          'Absolute working directory. Outside WSL it must exist on the host; with wsl_distro it is a path inside ' +
+          'the distro.'
       })
     ),
     wsl_distro: Type.Optional(WslName('Windows hosts only: run the agent inside this WSL distro.')),
-    wsl_user: Type.Optional(WslName('Windows hosts only: the distro user (the distro default otherwise). Requires wsl_distro.'))
+    wsl_user: Type.Optional(
+      WslName('Windows hosts only: the distro user (the distro default otherwise). Requires wsl_distro.')
+    )
   },
   {
     $id: 'RunParams',
@@ -62,7 +66,9 @@ export const AgentReport = Type.Object(
 )
 export type AgentReport = Static<typeof AgentReport>
 
-export const StopReason = Type.Union([Type.Literal('timeout'), Type.Literal('client_gone'), Type.Literal('shutdown'), Type.Literal('cancelled')])
+export const StopReason = Type.Union([
+  Type.Literal('timeout'), Type.Literal('client_gone'), Type.Literal('shutdown'), Type.Literal('cancelled')
+])
 export type StopReason = Static<typeof StopReason>
 
 export const SudoStatus = Type.Union(
@@ -73,8 +79,13 @@ export type SudoStatus = Static<typeof SudoStatus>
 
 export const SudoReport = Type.Object({
   status: SudoStatus,
-  password_needed: Type.Boolean({ description: 'The agent ran sudo during this run and sudo refused for want of a password.' }),
-  message: Type.Union([Type.String(), Type.Null()], { description: 'What to do about it, in French; null when nothing happened.' })
+  password_needed: Type.Boolean({
+    description: 'The agent ran sudo during this run and sudo refused for want of a password.'
+  }),
+  message: Type.Union(
+    [Type.String(), Type.Null()],
+    { description: 'What to do about it, in French; null when nothing happened.' }
+  )
 })
 export type SudoReport = Static<typeof SudoReport>
 
@@ -95,7 +106,8 @@ export const RunResult = Type.Object({
 }, {
   $id: 'RunResult',
   title: 'RunResult',
-  description: 'A run that started, whatever its end: ok, exit code or signal, why it was stopped, and what the agent said.',
+  description:
+    'A run that started, whatever its end: ok, exit code or signal, why it was stopped, and what the agent said.',
   examples: [
     {
       tool: 'claude_run',
@@ -108,8 +120,19 @@ export const RunResult = Type.Object({
       output: 'src/app.ts builds the Fastify application…',
       output_truncated: false,
       output_bytes: 912,
-      command: ['claude', '-p', '--output-format', 'json', '--permission-mode', 'bypassPermissions', '--', 'Explain what src/app.ts does'],
-      agent_report: { is_error: false, subtype: 'success', session_id: '0f9b…', num_turns: 3, total_cost_usd: 0.021, duration_ms: 8011, duration_api_ms: 7450 },
+      command: [
+        'claude', '-p', '--output-format', 'json', '--permission-mode', 'bypassPermissions', '--',
+        'Explain what src/app.ts does'
+      ],
+      agent_report: {
+        is_error: false,
+        subtype: 'success',
+        session_id: '0f9b…',
+        num_turns: 3,
+        total_cost_usd: 0.021,
+        duration_ms: 8011,
+        duration_api_ms: 7450
+      },
       sudo: { status: 'passwordless', password_needed: false, message: null }
     }
   ]

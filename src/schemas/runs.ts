@@ -41,18 +41,30 @@ const runStateProperties = {
   id: Type.String({ description: 'The run id, for /runs/{id}.' }),
   tool: Type.String(),
   kind: Type.Union([Type.Literal('sync'), Type.Literal('stream'), Type.Literal('async')], {
-    description: 'How it was started: POST /tools/{tool} (sync, or stream when it streams its events) or POST /runs (async). Synchronous and streamed runs are listed only while they run; their output and result go to their own response.'
+    description:
+      'How it was started: POST /tools/{tool} (sync, or stream when it streams its events) or POST /runs (async). ' +
+      'Synchronous and streamed runs are listed only while they run; their output and result go to their own ' +
+      'response.'
   }),
   status: RunStatus,
   created_at: Type.String({ format: 'date-time' }),
   finished_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()])
 }
 
-export const RunSummary = Type.Object(runStateProperties, { $id: 'RunSummary', title: 'RunSummary', description: 'A run without its result.' })
+export const RunSummary = Type.Object(
+  runStateProperties,
+  { $id: 'RunSummary', title: 'RunSummary', description: 'A run without its result.' }
+)
 export type RunSummary = Static<typeof RunSummary>
 
 export const RunState = Type.Object(
-  { ...runStateProperties, result: Type.Union([Type.Ref(RunResult.$id!), Type.Null()], { description: 'Once finished: the same result as the synchronous route.' }) },
+  {
+    ...runStateProperties,
+    result: Type.Union(
+      [Type.Ref(RunResult.$id!), Type.Null()],
+      { description: 'Once finished: the same result as the synchronous route.' }
+    )
+  },
   { $id: 'RunState', title: 'RunState', description: 'An asynchronous run and, once finished, its result.' }
 )
 export type RunState = Static<typeof RunSummary> & { result: RunResult | null }

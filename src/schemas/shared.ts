@@ -1,4 +1,4 @@
-import { Type, type SchemaOptions, type Static, type TSchema } from '@sinclair/typebox'
+import { Type } from '@sinclair/typebox'
 import { STATUS_CODES } from 'node:http'
 import { ERROR_CODES, ErrorResponse, type ErrorStatus } from './error.js'
 import { ref } from './ref.js'
@@ -13,10 +13,14 @@ import { runRequestSchema, RunState, RunSummary } from './runs.js'
 export const sharedSchemas = (toolNames: readonly string[]) =>
   [RunParams, RunResult, RunEvent, runRequestSchema(toolNames), RunSummary, RunState, ErrorResponse] as const
 
-
 interface ErrorResponseEntry {
   description: string
-  content: { 'application/json': { schema: ReturnType<typeof ref<typeof ErrorResponse>>; examples: Record<string, { summary: string; value: ErrorResponse }> } }
+  content: {
+    'application/json': {
+      schema: ReturnType<typeof ref<typeof ErrorResponse>>
+      examples: Record<string, { summary: string; value: ErrorResponse }>
+    }
+  }
 }
 
 /**
@@ -51,11 +55,19 @@ export function runResponse(description: string) {
     content: {
       'application/json': { schema: ref(RunResult) },
       // A stream is a sequence of RunEvents, which OpenAPI 3.1 cannot type (3.2's itemSchema can): a string whose
-      // lines are RunEvents, so validators (Prism) read the body as what it is, and the RunEvent schema names the items.
+      // lines are RunEvents, so validators (Prism) read the body as what it is, and the RunEvent schema names the
+      // items.
       'application/x-ndjson': {
-        schema: Type.String({ description: 'One RunEvent (components/schemas/RunEvent) as JSON per line, `\\n`-terminated; the last is `result`.' })
+        schema: Type.String({
+          description:
+            'One RunEvent (components/schemas/RunEvent) as JSON per line, `\\n`-terminated; the last is `result`.'
+        })
       },
-      'text/event-stream': { schema: Type.String({ description: 'SSE frames: `event: <type>`, `data: <RunEvent as JSON>`, and `id:` on stored events.' }) }
+      'text/event-stream': {
+        schema: Type.String({
+          description: 'SSE frames: `event: <type>`, `data: <RunEvent as JSON>`, and `id:` on stored events.'
+        })
+      }
     }
   }
 }

@@ -1,9 +1,9 @@
+import type { SlotsHealth } from '../schemas/health.js'
+
 /** A held agent slot. release() may be called any number of times; only the first gives the slot back. */
 export interface SlotLease {
   release(): void
 }
-
-import type { SlotsHealth } from '../schemas/health.js'
 
 /**
  * AcquireAgentSlot: a per-tool count of running agents, in this process or shared by a fleet (Redis). Acquiring never

@@ -22,7 +22,13 @@ export interface RedisSlotOptions {
 class RefreshTolerantSemaphore extends Semaphore {
   readonly #onRefreshError: (error: unknown) => void
 
-  constructor(client: Redis, key: string, limit: number, options: LockOptions, onRefreshError: (error: unknown) => void) {
+  constructor(
+    client: Redis,
+    key: string,
+    limit: number,
+    options: LockOptions,
+    onRefreshError: (error: unknown) => void
+  ) {
     super(client, key, limit, options)
     this.#onRefreshError = onRefreshError
   }

@@ -10,7 +10,10 @@ export type SudoContext =
   | { kind: 'host'; path: string; user?: { uid: number; gid: number } | undefined }
   | { kind: 'wsl'; wslBin: string; distro: string; user: string | undefined }
 
-/** A probe that hangs (a sudo misconfigured to wait) must not hold the run: past this it counts as needing a password. */
+/**
+ * A probe that hangs (a sudo misconfigured to wait) must not hold the run: past this it counts as needing a
+ * password.
+ */
 const PROBE_TIMEOUT_MS = 10_000
 
 /**
@@ -20,26 +23,39 @@ const PROBE_TIMEOUT_MS = 10_000
 const WSL_PROBE_SCRIPT = 'command -v sudo >/dev/null 2>&1 || exit 127; exec sudo -n true'
 
 /** Runs a probe command with no stdin and no terminal (its own session), so sudo -n can only answer, never ask. */
-async function exitCodeOf(file: string, args: string[], env: NodeJS.ProcessEnv, user?: { uid: number; gid: number }): Promise<number | null> {
-  const child = spawn(file, args, { env, stdio: 'ignore', detached: process.platform !== 'win32', timeout: PROBE_TIMEOUT_MS, ...user })
+async function exitCodeOf(
+  file: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  user?: { uid: number; gid: number }
+): Promise<number | null> {
+  const child = spawn(file, args, {
+    env, stdio: 'ignore', detached: process.platform !== 'win32', timeout: PROBE_TIMEOUT_MS, ...user
+  })
   return new Promise((resolve) => {
     child.once('error', () => resolve(null))
     child.once('exit', (code) => resolve(code))
   })
 }
 
-export function contextKey(context: SudoContext): string {
-  return context.kind === 'host' ? `host\0${context.path}\0${context.user?.uid ?? ''}` : `wsl\0${context.distro}\0${context.user ?? ''}`
+function contextKey(context: SudoContext): string {
+  return context.kind === 'host'
+    ? `host\0${context.path}\0${context.user?.uid ?? ''}`
+    : `wsl\0${context.distro}\0${context.user ?? ''}`
 }
 
-export async function probeSudo(context: SudoContext, env: NodeJS.ProcessEnv): Promise<SudoStatus> {
+async function probeSudo(context: SudoContext, env: NodeJS.ProcessEnv): Promise<SudoStatus> {
   if (context.kind === 'host') {
     const sudo = await findOnPath('sudo', context.path)
     if (sudo === undefined) return 'not_installed'
     // As the agent will run it: AGENT_USER's sudo rights, not the service's.
     return (await exitCodeOf(sudo, ['-n', 'true'], env, context.user)) === 0 ? 'passwordless' : 'password_required'
   }
-  const args = ['-d', context.distro, ...(context.user === undefined ? [] : ['-u', context.user]), '--exec', 'sh', '-c', WSL_PROBE_SCRIPT]
+  const args = [
+    '-d', context.distro,
+    ...(context.user === undefined ? [] : ['-u', context.user]),
+    '--exec', 'sh', '-c', WSL_PROBE_SCRIPT
+  ]
   // The same environment as the agent's wsl.exe call, so the probe meets the sudo the agent will meet.
   const code = await exitCodeOf(context.wslBin, args, wslProcessEnv(withWslEnv(env)))
   // null: wsl itself could not start, so no sudo can be reached there (the run will report the missing wsl).

@@ -1,17 +1,35 @@
 import type { FastifyPluginAsync } from 'fastify'
-import { Server } from '@modelcontextprotocol/sdk/server/index.js'
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js'
-import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js'
+import type { Server } from '@modelcontextprotocol/sdk/server/index.js'
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import type { AgentTool, ToolName } from '../../agents/tools.js'
 import type { RunRegistry } from '../../runs/registry.js'
 import type { Run } from '../../runs/run.js'
 import { errorResponses } from '../../schemas/shared.js'
 import { mcpToolOf, paramsOf } from './tools.js'
 
-export interface McpRouteOptions {
+interface McpRouteOptions {
   tools: Record<ToolName, AgentTool>
   registry: RunRegistry
   version: string
+}
+
+/**
+ * The SDK (zod and its schemas with it) costs more start time and memory than the rest of the service: it is loaded
+ * by the first MCP request, once.
+ */
+let sdk: Promise<Sdk> | undefined
+type Sdk = Awaited<ReturnType<typeof importSdk>>
+async function importSdk() {
+  const [
+    { Server },
+    { StreamableHTTPServerTransport },
+    { CallToolRequestSchema, ListToolsRequestSchema }
+  ] = await Promise.all([
+    import('@modelcontextprotocol/sdk/server/index.js'),
+    import('@modelcontextprotocol/sdk/server/streamableHttp.js'),
+    import('@modelcontextprotocol/sdk/types.js')
+  ])
+  return { Server, StreamableHTTPServerTransport, CallToolRequestSchema, ListToolsRequestSchema }
 }
 
 /** Progress carries the agent's output as it comes, at most this often. */
@@ -29,8 +47,11 @@ interface CancelledNotification {
 
 /** The request ids a POST's `notifications/cancelled` (alone or in a batch) asks to stop. */
 function cancelledIds(body: unknown): unknown[] {
-  const messages = (Array.isArray(body) ? body : [body]) as CancelledNotification[]
-  return messages.filter((message) => message?.method === 'notifications/cancelled').map((message) => message.params?.requestId)
+  // Any JSON may come: null among them.
+  const messages = (Array.isArray(body) ? body : [body]) as Array<CancelledNotification | null>
+  return messages.flatMap((message) =>
+    message?.method === 'notifications/cancelled' ? [message.params?.requestId] : []
+  )
 }
 
 /**
@@ -44,7 +65,11 @@ const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, { tools, regis
   // found here by who asked and the request's id.
   const inFlight = new Map<string, Run>()
 
-  const serverFor = (caller: string, runs: Set<Run>): Server => {
+  const serverFor = (
+    { Server, CallToolRequestSchema, ListToolsRequestSchema }: Sdk,
+    caller: string,
+    runs: Set<Run>
+  ): Server => {
     const server = new Server({ name: 'agent-runner', version }, { capabilities: { tools: {} } })
     server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: Object.values(tools).map(mcpToolOf) }))
     server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
@@ -66,7 +91,10 @@ const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, { tools, regis
         const message = pending
         pending = ''
         try {
-          await extra.sendNotification({ method: 'notifications/progress', params: { progressToken, progress: ++sent, message } })
+          await extra.sendNotification({
+            method: 'notifications/progress',
+            params: { progressToken, progress: ++sent, message }
+          })
         } catch {
           // The client is gone: its run stops with its connection.
         }
@@ -103,29 +131,38 @@ const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, { tools, regis
         tags: ['mcp'],
         summary: 'The agents as Model Context Protocol tools (Streamable HTTP, stateless)',
         description:
-          'JSON-RPC 2.0 per the Model Context Protocol (Streamable HTTP transport, no sessions): `tools/list` gives one ' +
-          'tool per agent, `tools/call` runs it as POST /tools/{tool} would, on the same slots. Same bearer token and ' +
-          'Host/Origin rules as /tools. The MCP specification is this endpoint’s contract.',
+          'JSON-RPC 2.0 per the Model Context Protocol (Streamable HTTP transport, no sessions): `tools/list` gives ' +
+          'one tool per agent, `tools/call` runs it as POST /tools/{tool} would, on the same slots. Same bearer ' +
+          'token and Host/Origin rules as /tools. The MCP specification is this endpoint’s contract.',
         body: { description: 'A JSON-RPC request or notification (or a batch of them).' },
         response: {
           200: {
-            description: 'The JSON-RPC response, as JSON or as an SSE stream (progress notifications, then the result).',
-            content: { 'application/json': { schema: { type: 'object' } }, 'text/event-stream': { schema: { type: 'string' } } }
+            description:
+              'The JSON-RPC response, as JSON or as an SSE stream (progress notifications, then the result).',
+            content: {
+              'application/json': { schema: { type: 'object' } },
+              'text/event-stream': { schema: { type: 'string' } }
+            }
           },
           202: { description: 'A notification (or response) accepted; nothing to answer.', type: 'null' },
           ...errorResponses([401, 403, 413, 415]),
           400: {
-            description: 'Not a JSON-RPC message the transport accepts: a JSON-RPC error object (the error shape of this API when the body is not JSON at all).',
+            description:
+              'Not a JSON-RPC message the transport accepts: a JSON-RPC error object (the error shape of this API ' +
+              'when the body is not JSON at all).',
             content: { 'application/json': { schema: { type: 'object' } } }
           }
         }
       }
     },
     async (request, reply) => {
-      for (const requestId of cancelledIds(request.body)) inFlight.get(callKey(request.caller, requestId))?.stop('cancelled')
+      for (const requestId of cancelledIds(request.body)) {
+        inFlight.get(callKey(request.caller, requestId))?.stop('cancelled')
+      }
       const runs = new Set<Run>()
-      const server = serverFor(request.caller, runs)
-      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined })
+      const loaded = await (sdk ??= importSdk())
+      const server = serverFor(loaded, request.caller, runs)
+      const transport = new loaded.StreamableHTTPServerTransport({ sessionIdGenerator: undefined })
       reply.hijack()
       reply.raw.on('close', () => {
         // The client left before its answer: its calls' agents stop, as a REST client's do.

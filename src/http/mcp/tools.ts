@@ -13,7 +13,9 @@ function plainJsonSchema(schema: TSchema): Record<string, unknown> {
 const inputSchema = plainJsonSchema(RunParams)
 const outputSchema = plainJsonSchema(RunResult)
 // The REST route's validation, option for option (Fastify's: defaults filled in, nothing coerced, nothing dropped).
-const validateParams = new Ajv({ useDefaults: true, coerceTypes: false, removeAdditional: false, allErrors: false, strict: false }).compile(inputSchema)
+const validateParams = new Ajv({
+  useDefaults: true, coerceTypes: false, removeAdditional: false, allErrors: false, strict: false
+}).compile(inputSchema)
 
 /** One MCP tool per agent, with the REST body as its input and the REST result as its structured output. */
 export function mcpToolOf(tool: AgentTool) {
@@ -28,7 +30,10 @@ export function mcpToolOf(tool: AgentTool) {
   }
 }
 
-/** A tool call's arguments as a run's parameters (defaults filled in), or the REST route's message for what is wrong. */
+/**
+ * A tool call's arguments as a run's parameters (defaults filled in), or the REST route's message for what is
+ * wrong.
+ */
 export function paramsOf(args: Record<string, unknown> | undefined): RunParamsType | string {
   const params = { ...args }
   if (validateParams(params)) return params as RunParamsType

@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net'
 import type { FastifyReply } from 'fastify'
 import type { Run } from '../../runs/run.js'
 
@@ -10,7 +11,9 @@ export function stopWhenClientLeaves(reply: FastifyReply, run: Run): () => void 
     if (!reply.raw.writableEnded) run.stop('client_gone')
   }
   reply.raw.once('close', onClose)
-  // The connection may have closed already, while the body was checked: the close was missed.
-  if (reply.request.raw.socket?.destroyed === true) onClose()
+  // The connection may have closed already, while the body was checked: the close was missed. Node nulls a request's
+  // socket once it is detached, whatever its type says.
+  const socket = reply.request.raw.socket as Socket | null
+  if (socket?.destroyed === true) onClose()
   return () => reply.raw.off('close', onClose)
 }

@@ -7,7 +7,7 @@ import type { ContainmentMode } from '../../process/containment.js'
 import { Readiness, type AgentReadiness } from '../../schemas/health.js'
 import type { SlotLimiter } from '../../slots/limiter.js'
 
-export interface HealthRoutesOptions {
+interface HealthRoutesOptions {
   /** With tokens configured, /readyz tells its details (paths, versions, Redis errors) only to a caller holding one. */
   tokens: ApiToken[]
   slots: SlotLimiter
@@ -17,14 +17,19 @@ export interface HealthRoutesOptions {
 }
 
 /** Whether the request carries one of the tokens, compared in constant time (digests of equal length). */
-export function holdsToken(authorization: string | undefined, tokens: ApiToken[]): boolean {
+function holdsToken(authorization: string | undefined, tokens: ApiToken[]): boolean {
   const presented = createHash('sha256').update((authorization ?? '').replace(/^Bearer\s+/i, '')).digest()
   let found = false
-  for (const token of tokens) found = timingSafeEqual(presented, createHash('sha256').update(token.secret).digest()) || found
+  for (const token of tokens) {
+    found = timingSafeEqual(presented, createHash('sha256').update(token.secret).digest()) || found
+  }
   return found
 }
 
-const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app, { tokens, readiness, metrics, slots, containment }) => {
+const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (
+  app,
+  { tokens, readiness, metrics, slots, containment }
+) => {
   app.get('/healthz', {
     schema: {
       operationId: 'healthz',
@@ -46,7 +51,9 @@ const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app,
         tags: ['health'],
         security: [],
         summary: 'Each agent binary found, with its version',
-        description: 'Ready when at least one agent can run (found, and no `problem` as configured) and the slots can be counted; 503 otherwise, or when Redis (SLOTS_BACKEND=redis) does not answer.',
+        description:
+          'Ready when at least one agent can run (found, and no `problem` as configured) and the slots can be ' +
+          'counted; 503 otherwise, or when Redis (SLOTS_BACKEND=redis) does not answer.',
         response: {
           200: { ...Readiness, description: 'At least one agent is usable.' },
           503: { ...Readiness, description: 'No agent binary was found, or the slots backend does not answer.' }
@@ -58,9 +65,12 @@ const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app,
       const slotsHealth = await slots.health()
       const usable = agents.some((agent) => agent.path !== null && agent.problem === null) && slotsHealth.ok
       const status = usable ? 'ready' : 'unavailable'
+      const code = usable ? 200 : 503
       // Paths, versions and Redis errors help an operator and an attacker alike: with tokens, only for a token holder.
-      if (tokens.length > 0 && !holdsToken(request.headers.authorization, tokens)) return reply.code(usable ? 200 : 503).send({ status })
-      return reply.code(usable ? 200 : 503).send({ status, agents, slots: slotsHealth, containment })
+      if (tokens.length > 0 && !holdsToken(request.headers.authorization, tokens)) {
+        return reply.code(code).send({ status })
+      }
+      return reply.code(code).send({ status, agents, slots: slotsHealth, containment })
     }
   )
 
@@ -73,10 +83,14 @@ const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app,
         security: [],
         summary: 'Prometheus metrics',
         description:
-          'Runs by tool and outcome, run durations, slots in use, rejections by tool and error code, and the process ' +
-          'metrics, in the Prometheus text format. Open like the health routes: put it behind the network, not a token.',
+          'Runs by tool and outcome, run durations, slots in use, rejections by tool and error code, and the ' +
+          'process metrics, in the Prometheus text format. Open like the health routes: put it behind the network, ' +
+          'not a token.',
         response: {
-          200: { description: 'The metrics in the Prometheus text format.', content: { 'text/plain': { schema: Type.String() } } }
+          200: {
+            description: 'The metrics in the Prometheus text format.',
+            content: { 'text/plain': { schema: Type.String() } }
+          }
         }
       }
     },

@@ -8,7 +8,7 @@ import { ref } from '../../schemas/ref.js'
 import { errorResponses } from '../../schemas/shared.js'
 import { EventWriter } from '../event-writer.js'
 
-export interface RunRoutesOptions {
+interface RunRoutesOptions {
   registry: RunRegistry
   toolNames: readonly string[]
   heartbeatMs: number
@@ -25,7 +25,6 @@ function toolAskedFor(toolNames: readonly string[]) {
 const RunId = Type.Object({ id: Type.String({ description: 'The id POST /runs answered with.' }) })
 
 const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { registry, toolNames, heartbeatMs }) => {
-
   const found = <T>(id: string, value: T | undefined): T => {
     if (value === undefined) throw serviceError('RUN_NOT_FOUND', id)
     return value
@@ -40,9 +39,9 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
         tags: ['runs'],
         summary: 'Start a run in the background',
         description:
-          'Validates and reserves a slot exactly as the tool routes do (same 400, 429 and 503), starts the agent, and ' +
-          'answers 202 at once with the run’s id and a Location to poll. The run then belongs to no connection: it ' +
-          'ends on its own, at its timeout, by DELETE, or when the service shuts down.',
+          'Validates and reserves a slot exactly as the tool routes do (same 400, 429 and 503), starts the agent, ' +
+          'and answers 202 at once with the run’s id and a Location to poll. The run then belongs to no connection: ' +
+          'it ends on its own, at its timeout, by DELETE, or when the service shuts down.',
         body: Type.Unsafe<RunRequest>(Type.Ref('RunRequest')),
         response: {
           202: ref(RunState, { description: 'The run started; poll its Location or follow /runs/{id}/events.' }),
@@ -65,9 +64,13 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
         tags: ['runs'],
         summary: 'Recent runs, newest first',
         description:
-          'The caller’s own runs (those started with the same token) on this replica: async runs, running or finished and ' +
-          'still retained (RUNS_RETENTION_MS, RUNS_MAX_FINISHED), and synchronous or streamed runs while they run.',
-        response: { 200: Type.Object({ runs: Type.Array(ref(RunSummary)) }, { description: 'The runs.' }), ...errorResponses([401, 403]) }
+          'The caller’s own runs (those started with the same token) on this replica: async runs, running or ' +
+          'finished and still retained (RUNS_RETENTION_MS, RUNS_MAX_FINISHED), and synchronous or streamed runs ' +
+          'while they run.',
+        response: {
+          200: Type.Object({ runs: Type.Array(ref(RunSummary)) }, { description: 'The runs.' }),
+          ...errorResponses([401, 403])
+        }
       }
     },
     async (request) => ({ runs: await registry.list(request.caller) })
@@ -80,7 +83,8 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
         operationId: 'getRun',
         tags: ['runs'],
         summary: 'A run’s status and, once finished, its result',
-        description: 'Poll until status is no longer `running`; the result is then the same object the synchronous route answers.',
+        description:
+          'Poll until status is no longer `running`; the result is then the same object the synchronous route answers.',
         params: RunId,
         response: { 200: ref(RunState, { description: 'The run.' }), ...errorResponses([401, 403, 404]) }
       }
@@ -96,15 +100,17 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
         tags: ['runs'],
         summary: 'Follow a run: its output from the beginning, then its result',
         description:
-          'Server-sent events: every kept output event (each with an `id`), heartbeats while the agent is quiet, then ' +
-          'the result, then the stream closes. With `Last-Event-ID`, only the events after that one. Closing the ' +
-          'stream does not stop the run.',
+          'Server-sent events: every kept output event (each with an `id`), heartbeats while the agent is quiet, ' +
+          'then the result, then the stream closes. With `Last-Event-ID`, only the events after that one. Closing ' +
+          'the stream does not stop the run.',
         params: RunId,
         headers: Type.Object({ 'last-event-id': Type.Optional(Type.String({ pattern: '^[0-9]+$' })) }),
         response: {
           200: {
             description: 'The event stream.',
-            content: { 'text/event-stream': { schema: Type.String({ description: 'SSE frames whose data is a RunEvent.' }) } }
+            content: {
+              'text/event-stream': { schema: Type.String({ description: 'SSE frames whose data is a RunEvent.' }) }
+            }
           },
           ...errorResponses([400, 401, 403, 404])
         }

@@ -12,7 +12,7 @@ import { negotiateStream } from '../../runs/events.js'
 import { OutputEvents } from '../../runs/output-events.js'
 import { stopWhenClientLeaves } from './client-gone.js'
 
-export interface ToolRoutesOptions {
+interface ToolRoutesOptions {
   config: Config
   tools: Record<ToolName, AgentTool>
   slots: SlotLimiter
@@ -28,7 +28,6 @@ const ToolStatus = Type.Object({
 })
 
 const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { config, tools, slots, registry }) => {
-
   app.get(
     '/tools',
     {
@@ -37,7 +36,10 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { c
         tags: ['tools'],
         summary: 'Each tool with its limit and its slots in use and free',
         description: 'What a caller checks before running: a tool with no free slot would answer 429.',
-        response: { 200: Type.Object({ tools: Type.Array(ToolStatus) }, { description: 'The tools and their slots.' }), ...errorResponses([401, 403, 503]) }
+        response: {
+          200: Type.Object({ tools: Type.Array(ToolStatus) }, { description: 'The tools and their slots.' }),
+          ...errorResponses([401, 403, 503])
+        }
       }
     },
     async () => ({
@@ -67,7 +69,8 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { c
           response: {
             200: runResponse(
               'The run started and ended, whatever its end: `ok` says whether it went well. With `Accept: ' +
-                'application/x-ndjson` or `text/event-stream`, the output streams live as RunEvents and the last one carries the result.'
+                'application/x-ndjson` or `text/event-stream`, the output streams live as RunEvents and the last one ' +
+                'carries the result.'
             ),
             ...errorResponses([400, 401, 403, 413, 415, 429, 500, 503])
           }
@@ -104,6 +107,8 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { c
           if (unfinished !== null) writer.send({ ...unfinished, id: undefined })
           writer.send({ type: 'result', result })
           writer.close()
+          // Fastify's word for "answered already": awaiting the reply (a thenable) would wait for the socket instead.
+          // eslint-disable-next-line @typescript-eslint/return-await
           return reply
         } finally {
           stopWatching()

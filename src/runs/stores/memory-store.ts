@@ -1,5 +1,7 @@
 import type { StoredEvent } from '../event-log.js'
-import { byNewest, isRetained, type RetentionOptions, type RunListing, type RunRecord, type RunStore } from './run-store.js'
+import {
+  byNewest, isRetained, type RetentionOptions, type RunListing, type RunRecord, type RunStore
+} from './run-store.js'
 
 interface Entry {
   record: RunRecord
@@ -24,10 +26,16 @@ export class MemoryRunStore implements RunStore {
     this.#entries.set(record.id, { record: { ...record }, events: [] })
   }
 
-  async saveEvents(id: string, events: StoredEvent[], dropped: { after: number; before: number } | undefined): Promise<void> {
+  async saveEvents(
+    id: string,
+    events: StoredEvent[],
+    dropped: { after: number; before: number } | undefined
+  ): Promise<void> {
     const entry = this.#entries.get(id)
     if (entry === undefined) return
-    if (dropped !== undefined) entry.events = entry.events.filter((event) => event.id <= dropped.after || event.id >= dropped.before)
+    if (dropped !== undefined) {
+      entry.events = entry.events.filter((event) => event.id <= dropped.after || event.id >= dropped.before)
+    }
     entry.events.push(...events)
   }
 
@@ -63,10 +71,14 @@ export class MemoryRunStore implements RunStore {
 
   /** The oldest finished runs past the count go, and those past their age. */
   #prune(): void {
-    const finished = [...this.#entries.values()].filter(({ record }) => record.finishedAt !== null).map(({ record }) => record)
+    const finished = [...this.#entries.values()]
+      .filter(({ record }) => record.finishedAt !== null)
+      .map(({ record }) => record)
     finished.sort((a, b) => b.finishedAt!.localeCompare(a.finishedAt!))
     for (const [index, record] of finished.entries()) {
-      if (index >= this.#retention.maxFinished || !isRetained(record, this.#retention.retentionMs)) this.#entries.delete(record.id)
+      if (index >= this.#retention.maxFinished || !isRetained(record, this.#retention.retentionMs)) {
+        this.#entries.delete(record.id)
+      }
     }
   }
 }

@@ -63,7 +63,8 @@ export class RedisRunStore implements RunStore {
    */
   async recover(): Promise<string[]> {
     const { replica, ttlMs } = this.#options
-    // Redis away at start is no reason not to start: the heartbeat says it once Redis is back, and runs get 503 till then.
+    // Redis away at start is no reason not to start: the heartbeat says it once Redis is back, and runs get 503 till
+    // then.
     await this.#call(() => this.#redis.set(this.#replicaKey(replica), '1', 'PX', ttlMs)).catch((error: unknown) =>
       this.#options.log.warn({ err: error }, 'the run store is not reachable yet')
     )
@@ -80,7 +81,11 @@ export class RedisRunStore implements RunStore {
     )
   }
 
-  async saveEvents(id: string, events: StoredEvent[], dropped: { after: number; before: number } | undefined): Promise<void> {
+  async saveEvents(
+    id: string,
+    events: StoredEvent[],
+    dropped: { after: number; before: number } | undefined
+  ): Promise<void> {
     const key = this.#eventsKey(id)
     await this.#call(() => {
       const batch = this.#redis.multi()
@@ -105,7 +110,9 @@ export class RedisRunStore implements RunStore {
       if (excess <= 0) return
       const oldest = await this.#redis.zpopmin(this.#finishedKey(), excess)
       const ids = oldest.filter((_, index) => index % 2 === 0)
-      if (ids.length > 0) await this.#redis.del(...ids.flatMap((id) => [this.#runKey(id), this.#resultKey(id), this.#eventsKey(id)]))
+      if (ids.length > 0) {
+        await this.#redis.del(...ids.flatMap((id) => [this.#runKey(id), this.#resultKey(id), this.#eventsKey(id)]))
+      }
     })
   }
 
@@ -114,7 +121,10 @@ export class RedisRunStore implements RunStore {
       const [listing, result] = await this.#redis.mget(this.#runKey(id), this.#resultKey(id))
       if (listing === null || listing === undefined) return undefined
       const known = await this.#unlessLost(JSON.parse(listing) as RunListing)
-      return { ...known, result: result === null || result === undefined ? null : (JSON.parse(result) as RunRecord['result']) }
+      return {
+        ...known,
+        result: result === null || result === undefined ? null : (JSON.parse(result) as RunRecord['result'])
+      }
     })
   }
 
@@ -127,16 +137,22 @@ export class RedisRunStore implements RunStore {
       // Runs past retention have expired: their ids leave the owner's index too.
       const expired = ids.filter((_, index) => stored[index] === null)
       if (expired.length > 0) await this.#redis.zrem(ownerKey, ...expired)
-      const listings = stored.filter((value): value is string => value !== null).map((value) => JSON.parse(value) as RunListing)
+      const listings = stored
+        .filter((value): value is string => value !== null)
+        .map((value) => JSON.parse(value) as RunListing)
       return Promise.all(listings.map((listing) => this.#unlessLost(listing)))
     })
   }
 
   async events(id: string, lastId: number, max: number): Promise<StoredEvent[]> {
     return this.#call(async () => {
-      const flat = await this.#redis.zrangebyscoreBuffer(this.#eventsKey(id), `(${lastId}`, '+inf', 'WITHSCORES', 'LIMIT', 0, max)
+      const flat = await this.#redis.zrangebyscoreBuffer(
+        this.#eventsKey(id), `(${lastId}`, '+inf', 'WITHSCORES', 'LIMIT', 0, max
+      )
       const events: StoredEvent[] = []
-      for (let index = 0; index < flat.length; index += 2) events.push(decodeMember(Number(flat[index + 1]!.toString()), flat[index]!))
+      for (let index = 0; index < flat.length; index += 2) {
+        events.push(decodeMember(Number(flat[index + 1]!.toString()), flat[index]!))
+      }
       return events
     })
   }
@@ -151,7 +167,9 @@ export class RedisRunStore implements RunStore {
     subscriber.on('error', (error) => this.#options.log.debug({ err: error }, 'redis subscriber error'))
     subscriber.on('message', (_channel: string, id: string) => listener(id))
     // ioredis subscribes again by itself after a reconnection.
-    subscriber.subscribe(this.#cancelChannel()).catch((error: unknown) => this.#options.log.warn({ err: error }, 'could not subscribe to cancellations'))
+    subscriber.subscribe(this.#cancelChannel()).catch((error: unknown) =>
+      this.#options.log.warn({ err: error }, 'could not subscribe to cancellations')
+    )
     this.#subscriber = subscriber
   }
 
@@ -164,7 +182,8 @@ export class RedisRunStore implements RunStore {
 
   /** A running run whose replica stopped saying it is alive will never end: it is lost, for every reader alike. */
   async #unlessLost(listing: RunListing): Promise<RunListing> {
-    if (listing.status !== 'running' || (await this.#redis.exists(this.#replicaKey(listing.replica))) === 1) return listing
+    if (listing.status !== 'running') return listing
+    if ((await this.#redis.exists(this.#replicaKey(listing.replica))) === 1) return listing
     const lost: RunRecord = { ...listing, status: 'lost', finishedAt: new Date().toISOString(), result: null }
     this.#options.log.warn({ run: listing.id, replica: listing.replica }, 'run lost: its replica is gone')
     await this.finish(lost)

@@ -34,7 +34,10 @@ export interface RunStore {
   finish(record: RunRecord): Promise<void>
   /** undefined once unknown or past retention. */
   get(id: string): Promise<RunRecord | undefined>
-  /** The owner's runs still retained, newest first, without their results (a result may be as large as the output limit). */
+  /**
+   * The owner's runs still retained, newest first, without their results (a result may be as large as the output
+   * limit).
+   */
   list(owner: string): Promise<RunListing[]>
   /** Up to `max` kept events after event `lastId`, in order. */
   events(id: string, lastId: number, max: number): Promise<StoredEvent[]>

@@ -88,8 +88,12 @@ export class SqliteRunStore implements RunStore {
         'INSERT INTO runs (id, owner, tool, status, created_at, finished_at, result, replica) ' +
           'VALUES (@id, @owner, @tool, @status, @created_at, @finished_at, @result, @replica)'
       ),
-      updateRun: db.prepare('UPDATE runs SET status = @status, finished_at = @finished_at, result = @result WHERE id = @id'),
-      getRun: db.prepare<[string, string]>('SELECT * FROM runs WHERE id = ? AND (finished_at IS NULL OR finished_at >= ?)'),
+      updateRun: db.prepare(
+        'UPDATE runs SET status = @status, finished_at = @finished_at, result = @result WHERE id = @id'
+      ),
+      getRun: db.prepare<[string, string]>(
+        'SELECT * FROM runs WHERE id = ? AND (finished_at IS NULL OR finished_at >= ?)'
+      ),
       listRuns: db.prepare<[string, string]>(
         'SELECT id, owner, tool, status, created_at, finished_at, NULL AS result, replica FROM runs ' +
           'WHERE owner = ? AND (finished_at IS NULL OR finished_at >= ?) ORDER BY created_at DESC'
@@ -122,7 +126,11 @@ export class SqliteRunStore implements RunStore {
     this.#statements.insertRun.run(toRow(record))
   }
 
-  async saveEvents(id: string, events: StoredEvent[], dropped: { after: number; before: number } | undefined): Promise<void> {
+  async saveEvents(
+    id: string,
+    events: StoredEvent[],
+    dropped: { after: number; before: number } | undefined
+  ): Promise<void> {
     const { insertEvent, dropEvents } = this.#statements
     this.#db.transaction(() => {
       if (dropped !== undefined) dropEvents.run(id, dropped.after, dropped.before)
@@ -148,7 +156,12 @@ export class SqliteRunStore implements RunStore {
   }
 
   async events(id: string, lastId: number, max: number): Promise<StoredEvent[]> {
-    const rows = this.#statements.events.all(id, lastId, max) as { id: number; start_byte: number; end_byte: number; frame: Buffer }[]
+    const rows = this.#statements.events.all(id, lastId, max) as Array<{
+      id: number
+      start_byte: number
+      end_byte: number
+      frame: Buffer
+    }>
     return rows.map((row) => ({ id: row.id, offset: row.start_byte, end: row.end_byte, frame: row.frame }))
   }
 

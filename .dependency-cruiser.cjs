@@ -1,0 +1,92 @@
+// `npm run lint` (boundaries part): the layering docs/architecture.md describes, http/ → runs/ → process/ with agents/,
+// slots/ and sudo/ plugged in and schemas/ shared, checked on the imports themselves (type-only ones included).
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    {
+      name: 'process-knows-no-caller',
+      comment: 'src/process/ spawns and contains agents; it knows nothing of HTTP, runs, agents, slots or sudo.',
+      severity: 'error',
+      from: { path: '^src/process/' },
+      to: { path: '^src/(http|runs|agents|slots|sudo)/' }
+    },
+    {
+      name: 'runs-know-no-http',
+      comment: 'src/runs/ is what the routes call; it never reaches back into src/http/.',
+      severity: 'error',
+      from: { path: '^src/runs/' },
+      to: { path: '^src/http/' }
+    },
+    {
+      name: 'plug-ins-know-no-http-or-runs',
+      comment: 'src/agents/, src/slots/ and src/sudo/ are plugged into runs: they import neither src/http/ nor src/runs/.',
+      severity: 'error',
+      from: { path: '^src/(agents|slots|sudo)/' },
+      to: { path: '^src/(http|runs)/' }
+    },
+    {
+      name: 'schemas-know-no-agent',
+      comment: 'src/schemas/ are the shapes every layer shares: no agent, run or route in them.',
+      severity: 'error',
+      from: { path: '^src/schemas/' },
+      to: { path: '^src/(agents|runs|http)/' }
+    },
+    {
+      name: 'no-circular',
+      comment: 'A cycle between modules of src/ makes the layering meaningless; break it.',
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { circular: true }
+    },
+    {
+      name: 'no-orphans',
+      comment: 'A module of src/ that imports nothing and that nothing imports (src/server.ts, the entry, excepted).',
+      severity: 'error',
+      from: { orphan: true, path: '^src/', pathNot: '^src/server[.]ts$' },
+      to: {}
+    },
+    {
+      // The entries: the service, and the document `npm run openapi` writes (scripts/openapi.mjs, through dist/).
+      name: 'no-unreachable',
+      comment: 'A module of src/ that no entry loads, however it is imported: dead code (or a test helper).',
+      severity: 'error',
+      from: { path: '^src/(server|http/openapi-document)[.]ts$' },
+      to: { path: '^src/', pathNot: '^src/(server|http/openapi-document)[.]ts$', reachable: false }
+    },
+    {
+      name: 'not-to-unresolvable',
+      comment: 'An import that resolves to no file or package.',
+      severity: 'error',
+      from: {},
+      to: { couldNotResolve: true }
+    },
+    {
+      name: 'no-non-package-json',
+      comment: 'A package imported but not in package.json.',
+      severity: 'error',
+      from: {},
+      to: { dependencyTypes: ['npm-no-pkg', 'npm-unknown'] }
+    },
+    {
+      name: 'not-to-dev-dep',
+      comment: 'The image installs dependencies only: src/ may not need a devDependency at run time.',
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { dependencyTypes: ['npm-dev'], dependencyTypesNot: ['type-only'], pathNot: ['node_modules/@types/'] }
+    }
+  ],
+  options: {
+    doNotFollow: { path: ['node_modules'] },
+    // `import type` counts: a type import across a boundary couples the layers as much as a value import.
+    tsPreCompilationDeps: true,
+    // NodeNext: relative imports name the .js file, which is the .ts file here.
+    tsConfig: { fileName: 'tsconfig.json' },
+    enhancedResolveOptions: {
+      exportsFields: ['exports'],
+      conditionNames: ['import', 'require', 'node', 'default', 'types'],
+      extensions: ['.ts', '.js', '.mjs', '.cjs', '.json'],
+      mainFields: ['module', 'main', 'types', 'typings']
+    },
+    skipAnalysisNotInRules: true
+  }
+}

@@ -1,0 +1,107 @@
+import type { FastifyInstance } from 'fastify'
+import { spawn, type ChildProcess } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import type { Test } from 'tap'
+import { DEFAULT_AGENT_ENV_ALLOW } from '../../src/agents/environment.js'
+import { buildApp } from '../../src/http/app.js'
+import { loadConfig, type Config } from '../../src/config.js'
+
+export const FIXTURE_BIN = fileURLToPath(new URL('../fixtures/bin', import.meta.url))
+export const REAL_CLAUDE_BIN = fileURLToPath(new URL('../../node_modules/.bin/claude', import.meta.url))
+
+/** The environment agents get in tests: the stand-ins first on PATH, so the default binary names find them. */
+export function standInEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
+  // tap's NODE_OPTIONS load its TypeScript and coverage hooks: the stand-ins are plain Node scripts and run without.
+  const { NODE_OPTIONS: _tapHooks, ...inherited } = process.env
+  // The gemini, codex and opencode stand-ins, like the real ones, want credentials before they do anything.
+  const keys = { GEMINI_API_KEY: 'stand-in', OPENAI_API_KEY: 'stand-in' }
+  return { ...inherited, PATH: `${FIXTURE_BIN}:${process.env['PATH'] ?? ''}`, ...keys, ...extra }
+}
+
+/** The stand-ins' own knobs pass the agent environment rule, as a provider key would. */
+export const TEST_AGENT_ENV_ALLOW = [...DEFAULT_AGENT_ENV_ALLOW, 'STAND_IN_LOG', 'SUDO_STAND_IN_LOG', 'WSL_STAND_IN_*'].join(',')
+
+/** A directory of this test's own, removed when it ends: test files run in parallel and never share one. */
+export function tempDir(t: Test): string {
+  const dir = mkdtempSync(join(tmpdir(), 'agent-runner-test-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
+/**
+ * Tests that follow an agent's processes by the pids they write run in process-group mode, where those pids are the
+ * host's; test/process/containment.test.ts covers every mode by scanning /proc instead.
+ */
+export function testConfig(overrides: Record<string, string> = {}): Config {
+  return loadConfig({
+    LOG_LEVEL: 'silent',
+    AGENT_KILL_GRACE_MS: '200',
+    AGENT_ENV_ALLOW: TEST_AGENT_ENV_ALLOW,
+    AGENT_CONTAINMENT: 'process-group',
+    DATA_DIR: overrides['DATA_DIR'] ?? mkdtempSync(join(tmpdir(), 'agent-runner-data-')),
+    AGENT_WORKDIR: overrides['AGENT_WORKDIR'] ?? mkdtempSync(join(tmpdir(), 'agent-runner-work-')),
+    ...overrides
+  })
+}
+
+/** A data directory and an agents' working directory of the test's own: files running side by side share neither. */
+const ownDirectories = (t: Test) => {
+  const dir = tempDir(t)
+  return { DATA_DIR: join(dir, 'data'), AGENT_WORKDIR: join(dir, 'workspace') }
+}
+
+/** The service in this process (coverage sees it), closed when the test ends. */
+export async function build(
+  t: Test,
+  overrides: Record<string, string> = {},
+  agentEnv: NodeJS.ProcessEnv = standInEnv()
+): Promise<FastifyInstance> {
+  const app = await buildApp(testConfig({ ...ownDirectories(t), ...overrides }), { logger: false, agentEnv })
+  t.teardown(() => app.close())
+  return app
+}
+
+/** A real listening server on a free loopback port (port 0: files running in parallel never share one). */
+export async function listen(t: Test, app: FastifyInstance): Promise<string> {
+  const address = await app.listen({ host: '127.0.0.1', port: 0 })
+  t.teardown(() => app.close())
+  return address
+}
+
+// The compiled entry point, as `npm start` runs it (npm test builds first).
+export const SERVER = fileURLToPath(new URL('../../dist/server.js', import.meta.url))
+
+export interface Started {
+  child: ChildProcess
+  base: string
+  logs: Array<Record<string, unknown>>
+}
+
+/** The service as its own process (`node dist/server.js`), on a free port, killed when the test ends. */
+export async function startServer(t: Test, env: NodeJS.ProcessEnv, cwd?: string): Promise<Started> {
+  const defaults = { PORT: '0', AGENT_CONTAINMENT: 'process-group', ...ownDirectories(t) }
+  const child = spawn(process.execPath, [SERVER], { env: standInEnv({ ...defaults, ...env }), cwd, stdio: ['ignore', 'pipe', 'pipe'] })
+  t.teardown(() => child.kill('SIGKILL'))
+  const logs: Array<Record<string, unknown>> = []
+  let pending = ''
+  const base = await new Promise<string>((resolve, reject) => {
+    child.stdout.on('data', (chunk: Buffer) => {
+      pending += chunk.toString()
+      const lines = pending.split('\n')
+      pending = lines.pop()!
+      for (const line of lines) {
+        const entry = JSON.parse(line)
+        logs.push(entry)
+        const listening = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(entry.msg)
+        if (listening) resolve(listening[1]!)
+      }
+    })
+    // Read, so that a chatty stderr can never fill its pipe and block the service.
+    child.stderr.resume()
+    child.once('exit', (code) => reject(new Error(`server exited with ${code}`)))
+  })
+  return { child, base, logs }
+}

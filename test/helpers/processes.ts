@@ -1,0 +1,66 @@
+import { execFileSync } from 'node:child_process'
+import { existsSync, readFileSync } from 'node:fs'
+
+/** A zombie waiting for init to reap it is dead for our purposes, though kill(pid, 0) still succeeds on it. */
+export function isAlive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z'
+  } catch {
+    return false
+  }
+}
+
+/** Processes whose command line mentions a marker, to prove none is left behind. */
+export function processesMatching(marker: string): string[] {
+  const listing = execFileSync('ps', ['-eo', 'pid=,args='], { encoding: 'utf8' })
+  return listing.split('\n').filter((line) => line.includes(marker) && !line.includes('ps -eo'))
+}
+
+/** How often the polls below look again. */
+const POLL_MS = 20
+
+/**
+ * Polls `read` until `done` holds for what it returned, and returns that value for the test to assert on. Throws on
+ * timeout, with the last value read: a state never reached fails the test with what was there instead.
+ */
+export async function until<T>(read: () => T | Promise<T>, done: (value: T) => boolean, timeoutMs = 5000, what = 'condition'): Promise<T> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const value = await read()
+    if (done(value)) return value
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last seen: ${JSON.stringify(value)}`)
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS))
+  }
+}
+
+/** Polls a condition (a precondition of what the test goes on to check); throws on timeout. */
+export async function waitFor(predicate: () => boolean, timeoutMs = 5000, what = 'condition'): Promise<void> {
+  await until(predicate, (reached) => reached, timeoutMs, what)
+}
+
+/**
+ * Polls `read` until its value has stopped changing for `quietMs`, and returns it. Proving that something no longer
+ * moves needs some time to pass with nothing happening: `quietMs` is that time, and nothing else here sleeps.
+ */
+export async function settledValue<T>(read: () => T, quietMs: number, timeoutMs = 20_000, what = 'a value to settle'): Promise<T> {
+  const deadline = Date.now() + timeoutMs
+  let value = read()
+  let since = Date.now()
+  for (;;) {
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS))
+    const next = read()
+    if (next !== value) {
+      value = next
+      since = Date.now()
+    } else if (Date.now() - since >= quietMs) {
+      return value
+    }
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last seen: ${JSON.stringify(value)}`)
+  }
+}
+
+export async function readPidFile(path: string, timeoutMs = 10_000): Promise<number> {
+  const text = await until(() => (existsSync(path) ? readFileSync(path, 'utf8') : ''), (content) => content !== '', timeoutMs, `pid file ${path}`)
+  return Number(text)
+}

@@ -1,0 +1,61 @@
+import type { Test } from 'tap'
+import { spawn, spawnSync } from 'node:child_process'
+import { once } from 'node:events'
+import { createServer } from 'node:net'
+
+// A real redis-server on a port of its own. `.ci/run` installs it where it is missing; elsewhere the tests that need it
+// say why they are skipped.
+const REDIS_SERVER = spawnSync('sh', ['-c', 'command -v redis-server'], { encoding: 'utf8' }).stdout.trim()
+export const NO_REDIS = REDIS_SERVER === '' && 'redis-server is not installed (apt-get install redis-server)'
+
+export async function freePort(): Promise<number> {
+  const server = createServer()
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  const { port } = server.address() as { port: number }
+  server.close()
+  return port
+}
+
+/**
+ * A redis-server of the test's own, killed when it ends. On a free port unless one is given; a port another file took
+ * between freePort() and redis-server's bind is given up for another (files run side by side).
+ */
+export async function startRedis(t: Test, port?: number): Promise<{ url: string; port: number; stop: () => Promise<void> }> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startRedisOn(t, port ?? (await freePort()))
+    } catch (error) {
+      if (port !== undefined || attempt === 3) throw error
+    }
+  }
+}
+
+async function startRedisOn(t: Test, port: number): Promise<{ url: string; port: number; stop: () => Promise<void> }> {
+  const redis = spawn(REDIS_SERVER, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'inherit'] })
+  let seen = ''
+  await new Promise<void>((resolve, reject) => {
+    redis.stdout.on('data', (chunk) => {
+      seen += chunk
+      if (seen.includes('Ready to accept connections')) resolve()
+    })
+    redis.once('exit', (code) => reject(new Error(`redis-server exited with ${code}: ${seen}`)))
+  })
+  const stop = async () => {
+    if (redis.exitCode !== null || redis.signalCode !== null) return
+    redis.kill('SIGKILL')
+    await once(redis, 'exit')
+  }
+  t.teardown(stop)
+  return { url: `redis://127.0.0.1:${port}`, port, stop }
+}
+
+let prefixes = 0
+
+/** A fleet's settings: slots (and so runs) in this Redis, under a prefix of this test's own. */
+export const redisEnv = (url: string, extra: Record<string, string> = {}) => ({
+  SLOTS_BACKEND: 'redis',
+  REDIS_URL: url,
+  SLOTS_KEY_PREFIX: `test-${process.pid}-${++prefixes}:`,
+  ...extra
+})

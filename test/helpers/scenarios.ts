@@ -1,0 +1,63 @@
+// The tasks the stand-in agents act out (test/fixtures/agents/scenarios.mjs, shared by every stand-in): a task
+// `@name arg…`, split on spaces. Any other task is echoed back with the argv and directory the stand-in received.
+// One function per scenario, so that a test names what it wants and the arguments are checked here, not misread there.
+
+/** Arguments are split on single spaces by the stand-in: one holding a space would arrive as two. */
+function task(name: string, ...args: Array<string | number>): string {
+  for (const arg of args) {
+    const text = String(arg)
+    if (text === '' || /\s/.test(text)) throw new Error(`@${name}: the stand-in cannot receive ${JSON.stringify(text)} as one argument`)
+  }
+  return [`@${name}`, ...args].join(' ')
+}
+
+export const scenario = {
+  /** Sleeps `ms`, then answers `slept <ms>`; `markers` only show in its argv (to find its process). */
+  sleep: (ms: number, ...markers: string[]) => task('sleep', ms, ...markers),
+  /** Fails the way its CLI does (crush: `ERROR something failed`, exit 1). */
+  fail: () => task('fail'),
+  /** Writes `bytes` of `x` to stdout, 64 KiB at a time, waiting for the pipe like any writer. */
+  flood: (bytes: number) => task('flood', bytes),
+  /**
+   * Like `flood`, and after each write the kernel has taken, records how many bytes it has written so far in
+   * `countFile`: what the agent managed to write, whoever reads (or fails to read) its output.
+   */
+  floodCounted: (countFile: string, bytes: number) => task('flood-counted', countFile, bytes),
+  /** out-1 on stdout, err-2 on stderr, out-3 on stdout, 100 ms apart. */
+  interleave: () => task('interleave'),
+  /** Bytes that are not UTF-8: `a ff fe c3 ( b`. */
+  invalidUtf8: () => task('invalid-utf8'),
+  /**
+   * Starts a grandchild ignoring every catchable signal and writes its pid to `pidFile`; `stubborn`: the agent ignores
+   * SIGINT and SIGTERM too, and records each one it ignores in `<pidFile>.signals`. `markers` show in the grandchild's
+   * argv, so a test can find it in /proc whatever PID namespace it ran in.
+   */
+  grandchild: (pidFile: string, options: { stubborn?: boolean; markers?: string[] } = {}) =>
+    task('grandchild', pidFile, options.stubborn === true ? 'stubborn' : 'yielding', ...(options.markers ?? [])),
+  /** A daemon in its own session and a double-forked grandchild, each marking `dir` once running; then lives `ms`. */
+  daemons: (dir: string, ms: number) => task('daemons', dir, ms),
+  /** A child in its own session holding the agent's stdout; its pid in `pidFile`; the agent exits at once. */
+  escape: (pidFile: string) => task('escape', pidFile),
+  /** `tick 1`…`tick <count>`, `ms` apart; its own pid in `pidFile` first, when given. */
+  drip: (count: number, ms: number, pidFile?: string) => (pidFile === undefined ? task('drip', count, ms) : task('drip', count, ms, pidFile)),
+  /** `count` lines, `ms` apart, each the monotonic time of its write. */
+  stamp: (count: number, ms: number) => task('stamp', count, ms),
+  /** Its pid in `pidFile`, then sleeps `ms` and answers `done`. */
+  writePid: (pidFile: string, ms: number) => task('write-pid', pidFile, ms),
+  /** Runs `sudo <argv>` with its own stdio and answers `sudo exited <code>`. */
+  sudo: (...argv: string[]) => task('sudo', ...argv),
+  /** What `ps -eo pid,args` shows the agent. */
+  ps: () => task('ps'),
+  /** Its uid, HOME, USER, and whether it can read its parent's environment. */
+  whoami: () => task('whoami'),
+  /** Its whole environment, as JSON. */
+  env: () => task('env'),
+  /** `<dir>/<pid>.start` and `.end` on the monotonic clock around `ms` of sleep. */
+  record: (dir: string, ms: number) => task('record', dir, ms),
+  /** Kills itself with `signal`. */
+  killSelf: (signal: NodeJS.Signals) => task('kill-self', signal),
+  /** claude's stand-in: exits 0 with a report saying is_error (an API error). */
+  isError: () => task('is-error'),
+  /** opencode's stand-in: asks for a permission, which only --auto grants. */
+  needsPermission: () => task('needs-permission')
+}

@@ -1,0 +1,51 @@
+import t from 'tap'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { build, FIXTURE_BIN, standInEnv, tempDir } from '../helpers/index.js'
+
+// /healthz and /readyz (src/http/routes/health.ts, src/agents/readiness.ts): alive, and ready to run which agents.
+
+/** Every agent but claude missing: /readyz then probes claude's version alone (each probe is a process). */
+const ONLY_CLAUDE = { CRUSH_BIN: 'no-crush-here', GEMINI_BIN: 'no-gemini-here', CODEX_BIN: 'no-codex-here', OPENCODE_BIN: 'no-opencode-here' }
+
+t.test('readyz: each agent with its path and version; 503 when none is found', async (t) => {
+  const app = await build(t)
+  const ready = await app.inject({ method: 'GET', url: '/readyz' })
+  t.equal(ready.statusCode, 200)
+  t.match(ready.json(), {
+    status: 'ready',
+    agents: [
+      { tool: 'crush_run', bin: 'crush', path: `${FIXTURE_BIN}/crush`, version: 'crush version v0.0.0-stand-in' },
+      { tool: 'claude_run', bin: 'claude', path: `${FIXTURE_BIN}/claude`, version: '2.1.197 (Claude Code stand-in)' },
+      { tool: 'gemini_run', bin: 'gemini', path: `${FIXTURE_BIN}/gemini`, version: '0.61.0' },
+      { tool: 'codex_run', bin: 'codex', path: `${FIXTURE_BIN}/codex`, version: 'codex-cli 0.171.0' },
+      { tool: 'opencode_run', bin: 'opencode', path: `${FIXTURE_BIN}/opencode`, version: '1.18.33' }
+    ]
+  })
+
+  const log = join(tempDir(t), 'starts.log')
+  const counted = await build(t, {}, standInEnv({ STAND_IN_LOG: log }))
+  for (let probe = 0; probe < 3; probe++) t.equal((await counted.inject({ method: 'GET', url: '/readyz' })).statusCode, 200)
+  const versionCalls = readFileSync(log, 'utf8').trim().split('\n').map((line) => JSON.parse(line).version).filter(Boolean)
+  t.same(versionCalls.sort(), ['claude', 'codex', 'crush', 'gemini', 'opencode'], 'each version asked once for three readiness checks')
+
+  const missing = await build(t, { ...ONLY_CLAUDE, CLAUDE_BIN: '/nowhere/claude' })
+  const unavailable = await missing.inject({ method: 'GET', url: '/readyz' })
+  t.equal(unavailable.statusCode, 503)
+  t.match(unavailable.json(), { status: 'unavailable', agents: Array.from({ length: 5 }, () => ({ path: null, version: null })) })
+  t.equal((await missing.inject({ method: 'GET', url: '/healthz' })).json().status, 'ok', 'alive all the same')
+})
+
+t.test('/readyz says when claude cannot run as configured, and which variable to change', { skip: process.getuid!() !== 0 && 'only as root' }, async (t) => {
+  const claudeOf = async (overrides: Record<string, string>, env: NodeJS.ProcessEnv = standInEnv()) => {
+    const app = await build(t, { ...ONLY_CLAUDE, ...overrides }, env)
+    const ready = (await app.inject({ method: 'GET', url: '/readyz' })).json<{ status: string; agents: Array<{ tool: string; problem: string | null }> }>()
+    return { status: ready.status, claude: ready.agents.find((agent) => agent.tool === 'claude_run')! }
+  }
+  const refused = await claudeOf({})
+  t.match(refused.claude, { problem: /claude refuses CLAUDE_PERMISSION_MODE=bypassPermissions when run as root: .*set CLAUDE_PERMISSION_MODE/ })
+  t.equal(refused.status, 'unavailable', 'no agent that can run: not ready')
+  const fixed = await claudeOf({ CLAUDE_PERMISSION_MODE: 'acceptEdits' })
+  t.match(fixed, { status: 'ready', claude: { problem: null } }, 'another mode: claude can run, so the service is ready')
+  t.match(await claudeOf({}, standInEnv({ IS_SANDBOX: '1' })), { status: 'ready', claude: { problem: null } }, 'inside a sandbox claude accepts it')
+})

@@ -1,0 +1,143 @@
+import t, { type Test } from 'tap'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import type { FastifyInstance } from 'fastify'
+import { execFile } from 'node:child_process'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import { RunParams } from '../../src/schemas/run.js'
+import { build, isAlive, listen, readPidFile, REAL_CLAUDE_BIN, refused, runTool, scenario, tempDir, until } from '../helpers/index.js'
+
+// The agents over MCP, driven by the SDK's own client on a listening server: the same tools, slots and rules as REST.
+
+const bases = new WeakMap<FastifyInstance, Promise<string>>()
+
+async function connect(t: Test, app: FastifyInstance, headers: Record<string, string> = {}): Promise<Client> {
+  if (!bases.has(app)) bases.set(app, listen(t, app))
+  const client = new Client({ name: 'agent-runner-test', version: '0.0.0' })
+  const transport = new StreamableHTTPClientTransport(new URL(`${await bases.get(app)!}/mcp`), { requestInit: { headers } })
+  await client.connect(transport)
+  t.teardown(() => client.close())
+  return client
+}
+
+// Each test has its own service (and the real Claude Code its own HOME): they run side by side.
+t.jobs = 3
+
+t.test('tools/list: one tool per agent, the REST body as input, the REST result as output', async (t) => {
+  const app = await build(t)
+  const client = await connect(t, app)
+  const { tools } = await client.listTools()
+  const rest = (await app.inject({ method: 'GET', url: '/tools' })).json().tools.map((tool: { name: string }) => tool.name)
+  t.same(tools.map((tool) => tool.name), rest, 'the same tools as GET /tools')
+  const { $id: _id, examples: _examples, ...params } = JSON.parse(JSON.stringify(RunParams))
+  for (const tool of tools) {
+    t.same(tool.inputSchema, params, `${tool.name}: the REST body's schema`)
+    t.match(tool.outputSchema, { type: 'object', properties: { ok: { type: 'boolean' }, output: { type: 'string' } } })
+    t.match(tool.annotations, { readOnlyHint: false, idempotentHint: false, openWorldHint: true })
+  }
+})
+
+t.test('tools/call: the agent’s answer as text, the REST result as structuredContent', async (t) => {
+  const app = await build(t)
+  const client = await connect(t, app)
+  const task = '--flag; $(id) "quoted"'
+  const result = await client.callTool({ name: 'crush_run', arguments: { task } })
+  t.equal(result.isError, false)
+  const structured = result.structuredContent as Record<string, any>
+  t.match(structured, { tool: 'crush_run', ok: true, exit_code: 0, command: ['crush', 'run', '--', task] })
+  t.same(result.content, [{ type: 'text', text: structured['output'] }])
+  t.equal(JSON.parse(structured['output']).prompt, task, 'the task byte for byte')
+  const failed = await client.callTool({ name: 'crush_run', arguments: { task: scenario.fail() } })
+  t.equal(failed.isError, true, 'a run that failed is a tool error, with its result')
+  t.match(failed.structuredContent, { ok: false, exit_code: 1 })
+})
+
+t.test('refusals are tool errors with the REST message: bad arguments, unknown tool, the limit', async (t) => {
+  const app = await build(t, { MAX_CRUSH_AGENTS: '1' })
+  const client = await connect(t, app)
+  for (const args of [{ task: '' }, { task: 'x', extra: 1 }, { task: 'x', timeout: 0 }, { task: 'x', wsl_user: 'u' }]) {
+    const invalid = await client.callTool({ name: 'crush_run', arguments: args })
+    const rest = await refused(app, 'crush_run', args)
+    t.equal(rest.status, 400)
+    t.match(invalid, { isError: true, content: [{ type: 'text', text: rest.body.message }] }, `${JSON.stringify(args)}: word for word the REST message`)
+  }
+  t.match(await client.callTool({ name: 'nope_run', arguments: { task: 'x' } }), { isError: true, content: [{ text: 'Unknown tool: nope_run' }] })
+
+  const pidFile = join(tempDir(t), 'holder.pid')
+  const holder = runTool(app, 'crush_run', { task: scenario.writePid(pidFile, 500) })
+  await readPidFile(pidFile)
+  const limited = await client.callTool({ name: 'crush_run', arguments: { task: 'x' } })
+  t.match(limited, { isError: true, content: [{ type: 'text', text: 'Limite de 1 agent atteinte' }] }, 'MCP and REST compete for the same slots')
+  t.match(await holder, { ok: true }, 'the REST run holding the slot ends normally')
+})
+
+t.test('progress carries the output before the result; cancelling stops the agent and frees the slot', async (t) => {
+  const app = await build(t)
+  const client = await connect(t, app)
+  const progress: string[] = []
+  let resultAt = 0
+  const result = await client.callTool({ name: 'crush_run', arguments: { task: scenario.drip(4, 300) } }, undefined, {
+    onprogress: (notification) => progress.push(notification.message ?? ''),
+    resetTimeoutOnProgress: true
+  })
+  resultAt = progress.length
+  t.ok(progress.length >= 2, `${progress.length} progress notifications while it ran`)
+  t.match(progress.join(''), /^tick 1\ntick 2\n/, 'the output as it came')
+  t.equal(resultAt, progress.length, 'all before the result')
+  t.match(result.structuredContent, { ok: true })
+
+  const pidFile = join(tempDir(t), 'agent.pid')
+  const controller = new AbortController()
+  const call = client.callTool({ name: 'crush_run', arguments: { task: scenario.drip(1000, 50, pidFile) } }, undefined, { signal: controller.signal })
+  const agent = await readPidFile(pidFile)
+  controller.abort()
+  await t.rejects(call)
+  const after = await until(() => ({ alive: isAlive(agent), slots: app.slots.inUse('crush_run') }), (state) => !state.alive && state.slots === 0, 10_000, 'the agent to stop and its slot to come back')
+  t.same(after, { alive: false, slots: 0 }, 'the agent stopped and its slot came back')
+})
+
+t.test('the same door as /tools: a token, and on loopback without tokens the same Host and Origin rules', async (t) => {
+  const guarded = await build(t, { API_TOKENS: 'alice:alice-secret' })
+  await t.rejects(connect(t, guarded), /401|Unauthorized/i, 'no token: refused')
+  await t.rejects(connect(t, guarded, { authorization: 'Bearer wrong' }), /401|Unauthorized/i, 'a wrong token: refused')
+  const client = await connect(t, guarded, { authorization: 'Bearer alice-secret' })
+  t.ok((await client.listTools()).tools.length > 0, 'the right token: served')
+  const open = await build(t)
+  await t.rejects(connect(t, open, { origin: 'https://attacker.example' }), /403|ORIGIN_NOT_ALLOWED/, 'a foreign Origin: refused')
+})
+
+t.test('a notifications/cancelled in another POST (stateless) stops the call it names', async (t) => {
+  const app = await build(t)
+  const base = await listen(t, app)
+  const pidFile = join(tempDir(t), 'agent.pid')
+  const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }
+  const call = fetch(`${base}/mcp`, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({ jsonrpc: '2.0', id: 42, method: 'tools/call', params: { name: 'crush_run', arguments: { task: scenario.drip(1000, 50, pidFile) } } })
+  })
+  const agent = await readPidFile(pidFile)
+  const cancelled = await fetch(`${base}/mcp`, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify([{ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 42, reason: 'changed my mind' } }])
+  })
+  t.equal(cancelled.status, 202)
+  const after = await until(() => ({ alive: isAlive(agent), slots: app.slots.inUse('crush_run') }), (state) => !state.alive && state.slots === 0, 10_000, 'the named call to stop')
+  t.same(after, { alive: false, slots: 0 }, 'the agent stopped and its slot came back')
+  await (await call).text().catch(() => '')
+})
+
+t.test('the real Claude Code, as an MCP client, connects with the token and fails without it', async (t) => {
+  const app = await build(t, { API_TOKENS: 'alice:alice-secret' })
+  const base = await listen(t, app)
+  const home = tempDir(t)
+  const env = { HOME: home, CLAUDE_CONFIG_DIR: join(home, '.claude'), PATH: process.env['PATH'], LANG: 'C.UTF-8' }
+  const claude = (...args: string[]) => promisify(execFile)(REAL_CLAUDE_BIN, args, { env, cwd: home, timeout: 60_000 })
+  await claude('mcp', 'add', '--transport', 'http', 'agent-runner', `${base}/mcp`, '--header', 'Authorization: Bearer alice-secret')
+  await claude('mcp', 'add', '--transport', 'http', 'no-token', `${base}/mcp`)
+  const { stdout } = await claude('mcp', 'list')
+  t.match(stdout, /agent-runner: .*\/mcp \(HTTP\) - ✔ Connected/, 'with the token: connected')
+  t.notMatch(stdout, /no-token: .* - ✔ Connected/, 'without it: not connected')
+})

@@ -1,0 +1,117 @@
+import SwaggerParser from '@apidevtools/swagger-parser'
+import { execFile } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
+import t from 'tap'
+import { parse as parseYaml } from 'yaml'
+import { renderOpenApiYaml } from '../../src/http/openapi-document.js'
+import { ERROR_CODES } from '../../src/schemas/error.js'
+import { build, listen } from '../helpers/index.js'
+
+const run = promisify(execFile)
+const ROOT = fileURLToPath(new URL('../..', import.meta.url))
+const OPENAPI_YAML = `${ROOT}openapi.yaml`
+const bin = (name: string) => `${ROOT}node_modules/.bin/${name}`
+const FIX = 'run `npm run openapi` and commit the result'
+
+// A stand-in for what openapi-types describes, reduced to what these tests read.
+interface Operation {
+  operationId: string
+  summary: string
+  description: string
+  tags: string[]
+  responses: Record<string, { description: string; content: { 'application/json': { examples?: Record<string, { value: { code: string } }> } } }>
+}
+interface Document {
+  openapi: string
+  servers: Array<{ url: string }>
+  paths: Record<string, Record<string, Operation>>
+  components: { schemas: Record<string, unknown> }
+}
+
+// Independent checks, two of them other programs (openapi-typescript, Redocly): they run side by side.
+t.jobs = 5
+
+t.test('openapi.yaml is exactly what the routes produce', async (t) => {
+  const produced = await renderOpenApiYaml()
+  t.equal(readFileSync(OPENAPI_YAML, 'utf8'), produced, `openapi.yaml matches the code (if not: ${FIX})`)
+  t.equal(await renderOpenApiYaml(), produced, 'the output is byte-stable')
+})
+
+t.test('test/generated/openapi.d.ts is what openapi-typescript makes of openapi.yaml', async (t) => {
+  // The command of `npm run openapi` itself, with --check: the flags cannot differ between the script and this test.
+  const script = (JSON.parse(readFileSync(`${ROOT}package.json`, 'utf8')) as { scripts: Record<string, string> }).scripts['openapi']!
+  const command = script.split('&&').map((part) => part.trim()).find((part) => part.startsWith('openapi-typescript '))!
+  const [, ...args] = command.split(/\s+/)
+  const check = run(bin('openapi-typescript'), [...args, '--check'], { cwd: ROOT })
+  await t.resolves(check, `the client types match openapi.yaml (if not: ${FIX})`)
+})
+
+t.test('the document is valid OpenAPI 3.1 and says what clients need', async (t) => {
+  const document = (await SwaggerParser.validate(OPENAPI_YAML)) as unknown as Document
+  t.equal(document.openapi, '3.1.0')
+  t.same(document.servers.map((server) => server.url), ['http://127.0.0.1:8080'])
+  t.same(Object.keys(document.components.schemas).sort(), ['ErrorResponse', 'RunEvent', 'RunParams', 'RunRequest', 'RunResult', 'RunState', 'RunSummary'])
+  const operationIds: string[] = []
+  for (const [path, methods] of Object.entries(document.paths)) {
+    for (const [method, operation] of Object.entries(methods as Record<string, { operationId?: string; summary?: string; description?: string }>)) {
+      t.ok(operation.operationId && operation.summary && operation.description, `${method.toUpperCase()} ${path}: operationId, summary, description`)
+      operationIds.push(operation.operationId!)
+    }
+  }
+  t.same(new Set(operationIds).size, operationIds.length, 'operationIds are unique')
+  t.ok(['createRun', 'getRun', 'listRuns', 'followRun', 'cancelRun'].every((id) => operationIds.includes(id)), 'the async run operations')
+  for (const [path, operationId] of [['/tools/crush_run', 'crushRun'], ['/tools/claude_run', 'claudeRun']] as const) {
+    const operation = document.paths[path]!['post']!
+    t.equal(operation.operationId, operationId, `${path} is ${operationId}`)
+    t.ok(operation.summary && operation.description, `${path} has a summary and a description`)
+    t.same(operation.tags, ['tools'])
+    t.same(Object.keys(operation.responses), ['200', '400', '401', '403', '413', '415', '429', '500', '503'], `${path}: every status`)
+    for (const [status, codes] of Object.entries(ERROR_CODES)) {
+      const response = operation.responses[status]
+      if (response === undefined) continue
+      const examples = Object.values(response.content['application/json'].examples ?? {}).map((example) => example.value.code)
+      t.same(examples, Object.keys(codes), `${path} ${status}: an example of each code`)
+      for (const code of Object.keys(codes)) t.match(response.description, code, `${path} ${status} describes ${code}`)
+    }
+  }
+})
+
+t.test('Redocly lint (recommended rules) passes', async (t) => {
+  const env = { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true', NO_COLOR: '1' }
+  const { stdout, stderr } = await run(bin('redocly'), ['lint', 'openapi.yaml', '--format=stylish'], { cwd: ROOT, env })
+  t.match(stdout + stderr, /Your API description is valid/)
+  t.notMatch(stdout + stderr, /You have \d+ warnings?/, 'no warnings either')
+})
+
+t.test('the service serves the document and Swagger UI', async (t) => {
+  const app = await build(t)
+  const yaml = await app.inject({ method: 'GET', url: '/openapi.yaml' })
+  t.equal(yaml.statusCode, 200)
+  t.match(yaml.headers['content-type'], /^application\/yaml/)
+  const checkedIn = (await SwaggerParser.parse(OPENAPI_YAML)) as unknown as Document
+  const served = parseYaml(yaml.body) as Document
+  t.same(served.servers, [{ url: 'http://localhost:80' }], 'the served YAML names the server it came from')
+  t.same({ ...served, servers: checkedIn.servers }, checkedIn, '…and is otherwise the checked-in file')
+
+  const json = await app.inject({ method: 'GET', url: '/openapi.json' })
+  t.equal(json.statusCode, 200)
+  t.match(json.headers['content-type'], /^application\/json/)
+  t.same(json.json(), served, 'the served JSON is the same document')
+
+  const proxied = await build(t, { PUBLIC_URL: 'https://agents.example.com/runner/' })
+  for (const url of ['/openapi.json', '/docs/json']) {
+    const document = (await proxied.inject({ method: 'GET', url })).json<Document>()
+    t.same(document.servers, [{ url: 'https://agents.example.com/runner' }], `${url}: PUBLIC_URL, behind a proxy`)
+  }
+  t.same((parseYaml((await proxied.inject({ method: 'GET', url: '/openapi.yaml' })).body) as Document).servers, [{ url: 'https://agents.example.com/runner' }])
+
+  const address = await listen(t, app)
+  const page = await fetch(`${address}/docs`)
+  t.equal(page.status, 200)
+  t.match(await page.text(), /swagger-ui/i, 'Swagger UI')
+  const uiDocument = (await (await fetch(`${address}/docs/json`)).json()) as Document
+  t.same(uiDocument.servers, [{ url: address }], "the UI's Try it out calls the server that served it")
+  t.same(uiDocument.paths, served.paths)
+})

@@ -1,0 +1,209 @@
+import t, { type Test } from 'tap'
+import { execFileSync, spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { existsSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs'
+import { request } from 'node:http'
+import { join } from 'node:path'
+import type { FastifyInstance } from 'fastify'
+import { runAgent } from '../../src/process/agent-process.js'
+import { chooseHostContainment } from '../../src/process/host-containment.js'
+import { RunLedger } from '../../src/process/ledger.js'
+import { exitThroughInit, processStartTime } from '../../src/process/posix-signals.js'
+import { processGroup } from '../../src/process/process-group.js'
+import { build, cancelRun, createRun, listen, post, processesMatching, readPidFile, runTool, scenario, standInEnv, tempDir, until, waitFor } from '../helpers/index.js'
+
+// Each mode this host offers, and the fallback forced by configuration. Processes are found by a directory in their
+// argv, through /proc (ps): in a PID namespace the pids an agent sees are not the host's.
+const namespaceAvailable = (await chooseHostContainment('auto')).containment.mode === 'pid-namespace'
+const modes = namespaceAvailable ? (['pid-namespace', 'process-group'] as const) : (['process-group'] as const)
+
+/** The processes of a `@daemons` run still alive: the daemon (own session) and the double-forked grandchild. */
+const leftovers = (dir: string) => {
+  const lines = processesMatching(dir)
+  return { daemon: lines.filter((line) => line.includes('"$0/daemon"')).length, double: lines.filter((line) => line.includes('"$0/double"')).length }
+}
+const started = (dir: string) => existsSync(join(dir, 'daemon')) && existsSync(join(dir, 'double'))
+
+/** In process-group mode the daemon escapes by design: the test ends it itself. */
+function reapEscapees(t: Test, dir: string): void {
+  t.teardown(() => {
+    try {
+      execFileSync('pkill', ['-KILL', '-f', dir])
+    } catch {
+      // nothing was left
+    }
+  })
+}
+
+// Each test has its own service, directories and processes (found by their own markers): side by side.
+t.jobs = 3
+
+t.test('the mode in force is chosen at start and reported by /readyz', async (t) => {
+  const app = await build(t, { AGENT_CONTAINMENT: 'auto' })
+  const ready = (await app.inject({ method: 'GET', url: '/readyz' })).json()
+  t.equal(ready.containment.mode, namespaceAvailable ? 'pid-namespace' : 'process-group')
+  t.type(ready.containment.reason, 'string')
+  const forced = await build(t, { AGENT_CONTAINMENT: 'process-group' })
+  t.match((await forced.inject({ method: 'GET', url: '/readyz' })).json().containment, { mode: 'process-group', reason: 'AGENT_CONTAINMENT=process-group' })
+  await t.rejects(chooseHostContainment('pid-namespace', '/nonexistent'), /AGENT_CONTAINMENT=pid-namespace cannot work here: util-linux setpriv and unshare are not on PATH/)
+  t.equal((await chooseHostContainment('auto', '/nonexistent')).containment.mode, 'process-group', 'auto falls back')
+})
+
+t.test('an init reports a death by signal N as 128 + N: read back as the signal', async (t) => {
+  t.same(exitThroughInit(137, null), { exitCode: null, signal: 'SIGKILL' })
+  t.same(exitThroughInit(130, null), { exitCode: null, signal: 'SIGINT' })
+  t.same(exitThroughInit(1, null), { exitCode: 1, signal: null })
+  t.same(exitThroughInit(128, null), { exitCode: 128, signal: null })
+  t.same(exitThroughInit(null, 'SIGKILL'), { exitCode: null, signal: 'SIGKILL' })
+})
+
+// Each mode on a service of its own, side by side; within a mode, one end after another on the same service.
+t.test('what an agent started does not outlive its run', { jobs: modes.length }, async (t) => {
+  for (const mode of modes) {
+    t.test(`${mode}: what an agent started does not outlive its run`, async (t) => {
+      const app = await build(t, { AGENT_CONTAINMENT: mode, MAX_CRUSH_AGENTS: '4', AGENT_KILL_GRACE_MS: '200' })
+      // The daemon left the agent's group: only a PID namespace holds it.
+      const daemonsLeft = mode === 'pid-namespace' ? 0 : 1
+
+      const expectEnded = async (t: Test, dir: string) => {
+        const left = await until(() => leftovers(dir), (found) => found.double === 0 && found.daemon === daemonsLeft, 5000, 'the run to be swept')
+        t.same(left, { daemon: daemonsLeft, double: 0 }, mode === 'pid-namespace' ? 'nothing is left' : 'only the daemon that left the group is left')
+        t.equal(app.slots.inUse('crush_run'), 0)
+      }
+
+      await t.test('normal exit', async (t) => {
+        const dir = tempDir(t)
+        reapEscapees(t, dir)
+        t.match(await runTool(app, 'crush_run', { task: scenario.daemons(dir, 0) }), { ok: true, output: 'daemons started\n' })
+        t.ok(started(dir), 'both had started')
+        await expectEnded(t, dir)
+      })
+
+      await t.test('deadline', async (t) => {
+        const dir = tempDir(t)
+        reapEscapees(t, dir)
+        const result = await runTool(app, 'crush_run', { task: scenario.daemons(dir, 60000), timeout: 1 })
+        t.match(result, { timed_out: true, stop_reason: 'timeout', exit_code: 1, output: /context canceled/ })
+        t.ok(started(dir))
+        await expectEnded(t, dir)
+      })
+
+      await t.test('DELETE', async (t) => {
+        const dir = tempDir(t)
+        reapEscapees(t, dir)
+        const created = await createRun(app, { tool: 'crush_run', task: scenario.daemons(dir, 60000) })
+        await waitFor(() => started(dir), 5000, 'the daemons')
+        t.match(await cancelRun(app, created.id), { status: 'cancelled' })
+        await expectEnded(t, dir)
+      })
+
+      await t.test('client gone', async (t) => {
+        const dir = tempDir(t)
+        reapEscapees(t, dir)
+        const base = await listen(t, await build(t, { AGENT_CONTAINMENT: mode, AGENT_KILL_GRACE_MS: '200' }))
+        const client = request(`${base}/tools/crush_run`, { method: 'POST', headers: { 'content-type': 'application/json' } })
+        client.on('error', () => {})
+        client.end(JSON.stringify({ task: scenario.daemons(dir, 60000) }))
+        await waitFor(() => started(dir), 5000, 'the daemons')
+        client.destroy()
+        await expectEnded(t, dir)
+      })
+
+      await t.test('the escalation reaches a stubborn agent and its grandchild', async (t) => {
+        const dir = tempDir(t)
+        // Stopped by DELETE (the deadline's stop is the same, and shown above): the escalation is what is under test.
+        const created = await createRun(app, { tool: 'crush_run', task: scenario.grandchild(join(dir, 'pid'), { stubborn: true, markers: [dir] }) })
+        await readPidFile(join(dir, 'pid'))
+        t.match(await cancelRun(app, created.id), { result: { stop_reason: 'cancelled', exit_code: null, signal: 'SIGKILL' } })
+        t.same(processesMatching(dir), [], 'the grandchild ignoring SIGTERM is gone')
+      })
+    })
+  }
+})
+
+t.test('inside the namespace, ps shows the run\'s own processes under its init', { skip: !namespaceAvailable && 'no PID namespaces here' }, async (t) => {
+  const app = await build(t, { AGENT_CONTAINMENT: 'pid-namespace' })
+  const { output } = await runTool(app, 'crush_run', { task: scenario.ps() })
+  const lines = output.trim().split('\n').slice(1, -1)
+  t.match(lines[0], new RegExp(`^\\s*1 \\S*tini -g -- crush run -- ${scenario.ps()}$`), 'PID 1 is the init')
+  t.ok(lines.every((line: string) => /tini|crush|node|ps -eo/.test(line)), `only the run's processes: ${lines.join(' | ')}`)
+})
+
+t.test('agents killed by signals are reported with the signal in every mode', async (t) => {
+  for (const mode of modes) {
+    const app: FastifyInstance = await build(t, { AGENT_CONTAINMENT: mode })
+    for (const signal of ['SIGKILL', 'SIGSEGV', 'SIGTERM'] as const) {
+      t.match(await runTool(app, 'crush_run', { task: scenario.killSelf(signal) }), { exit_code: null, signal }, `${mode}: ${signal}`)
+    }
+  }
+})
+
+t.test('a missing agent binary is still a 503 AGENT_NOT_INSTALLED inside the namespace', { skip: !namespaceAvailable && 'no PID namespaces here' }, async (t) => {
+  const app = await build(t, { AGENT_CONTAINMENT: 'pid-namespace', CRUSH_BIN: 'no-crush-here' })
+  t.match(await post(app, 'crush_run', { task: 'x' }), { status: 503, body: { code: 'AGENT_NOT_INSTALLED' } })
+  t.equal(app.slots.inUse('crush_run'), 0)
+})
+
+t.test('the ledger holds a record only while an agent runs', async (t) => {
+  const dataDir = tempDir(t)
+  const app = await build(t, { DATA_DIR: dataDir })
+  const live = () => readdirSync(join(dataDir, 'live'))
+  const pending = runTool(app, 'crush_run', { task: scenario.sleep(300) })
+  t.match(await until(live, (records) => records.length === 1, 5000, 'the record'), [/^[0-9a-f-]{36}\.json$/], 'one record, named by the run')
+  await pending
+  t.same(live(), [], 'removed once nothing of the run is left')
+})
+
+t.test('a run stopped before its agent started spawns nothing: 503 SHUTTING_DOWN, or nothing to answer', async (t) => {
+  const log = join(tempDir(t), 'log')
+  const app = await build(t, {}, standInEnv({ STAND_IN_LOG: log }))
+  const controller = new AbortController()
+  controller.abort('shutdown')
+  await t.rejects(
+    runAgent({ command: { file: 'crush', args: ['run', '--', 'x'], cwd: undefined }, containment: processGroup, env: standInEnv(), timeoutMs: 1000, killGraceMs: 100, outputLimitBytes: 1024, signal: controller.signal }),
+    { name: 'RunAbandoned', reason: 'shutdown' }
+  )
+  // Shutdown while a request waits for its slot (here: the sudo probe): answered, and nothing started.
+  const pending = post(app, 'crush_run', { task: 'late' })
+  // Closing the service stops every run (its preClose), this one while it waits.
+  const closing = app.close()
+  const answer = await pending
+  if (answer.status !== 200) t.match(answer, { status: 503, body: { code: 'SHUTTING_DOWN' } })
+  t.equal(app.slots.inUse('crush_run'), 0)
+  t.equal(existsSync(log), answer.status === 200, 'an agent started only when the answer says it ran')
+  await closing
+})
+
+t.test('the ledger at start: only the recorded group is killed, never a stranger that reused the pid', async (t) => {
+  const dataDir = tempDir(t)
+  const ledger = new RunLedger(dataDir)
+  const group = spawn('sh', ['-c', 'sleep 60 & sleep 60; exit 0'], { detached: true, stdio: 'ignore' })
+  ledger.started('live-run', { kind: 'host-group', pid: group.pid!, startTime: processStartTime(group.pid!) })
+  // The same pid, recorded with another start time: what a reused pid looks like.
+  ledger.started('reused-pid', { kind: 'host-group', pid: process.pid, startTime: '1' })
+  ledger.started('no-start-time', { kind: 'host-group', pid: process.pid, startTime: null })
+  writeFileSync(join(dataDir, 'live', 'cut-short.json'), '{"kind":"host-')
+  const leftovers = await new RunLedger(dataDir).stopLeftovers({})
+  t.same(leftovers.map(({ runId, stopped }) => ({ runId, stopped })).sort((a, b) => a.runId.localeCompare(b.runId)), [
+    { runId: 'live-run', stopped: true },
+    { runId: 'no-start-time', stopped: false },
+    { runId: 'reused-pid', stopped: false }
+  ])
+  await once(group, 'exit')
+  t.same(readdirSync(join(dataDir, 'live')), [], 'every record is forgotten, the unreadable one too')
+  t.same(await new RunLedger(dataDir).stopLeftovers({}), [])
+  // A group whose every process is gone: nothing to stop.
+  const finished = spawn('true', { detached: true })
+  await once(finished, 'exit')
+  ledger.started('gone', { kind: 'host-group', pid: finished.pid!, startTime: '1' })
+  t.match(await new RunLedger(dataDir).stopLeftovers({}), [{ runId: 'gone', stopped: false }])
+})
+
+t.test('auto falls back when the namespace chain fails to run, and says why', async (t) => {
+  const tools = tempDir(t)
+  for (const name of ['setpriv', 'unshare', 'tini']) symlinkSync('/bin/false', join(tools, name))
+  const chosen = await chooseHostContainment('auto', tools)
+  t.equal(chosen.containment.mode, 'process-group')
+  t.match(chosen.reason, process.getuid!() === 0 ? /unshare --pid --mount-proc failed/ : /user and PID namespace/)
+  await t.rejects(chooseHostContainment('pid-namespace', tools), /AGENT_CONTAINMENT=pid-namespace cannot work here/)
+})

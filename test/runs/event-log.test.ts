@@ -1,0 +1,94 @@
+import t from 'tap'
+import { RunEventLog, withGaps, type StoredEvent } from '../../src/runs/event-log.js'
+import type { RunResult } from '../../src/schemas/run.js'
+import type { RunEvent } from '../../src/schemas/events.js'
+import { completeUtf8Length, OutputEvents } from '../../src/runs/output-events.js'
+
+/** The events inside SSE frames, as a follower parses them. */
+const decode = (frames: Buffer[]): RunEvent[] => frames.map((frame) => JSON.parse(/^data: (.*)$/m.exec(frame.toString())![1]!) as RunEvent)
+const framesOf = (events: StoredEvent[], position = 0) => withGaps(events, position).frames
+const outputs = (frames: Buffer[]) => decode(frames).filter((event) => event.type === 'output').map((event) => (event as { data: string }).data)
+const gapOf = (frames: Buffer[]) => (decode(frames).find((event) => event.type === 'gap') as { omitted_bytes: number } | undefined)?.omitted_bytes
+
+/** Feeds the log as the registry does: raw chunks through OutputEvents. */
+function write(log: RunEventLog, output: OutputEvents, chunks: string[]): void {
+  for (const chunk of chunks) {
+    const event = output.next(Buffer.from(chunk))
+    if (event !== null) log.appendOutput(event)
+  }
+}
+
+t.test('within the limit every event is kept; an id is where its output ends, so resuming is exact', async (t) => {
+  const log = new RunEventLog(1000)
+  const output = new OutputEvents()
+  write(log, output, ['a', 'bb', 'ccc'])
+  t.same(outputs(framesOf(log.after(0))), ['a', 'bb', 'ccc'])
+  t.same(log.after(0).map((event) => event.id), [1, 3, 6])
+  t.same(outputs(framesOf(log.after(3), 3)), ['ccc'])
+  t.match(log.after(0)[0]!.frame.toString(), /^id: 1\nevent: output\ndata: \{.*\}\n\n$/, 'an SSE frame, with its id')
+  t.same(log.after(6), [])
+  t.notOk(log.ended)
+  log.end({ tool: 'crush_run' } as RunResult, output.totalBytes)
+  t.ok(log.ended)
+  t.match(decode(framesOf(log.after(6), 6)), [{ type: 'result', id: 7 }], 'the result comes after every output id')
+  t.equal(log.dropped(), undefined, 'nothing dropped')
+})
+
+t.test('many small events past the limit: head and tail kept, a gap between, memory compacted', async (t) => {
+  const log = new RunEventLog(200)
+  const output = new OutputEvents()
+  let calls = 0
+  const unsubscribe = log.subscribe(() => calls++)
+  write(log, output, Array.from({ length: 5000 }, () => 'x'))
+  t.equal(calls, 5000, 'subscribers hear each event')
+  unsubscribe()
+  const kept = log.after(0)
+  t.equal(kept.length, 200, 'one-byte events: the first 100 (half the limit) and the last 100')
+  t.equal(gapOf(framesOf(kept)), 5000 - kept.length, 'the gap counts what was dropped')
+  t.same(log.dropped(), { after: 100, before: kept[100]!.id }, 'the dropped ids lie between the head and the tail')
+  const near = log.after(4990)
+  t.equal(outputs(framesOf(near, 4990)).length, 10, 'resuming near the end needs no gap')
+  t.equal(gapOf(framesOf(near, 4990)), undefined)
+  log.end(null, output.totalBytes)
+  t.ok(log.ended, 'a run that failed without a result still releases its followers')
+  t.equal(log.after(5000).length, 0)
+})
+
+t.test('the gap is exact for every follower, wherever it stopped reading, its last event dropped or not', async (t) => {
+  const log = new RunEventLog(200)
+  const output = new OutputEvents()
+  write(log, output, Array.from({ length: 1150 }, () => 'x'))
+  const firstTail = log.after(100)[0]!
+  for (const readUpTo of [0, 50, 100, 120, 700, firstTail.offset]) {
+    const frames = framesOf(log.after(readUpTo), readUpTo)
+    const expected = Math.max(0, firstTail.offset - Math.max(readUpTo, 100))
+    t.equal(gapOf(frames) ?? 0, expected, `read up to ${readUpTo}: ${expected} bytes missed`)
+  }
+})
+
+t.test('each event is encoded once, however many followers read it', async (t) => {
+  const log = new RunEventLog(1 << 20)
+  const output = new OutputEvents()
+  write(log, output, Array.from({ length: 50 }, () => 'y'))
+  log.end({ tool: 'crush_run' } as RunResult, output.totalBytes)
+  const first = framesOf(log.after(0))
+  for (let follower = 0; follower < 200; follower++) {
+    t.equal(framesOf(log.after(0))[7], first[7], 'the same bytes, not a copy')
+  }
+  t.equal(log.encodedEvents, 51)
+})
+
+t.test('a character split across chunks is never split across events, and ids count raw bytes', async (t) => {
+  const euro = Buffer.from('€') // e2 82 ac
+  const output = new OutputEvents()
+  t.equal(output.next(euro.subarray(0, 1)), null, 'a lone lead byte waits for the rest')
+  t.match(output.next(Buffer.concat([euro.subarray(1), Buffer.from('!')])), { offset: 0, id: 4, data: '€!' })
+  t.match(output.next(Buffer.from([0x41, 0xf0, 0x9f])), { offset: 4, id: 5, data: 'A' })
+  t.match(output.end(), { offset: 5, id: 7, data: '\ufffd' }, 'an unfinished character ends as U+FFFD')
+  t.equal(output.totalBytes, 7)
+  t.equal(output.end(), null)
+  t.equal(completeUtf8Length(Buffer.from([0xff])), 1, 'a byte that starts nothing is left to the decoder')
+  t.equal(completeUtf8Length(Buffer.from([0x61, 0xc3])), 1)
+  t.equal(completeUtf8Length(Buffer.from('é')), 2)
+  t.equal(completeUtf8Length(Buffer.from([0x80, 0x80, 0x80, 0x80, 0x80])), 5, 'continuation bytes alone are not held')
+})

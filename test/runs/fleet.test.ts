@@ -1,0 +1,84 @@
+import t from 'tap'
+import { once } from 'node:events'
+import { join } from 'node:path'
+import { build, call, cancelRun, createRun, isAlive, listen, outputText, parseSse, readPidFile, readUntil, scenario, settled, startServer, tempDir } from '../helpers/index.js'
+import { NO_REDIS, redisEnv, startRedis } from '../helpers/redis.js'
+
+// Two real service processes on one real redis-server: any replica answers for any run.
+
+const ALICE = { authorization: 'Bearer alice-secret' }
+const BOB = { authorization: 'Bearer bob-secret' }
+const TOKENS = 'alice:alice-secret,bob:bob-secret'
+
+// Each test with a Redis and services of its own: two at a time.
+t.test('a fleet on Redis', { skip: NO_REDIS, jobs: 2 }, async (t) => {
+  t.test('POST on A; GET, follow live and DELETE on B; the agent on A stops; other tokens see nothing', async (t) => {
+    const { url } = await startRedis(t)
+    const env = redisEnv(url, { API_TOKENS: TOKENS })
+    // Two lives of the service, started side by side.
+    const [a, b] = await Promise.all([startServer(t, env), startServer(t, env)])
+    const pidFile = join(tempDir(t), 'agent.pid')
+    const { id } = await createRun(a.base, { tool: 'crush_run', task: scenario.drip(100000, 20, pidFile) }, ALICE)
+    const agent = await readPidFile(pidFile)
+
+    t.match(await call(b.base, 'GET', `/runs/${id}`, { headers: ALICE }), { status: 200, body: { id, kind: 'async', status: 'running', result: null } }, 'B knows the run A runs')
+    const following = await fetch(`${b.base}/runs/${id}/events`, { headers: ALICE })
+    t.equal(following.status, 200)
+    const seen = await readUntil(following, /tick 3\\n/)
+    t.match(seen, /^id: \d+\nevent: output\ndata: \{"type":"output","id":\d+,"offset":0,"data":"tick 1\\n/, 'from the start…')
+    t.match(seen, /tick 3/, '…and live, as A writes it')
+
+    t.match(await call(b.base, 'GET', `/runs/${id}`, { headers: BOB }), { status: 404, body: { code: 'RUN_NOT_FOUND' } }, 'another token: no such run')
+    t.same((await call(b.base, 'GET', '/runs', { headers: BOB })).body, { runs: [] }, 'and an empty list')
+    t.match(await call(b.base, 'GET', '/runs', { headers: ALICE }), { body: { runs: [{ id, status: 'running' }] } })
+
+    t.match(await cancelRun(b.base, id, ALICE), { id, status: 'cancelled', result: { stop_reason: 'cancelled' } }, 'B answers with the end A recorded')
+    t.notOk(isAlive(agent), 'the agent on A is gone')
+    t.match(await call(a.base, 'GET', `/runs/${id}`, { headers: ALICE }), { body: { status: 'cancelled' } }, 'A says the same')
+  })
+
+  t.test('kill -9 A: after the TTL, B reports A’s run lost, with the events A had saved', async (t) => {
+    const { url } = await startRedis(t)
+    const env = redisEnv(url, { SLOTS_TTL_MS: '600' })
+    const [a, b] = await Promise.all([startServer(t, env), startServer(t, env)])
+    const pidFile = join(tempDir(t), 'agent.pid')
+    const { id } = await createRun(a.base, { tool: 'crush_run', task: scenario.drip(100000, 20, pidFile) })
+    const agent = await readPidFile(pidFile)
+    t.teardown(() => isAlive(agent) && process.kill(-agent, 'SIGKILL'))
+    // Saved events show on B: what A had written by then is in Redis.
+    await readUntil(await fetch(`${b.base}/runs/${id}/events`), /tick 2/)
+    const exited = once(a.child, 'exit')
+    a.child.kill('SIGKILL')
+    await exited
+
+    // Polled as a caller would: running until A's liveness lapses (its TTL), then lost.
+    t.match(await settled(b.base, id), { id, status: 'lost', finished_at: String, result: null })
+    const kept = await (await fetch(`${b.base}/runs/${id}/events`)).text()
+    t.match(kept, /"offset":0,"data":"tick 1\\n/, 'the output A had saved')
+    t.notMatch(kept, /event: result/)
+  })
+
+  t.test('in one process pair: B follows A’s run live to its end and DELETE of a finished run answers it as it is', async (t) => {
+    const { url } = await startRedis(t)
+    const env = redisEnv(url)
+    const a = await build(t, env)
+    const b = await build(t, env)
+    const { id } = await createRun(a, { tool: 'crush_run', task: scenario.drip(5, 100) })
+    const followed = await (await fetch(`${await listen(t, b)}/runs/${id}/events`)).text()
+    t.equal(outputText(parseSse(followed).map((frame) => frame.data)), 'tick 1\ntick 2\ntick 3\ntick 4\ntick 5\ndripped\n', 'every byte of output, as A saved it while it ran')
+    t.match(followed, /event: result\ndata: \{"type":"result","id":\d+,"result":\{"tool":"crush_run","ok":true/, 'then the result')
+    t.match(await cancelRun(b, id), { id, status: 'succeeded' }, 'a finished run is answered as it is')
+  })
+
+  t.test('in one process pair: DELETE on B waits for A to stop the agent and record its end', async (t) => {
+    const { url } = await startRedis(t)
+    const env = redisEnv(url, { AGENT_KILL_GRACE_MS: '200' })
+    const a = await build(t, env)
+    const b = await build(t, env)
+    const pidFile = join(tempDir(t), 'agent.pid')
+    const { id } = await createRun(a, { tool: 'crush_run', task: scenario.grandchild(pidFile, { stubborn: true }) })
+    const grandchild = await readPidFile(pidFile)
+    t.match(await cancelRun(b, id), { id, status: 'cancelled', finished_at: String, result: { stop_reason: 'cancelled' } })
+    t.notOk(isAlive(grandchild), 'the stubborn grandchild on A is gone too')
+  })
+})

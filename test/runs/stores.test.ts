@@ -1,0 +1,179 @@
+import t, { type Test } from 'tap'
+import { randomUUID } from 'node:crypto'
+import { setTimeout as sleep } from 'node:timers/promises'
+import pino from 'pino'
+import { encodeEvent, type StoredEvent } from '../../src/runs/event-log.js'
+import { MemoryRunStore } from '../../src/runs/stores/memory-store.js'
+import { RedisRunStore } from '../../src/runs/stores/redis-store.js'
+import type { RetentionOptions, RunRecord, RunStore } from '../../src/runs/stores/run-store.js'
+import { SqliteRunStore } from '../../src/runs/stores/sqlite-store.js'
+import type { RunResult } from '../../src/schemas/run.js'
+import { tempDir, until } from '../helpers/index.js'
+import { NO_REDIS, redisEnv, startRedis } from '../helpers/redis.js'
+
+// One contract, every store: what a run store keeps, for how long, and what it gives back.
+
+const log = pino({ level: 'silent' })
+const REPLICA = 'replica-under-test'
+
+const record = (owner: string, overrides: Partial<RunRecord> = {}): RunRecord => ({
+  id: randomUUID(),
+  owner,
+  tool: 'crush_run',
+  status: 'running',
+  createdAt: new Date().toISOString(),
+  finishedAt: null,
+  result: null,
+  replica: REPLICA,
+  ...overrides
+})
+
+const output = (offset: number, data: string): StoredEvent => {
+  const end = offset + Buffer.byteLength(data)
+  return { id: end, offset, end, frame: encodeEvent({ type: 'output', id: end, offset, data }) }
+}
+
+const finished = (run: RunRecord, status: RunRecord['status'] = 'succeeded'): RunRecord => ({
+  ...run,
+  status,
+  finishedAt: new Date().toISOString(),
+  result: { tool: run.tool, ok: true, output: 'done', duration: null } as unknown as RunResult
+})
+
+type Open = (t: Test, retention: RetentionOptions) => Promise<RunStore>
+
+const stores: Record<string, Open> = {
+  memory: async (t, retention) => {
+    const store = new MemoryRunStore(retention)
+    t.teardown(() => store.close())
+    return store
+  },
+  sqlite: async (t, retention) => {
+    const store = new SqliteRunStore(tempDir(t), retention)
+    t.teardown(() => store.close())
+    return store
+  }
+}
+if (NO_REDIS === false) {
+  stores['redis'] = async (t, retention) => {
+    const { url } = await startRedis(t)
+    const { REDIS_URL, SLOTS_KEY_PREFIX } = redisEnv(url)
+    const store = new RedisRunStore({ ...retention, url: REDIS_URL, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 500, replica: REPLICA, log })
+    await store.recover()
+    t.teardown(() => store.close())
+    return store
+  }
+}
+
+for (const [kind, open] of Object.entries(stores)) {
+  t.test(`${kind} store`, async (t) => {
+    t.test('keeps a run, its events (less the dropped middle) and its end; lists by owner, newest first', async (t) => {
+      const store = await open(t, { retentionMs: 60_000, maxFinished: 10 })
+      t.equal(store.kind, kind)
+      const first = record('alice', { createdAt: new Date(Date.now() - 1000).toISOString() })
+      const second = record('alice')
+      const other = record('bob')
+      for (const run of [first, second, other]) await store.create(run)
+      t.same(await store.get(first.id), first)
+      t.same((await store.list('alice')).map((run) => run.id), [second.id, first.id])
+      t.same((await store.list('bob')).map((run) => run.id), [other.id])
+      t.same(await store.list('nobody'), [])
+      t.equal(await store.get('no-such-run'), undefined)
+
+      const events = [output(0, 'a'), output(1, 'bb'), output(3, 'ccc'), output(6, 'dddd')]
+      await store.saveEvents(first.id, events.slice(0, 2), undefined)
+      await store.saveEvents(first.id, events.slice(2), { after: 1, before: 6 })
+      const kept = await store.events(first.id, 0, 100)
+      t.same(kept.map((event) => [event.id, event.offset, event.end]), [[1, 0, 1], [6, 3, 6], [10, 6, 10]], 'the dropped range is gone')
+      t.same(kept[1]!.frame, events[2]!.frame, 'frames come back byte for byte')
+      t.same((await store.events(first.id, 1, 1)).map((event) => event.id), [6], 'after an id, up to a count')
+      t.same(await store.events(second.id, 0, 100), [])
+
+      const ended = finished(first)
+      await store.finish(ended)
+      t.same(await store.get(first.id), ended)
+      t.notOk((await store.list('alice')).some((listing) => 'result' in listing), 'a listing never carries (nor reads) results')
+      store.onCancelRequest(() => {})
+      await store.requestCancel(second)
+    })
+
+    t.test('retention: the oldest finished runs past the count go, with their events', async (t) => {
+      const store = await open(t, { retentionMs: 60_000, maxFinished: 2 })
+      const runs = [3, 2, 1].map((secondsAgo) => record('alice', { createdAt: new Date(Date.now() - secondsAgo * 1000).toISOString() }))
+      for (const run of runs) {
+        await store.create(run)
+        await store.saveEvents(run.id, [output(0, 'x')], undefined)
+        // Each finishes at a millisecond of its own (finishedAt orders them), a few apart so no clock rounding ties two.
+        await sleep(5)
+        await store.finish(finished(run))
+      }
+      t.equal(await store.get(runs[0]!.id), undefined, 'the oldest went')
+      t.same(await store.events(runs[0]!.id, 0, 10), [], 'and its events')
+      t.same((await store.list('alice')).map((run) => run.id), [runs[2]!.id, runs[1]!.id])
+    })
+
+    t.test('retention: a finished run past its age is gone; a running one stays', async (t) => {
+      const store = await open(t, { retentionMs: 50, maxFinished: 10 })
+      const done = record('alice')
+      const running = record('alice')
+      await store.create(done)
+      await store.create(running)
+      await store.finish(finished(done))
+      t.equal(await until(() => store.get(done.id), (found) => found === undefined, 2000, 'the finished run to expire'), undefined)
+      t.same((await store.list('alice')).map((run) => run.id), [running.id])
+    })
+  })
+}
+
+t.test('sqlite: runs a previous life left running are lost at the next start, with their events', async (t) => {
+  const dir = tempDir(t)
+  const retention = { retentionMs: 60_000, maxFinished: 10 }
+  const before = new SqliteRunStore(dir, retention)
+  const run = record('alice')
+  await before.create(run)
+  await before.saveEvents(run.id, [output(0, 'partial')], undefined)
+  await before.close()
+  const after = new SqliteRunStore(dir, retention)
+  t.teardown(() => after.close())
+  t.same(await after.recover(), [run.id])
+  t.match(await after.get(run.id), { status: 'lost', finishedAt: String, result: null })
+  t.equal((await after.events(run.id, 0, 10)).length, 1)
+  t.same(await after.recover(), [], 'only once')
+  t.same(await new MemoryRunStore(retention).recover(), [], 'memory: nothing survives to recover')
+})
+
+t.test('redis: a run whose replica stopped saying it is alive is lost; a cancel request reaches its replica', { skip: NO_REDIS }, async (t) => {
+  const { url } = await startRedis(t)
+  const { REDIS_URL, SLOTS_KEY_PREFIX } = redisEnv(url)
+  const options = { retentionMs: 60_000, maxFinished: 10, url: REDIS_URL, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 300, log }
+  const owner = new RedisRunStore({ ...options, replica: 'a' })
+  const reader = new RedisRunStore({ ...options, replica: 'b' })
+  t.teardown(() => reader.close())
+  await owner.recover()
+  await reader.recover()
+  const cancelled = new Promise<string>((resolve) => owner.onCancelRequest(resolve))
+  const run = record('alice', { replica: 'a' })
+  await owner.create(run)
+  // The subscription is made as the connection comes up: ask until it is heard.
+  let heard: string | undefined
+  void cancelled.then((id) => (heard = id))
+  const askAgain = async () => {
+    await reader.requestCancel(run)
+    return heard
+  }
+  const answered = await until(askAgain, (id) => id !== undefined, 2000, 'the cancel to be heard')
+  t.equal(answered, run.id, 'the replica running it heard the cancel')
+  t.match(await reader.get(run.id), { status: 'running' }, 'alive: still running')
+  await owner.close()
+  t.match(await reader.get(run.id), { status: 'lost', finishedAt: String }, 'its replica left: lost at once')
+  t.match(await reader.list('alice'), [{ id: run.id, status: 'lost' }])
+})
+
+t.test('redis: Redis away is a 503 RUNS_UNAVAILABLE, not a hang', { skip: NO_REDIS }, async (t) => {
+  const { url, stop } = await startRedis(t)
+  await stop()
+  const store = new RedisRunStore({ retentionMs: 1000, maxFinished: 1, url, keyPrefix: 'x:', ttlMs: 300, replica: 'a', log })
+  t.teardown(() => store.close())
+  t.same(await store.recover(), [], 'starting is not refused')
+  await t.rejects(store.get('any'), { code: 'RUNS_UNAVAILABLE', message: /Redis/ })
+})

@@ -1,0 +1,125 @@
+import t from 'tap'
+import { readdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { build, call, listen, post, readPidFile, runTool, scenario, startServer, tempDir, until } from '../helpers/index.js'
+import { NO_REDIS, redisEnv, startRedis } from '../helpers/redis.js'
+
+// Slots shared by a fleet (src/slots/redis-limiter.ts): one limit across replicas, kept by a live run past its TTL,
+// given back by a crashed replica's TTL, and a prompt 503 rather than a hang when Redis is away.
+
+t.test('redis-backed slots', { skip: NO_REDIS, jobs: 2 }, async (t) => {
+  // Two groups side by side, each test in a group after the other: the slot counts, TTLs and the burst of 40 requests
+  // in one; Redis stopped and restarted under a run in the other.
+  t.test('the limit, across instances and past the TTL', async (t) => {
+    t.test('two instances share one limit under concurrent load', async (t) => {
+      const { url } = await startRedis(t)
+      const dir = tempDir(t)
+      const env = redisEnv(url, { MAX_CRUSH_AGENTS: '3' })
+      const a = await build(t, env)
+      const b = await build(t, env)
+      const bases = [await listen(t, a), await listen(t, b)]
+      const answers = await Promise.all(Array.from({ length: 40 }, (_, index) => post(bases[index % 2]!, 'crush_run', { task: scenario.record(dir, 300) })))
+      t.same([...new Set(answers.map((answer) => answer.status))].sort(), [200, 429])
+      const events = readdirSync(dir)
+        .filter((name) => name.endsWith('.start'))
+        .flatMap((name) => {
+          const pid = name.slice(0, -'.start'.length)
+          return [
+            { at: BigInt(readFileSync(join(dir, `${pid}.start`), 'utf8')), delta: 1 },
+            { at: BigInt(readFileSync(join(dir, `${pid}.end`), 'utf8')), delta: -1 }
+          ]
+        })
+        .sort((x, y) => (x.at === y.at ? x.delta - y.delta : x.at < y.at ? -1 : 1))
+      let running = 0
+      let most = 0
+      for (const event of events) most = Math.max(most, (running += event.delta))
+      t.ok(most <= 3, `at most ${most} agents ran at once across both instances`)
+      t.equal(events.length / 2, answers.filter((answer) => answer.status === 200).length)
+      const tools = (await call(a, 'GET', '/tools')).body.tools
+      t.match(tools[0], { name: 'crush_run', limit: 3, in_use: 0, free: 3 }, 'every slot came back')
+      t.match((await call(a, 'GET', '/readyz')).body, { status: 'ready', slots: { backend: 'redis', ok: true } })
+    })
+
+    t.test('a live run keeps its slot past the TTL; a crashed instance’s slot comes back after it', async (t) => {
+      const { url } = await startRedis(t)
+      const dir = tempDir(t)
+      const ttl = 600
+      const env = redisEnv(url, { MAX_CRUSH_AGENTS: '1', SLOTS_TTL_MS: String(ttl) })
+      // Two in-process instances for the live run, a service of its own to crash; started side by side.
+      const [holder, survivor, crashing] = await Promise.all([build(t, env), build(t, env), startServer(t, env)])
+
+      // A run three TTLs long on one instance; the other asks all along, and is refused all along: the slot was refreshed.
+      const longRun = runTool(holder, 'crush_run', { task: scenario.writePid(join(dir, 'a.pid'), 3 * ttl) })
+      await readPidFile(join(dir, 'a.pid'))
+      const heldFrom = Date.now()
+      const refusals: number[] = []
+      let finished = false
+      void longRun.finally(() => (finished = true))
+      const running = () => !finished
+      while (running()) {
+        const { status } = await post(survivor, 'crush_run', { task: 'x' })
+        if (!running()) break
+        refusals.push(status)
+        // A caller asking again now and then, not a tight loop against Redis.
+        await new Promise((resolve) => setTimeout(resolve, 50))
+      }
+      const heldFor = Date.now() - heldFrom
+      t.match(await longRun, { ok: true })
+      t.ok(heldFor > 2 * ttl, `asked for ${heldFor} ms, over two TTLs`)
+      t.same([...new Set(refusals)], [429], `${refusals.length} asks while it ran, every one refused`)
+
+      // Now the holder crashes mid-run.
+      const inFlight = post(crashing.base, 'crush_run', { task: scenario.writePid(join(dir, 'b.pid'), 60000) }).catch(() => null)
+      const agent = await readPidFile(join(dir, 'b.pid'))
+      t.teardown(() => process.kill(-agent, 'SIGKILL'))
+      crashing.child.kill('SIGKILL')
+      await inFlight
+      const crashedAt = Date.now()
+      t.equal((await post(survivor, 'crush_run', { task: 'x' })).status, 429, 'the dead instance still holds it')
+      // Polling, as a caller would: the answer turns from 429 to 200 once the TTL has passed.
+      const status = await until(async () => (await post(survivor, 'crush_run', { task: 'x' })).status, (answer) => answer !== 429, 10_000, 'the slot to come back')
+      t.equal(status, 200, 'the slot came back after the TTL')
+      t.ok(Date.now() - crashedAt < 10 * ttl, 'within a few TTLs')
+    })
+  })
+
+  t.test('Redis away, then back', async (t) => {
+    t.test('Redis gone: a prompt 503 SLOTS_UNAVAILABLE, never a hang; readyz says so', async (t) => {
+      const { url, stop } = await startRedis(t)
+      const app = await build(t, redisEnv(url, { SLOTS_TTL_MS: '600' }))
+      // A run in flight when Redis goes away is not disturbed: its slot just cannot be refreshed or given back. Redis
+      // stops once the run holds its slot and its agent runs (stopping it earlier would refuse the run instead).
+      const pidFile = join(tempDir(t), 'agent.pid')
+      const inFlight = runTool(app, 'crush_run', { task: scenario.writePid(pidFile, 1000) })
+      await readPidFile(pidFile)
+      await stop()
+      t.match(await inFlight, { ok: true, output: 'done\n' }, 'the run in flight ended normally')
+      // Asked together: each answers within Redis's own timeout, none waits for another.
+      const [refused, ready, tools, runs] = await Promise.all([
+        call(app, 'POST', '/tools/crush_run', { body: { task: 'x' } }),
+        call(app, 'GET', '/readyz'),
+        call(app, 'GET', '/tools'),
+        call(app, 'POST', '/runs', { body: { tool: 'crush_run', task: 'x' } })
+      ])
+      t.equal(refused.status, 503)
+      t.match(refused.body, { statusCode: 503, code: 'SLOTS_UNAVAILABLE', message: /Redis/ })
+      t.equal(ready.status, 503)
+      t.match(ready.body, { status: 'unavailable', slots: { backend: 'redis', ok: false, error: String } })
+      t.match(tools.body, { code: 'SLOTS_UNAVAILABLE' })
+      t.match(runs.body, { code: 'SLOTS_UNAVAILABLE' })
+    })
+
+    t.test('Redis restarted mid-run, its data lost: the run ends normally, and the slots work again', async (t) => {
+      const first = await startRedis(t)
+      const app = await build(t, redisEnv(first.url, { SLOTS_TTL_MS: '600', MAX_CRUSH_AGENTS: '1' }))
+      const pidFile = join(tempDir(t), 'agent.pid')
+      const inFlight = runTool(app, 'crush_run', { task: scenario.writePid(pidFile, 1500) })
+      await readPidFile(pidFile)
+      await first.stop()
+      await startRedis(t, first.port)
+      // The run's next refresh finds its slot gone (an empty Redis): it is reported lost, and the run goes on.
+      t.match(await inFlight, { ok: true, output: 'done\n' })
+      t.equal((await post(app, 'crush_run', { task: 'x' })).status, 200)
+    })
+  })
+})

@@ -1,0 +1,162 @@
+import t, { type Test } from 'tap'
+import { existsSync, mkdirSync, readFileSync, symlinkSync } from 'node:fs'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { RunParams } from '../../src/schemas/run.js'
+import { SudoPasswordDetector } from '../../src/sudo/detector.js'
+import { build, FIXTURE_BIN, runTool, scenario, standInEnv, tempDir, until } from '../helpers/index.js'
+
+const SUDO_DIR = {
+  passwordless: fileURLToPath(new URL('../fixtures/sudo-passwordless', import.meta.url)),
+  password: fileURLToPath(new URL('../fixtures/sudo-password', import.meta.url))
+}
+
+/**
+ * A PATH holding only the stand-ins, node, and the chosen sudo (or none): the real machine's sudo, if any, never counts.
+ */
+function agentEnvWithSudo(t: Test, sudo: keyof typeof SUDO_DIR | 'absent', extra: NodeJS.ProcessEnv = {}) {
+  const dir = tempDir(t)
+  const tools = join(dir, 'tools')
+  mkdirSync(tools)
+  symlinkSync(process.execPath, join(tools, 'node'))
+  symlinkSync('/bin/sh', join(tools, 'sh'))
+  symlinkSync('/bin/true', join(tools, 'true'))
+  // util-linux's setsid is in every distro (WSL runs start through it).
+  symlinkSync('/usr/bin/setsid', join(tools, 'setsid'))
+  const log = join(dir, 'sudo.log')
+  const path = [...(sudo === 'absent' ? [] : [SUDO_DIR[sudo]]), FIXTURE_BIN, tools].join(':')
+  return { env: standInEnv({ PATH: path, SUDO_STAND_IN_LOG: log, ...extra }), calls: () => sudoCalls(log) }
+}
+
+function sudoCalls(log: string): Array<{ mode: string; argv: string[]; distro: string | null; user: string | null }> {
+  if (!existsSync(log)) return []
+  return readFileSync(log, 'utf8').trim().split('\n').map((line) => JSON.parse(line))
+}
+
+const probes = (calls: ReturnType<typeof sudoCalls>) => calls.filter((call) => call.argv.join(' ') === '-n true')
+
+const STATES = [['passwordless', 'passwordless'], ['password', 'password_required'], ['absent', 'not_installed']] as const
+
+// Each test has its own service, sudo and logs: side by side.
+t.jobs = 3
+
+// Each state on a service of its own: they run side by side.
+t.test('the probe tells the three states on the host, in every response', async (t) => {
+  await Promise.all(STATES.map(async ([sudo, expected]) => {
+    const { env } = agentEnvWithSudo(t, sudo)
+    const app = await build(t, {}, env)
+    for (const tool of ['crush_run', 'claude_run'] as const) {
+      const body = await runTool(app, tool, { task: 'hello' })
+      t.same(body.sudo, { status: expected, password_needed: false, message: null }, `${tool} with sudo ${sudo}`)
+    }
+  }))
+})
+
+t.test('inside WSL the probe runs through wsl as the distro user', async (t) => {
+  await Promise.all(STATES.map(async ([sudo, expected]) => {
+    const { env, calls } = agentEnvWithSudo(t, sudo)
+    const app = await build(t, { AGENT_HOST_PLATFORM: 'win32' }, env)
+    const body = await runTool(app, 'crush_run', { task: 'hello', wsl_distro: 'Ubuntu', wsl_user: 'dev' })
+    t.equal(body.sudo.status, expected, `wsl with sudo ${sudo}`)
+    if (sudo !== 'absent') t.match(probes(calls()), [{ distro: 'Ubuntu', user: 'dev' }], 'probed inside the distro as wsl_user')
+  }))
+})
+
+t.test('an agent whose sudo needs a password ends at once, and the response says why and what to do', async (t) => {
+  await Promise.all(['C.UTF-8', 'fr_FR.UTF-8'].map(async (lang) => {
+    // An askpass helper and a display in the service's environment must not give sudo a way to prompt.
+    const { env } = agentEnvWithSudo(t, 'password', { LANG: lang, SUDO_ASKPASS: '/usr/bin/ssh-askpass', DISPLAY: ':0' })
+    const app = await build(t, {}, env)
+    for (const tool of ['crush_run', 'claude_run'] as const) {
+      const body = await runTool(app, tool, { task: scenario.sudo('apt-get', 'install', '-y', 'ripgrep'), timeout: 60 })
+      t.match(body, { timed_out: false, stop_reason: null, exit_code: 0 }, `${tool} (${lang}): sudo failed instead of waiting`)
+      t.match(body.output, /sudo exited 1/)
+      t.equal(body.sudo.status, 'password_required')
+      t.equal(body.sudo.password_needed, true)
+      t.match(body.sudo.message, /L’agent a tenté d’utiliser sudo.*mot de passe.*NOPASSWD.*n’ait pas besoin de sudo/)
+      t.match(body.sudo.message, /sur l’hôte/)
+    }
+  }))
+})
+
+t.test('inside WSL the message names the distro and the user', async (t) => {
+  const { env } = agentEnvWithSudo(t, 'password')
+  const app = await build(t, { AGENT_HOST_PLATFORM: 'win32' }, env)
+  const body = await runTool(app, 'crush_run', { task: scenario.sudo('ls', '/root'), wsl_distro: 'Debian', wsl_user: 'alice' })
+  t.equal(body.sudo.password_needed, true)
+  t.match(body.sudo.message, /l’utilisateur « alice » dans la distribution WSL « Debian »/)
+})
+
+t.test('passwordless sudo runs as usual and no message appears', async (t) => {
+  const { env, calls } = agentEnvWithSudo(t, 'passwordless')
+  const app = await build(t, {}, env)
+  const body = await runTool(app, 'crush_run', { task: scenario.sudo('node', '-e', 'process.exit(0)') })
+  t.match(body.output, /sudo exited 0/)
+  t.same(body.sudo, { status: 'passwordless', password_needed: false, message: null })
+  t.ok(calls().some((call) => call.argv[0] === 'node'), 'the agent’s sudo call went through')
+})
+
+t.test('the probe is cached per context', async (t) => {
+  const { env, calls } = agentEnvWithSudo(t, 'passwordless')
+  // A TTL far longer than the test, so a slow machine cannot expire an answer between two runs.
+  const app = await build(t, { AGENT_HOST_PLATFORM: 'win32', SUDO_PROBE_TTL_MS: '600000', MAX_CRUSH_AGENTS: '3' }, env)
+  await Promise.all([1, 2, 3].map(() => runTool(app, 'crush_run', { task: 'x' })))
+  await runTool(app, 'crush_run', { task: 'x' })
+  t.equal(probes(calls()).length, 1, 'one probe for four host runs, three of them concurrent')
+  await runTool(app, 'crush_run', { task: 'x', wsl_distro: 'Ubuntu', wsl_user: 'a' })
+  await runTool(app, 'crush_run', { task: 'x', wsl_distro: 'Ubuntu', wsl_user: 'b' })
+  await runTool(app, 'crush_run', { task: 'x', wsl_distro: 'Ubuntu', wsl_user: 'a' })
+  t.equal(probes(calls()).length, 3, 'one more per distro user')
+})
+
+t.test('a cached answer expires after SUDO_PROBE_TTL_MS', async (t) => {
+  const { env, calls } = agentEnvWithSudo(t, 'passwordless')
+  const app = await build(t, { SUDO_PROBE_TTL_MS: '200' }, env)
+  await runTool(app, 'crush_run', { task: 'x' })
+  t.equal(probes(calls()).length, 1)
+  // Runs, as callers keep sending them, until one finds the answer expired and probes again.
+  const probedAgain = async () => {
+    await runTool(app, 'crush_run', { task: 'x' })
+    return probes(calls()).length
+  }
+  await until(probedAgain, (count) => count > 1, 5000, 'a second probe')
+  t.equal(probes(calls()).length, 2, 'probed again once the answer expired')
+})
+
+t.test('the detector: sudo’s messages in both languages, across chunk boundaries, and nothing else', async (t) => {
+  const detects = (...chunks: string[]) => {
+    const detector = new SudoPasswordDetector()
+    for (const chunk of chunks) detector.push(Buffer.from(chunk))
+    return detector.detected
+  }
+  t.ok(detects('sudo: a password is required\n'))
+  t.ok(detects('noise\nsudo: a term', 'inal is required to read the password; either use…\n'))
+  t.ok(detects('sudo: no tty present and no askpass program specified\n'))
+  t.ok(detects('sudo: il est nécessaire de saisir un mot de passe\n'))
+  t.ok(detects("sudo: un terminal est requis pour lire le mot de passe; utilisez soit l'option -S\n"))
+  t.notOk(detects('To log in, a password is required.\n'), 'not without sudo speaking')
+  t.notOk(detects('sudo: 3 incorrect password attempts\n'.replace('3 incorrect', 'ls: not a sudo prompt')))
+  t.notOk(detects('sudo: ls\n', 'a password is required\n'), 'the message is one line')
+})
+
+t.test('the detector sees a message wherever the chunks split it, after any amount of output', async (t) => {
+  const message = 'sudo: un mot de passe est nécessaire\n'
+  for (const noise of [0, 100, 300, 70_000]) {
+    const stream = Buffer.concat([Buffer.alloc(noise, 'x'), Buffer.from(message), Buffer.from('after\n')])
+    const missed: number[] = []
+    for (let cut = 0; cut <= stream.length; cut += cut < noise - 300 ? 4096 : 1) {
+      const detector = new SudoPasswordDetector()
+      detector.push(stream.subarray(0, cut))
+      detector.push(stream.subarray(cut))
+      if (!detector.detected) missed.push(cut)
+    }
+    t.same(missed, [], `after ${noise} bytes, split anywhere`)
+    const byteByByte = new SudoPasswordDetector()
+    for (let at = Math.max(0, noise - 10); at < stream.length; at++) byteByByte.push(stream.subarray(at, at + 1))
+    t.ok(byteByByte.detected, `after ${noise} bytes, one byte at a time`)
+  }
+})
+
+t.test('no field can carry a password', async (t) => {
+  t.same(Object.keys(RunParams.properties).filter((name) => /pass|secret|token|cred/i.test(name)), [])
+})
