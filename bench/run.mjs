@@ -181,6 +181,7 @@ async function startup() {
 /** One pass over every row; each value is B's cost relative to its yardstick A, measured back to back. */
 async function measureOnce() {
   const drain = await bareDrain()
+  const ceiling = await probe('encode-ceiling.mjs', [RELAY_BYTES])
   const sync = await relay('sync')
   const ndjson = await relay('ndjson')
   const sse = await relay('sse')
@@ -197,6 +198,8 @@ async function measureOnce() {
     sseMbps: sse.mbps,
     syncRelay: sync.mbps / drain.mbps,
     ndjsonRelay: ndjson.mbps / drain.mbps,
+    ceilingMbps: ceiling.mbps,
+    ceilingRatio: ceiling.mbps / drain.mbps,
     sseRelay: sse.mbps / ndjson.mbps,
     sseRss: sse.peakMb / sync.peakMb,
     syncPeakMb: sync.peakMb,
@@ -239,6 +242,7 @@ const mid = (key, digits = 0) => fixed(median(values(key)), digits)
 const rows = [
   ['sync relay MB/s vs bare Node drain', `${mid('syncMbps')} vs ${mid('drainMbps')} MB/s`, spread('syncRelay'), '≥ 0.5×', verdict('syncRelay', (v) => v >= 0.5)],
   ['NDJSON relay vs bare Node drain', `${mid('ndjsonMbps')} vs ${mid('drainMbps')} MB/s`, spread('ndjsonRelay'), '≥ 0.15×', verdict('ndjsonRelay', (v) => v >= 0.15)],
+  ['… the ceiling: encoding alone, no I/O (bare Node) vs bare drain', `${mid('ceilingMbps')} vs ${mid('drainMbps')} MB/s`, spread('ceilingRatio'), '', ''],
   ['async+SSE relay vs NDJSON relay', `${mid('sseMbps')} vs ${mid('ndjsonMbps')} MB/s`, spread('sseRelay'), '≥ 0.9×', verdict('sseRelay', (v) => v >= 0.9)],
   ['… its peak RSS vs the sync route’s', `${mid('ssePeakMb')} vs ${mid('syncPeakMb')} MB`, spread('sseRss'), '≤ 1.5×', verdict('sseRss', (v) => v <= 1.5)],
   [`healthz p99 with ${STREAMS} NDJSON streams vs idle`, `${mid('healthLoadedP99', 2)} vs ${mid('healthIdleP99', 2)} ms`, spread('healthRatio', 1), '≤ 5×', verdict('healthRatio', (v) => v <= 5)],
