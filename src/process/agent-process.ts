@@ -6,6 +6,7 @@ import type { Containment, LeftoverRecord } from './containment.js'
 import { AgentSpawnError } from './spawn-error.js'
 import type { StopReason } from '../schemas/run.js'
 import { HeadTailBuffer } from './head-tail-buffer.js'
+import type { LoopShare } from './loop-share.js'
 
 /** What is spawned: the agent itself, or the wsl.exe call that runs it. */
 export interface AgentCommand {
@@ -46,11 +47,11 @@ export interface AgentRunOptions extends RunHooks {
   /** Aborting stops the agent; the abort reason (a StopReason) is reported as the run's stop_reason. */
   signal?: AbortSignal
   /**
-   * After reading this much, let one turn of the event loop pass before reading on, so other runs and requests have
-   * theirs: libuv reads a readable pipe up to 32 × 64 KiB in a row, which a relay that encodes every byte would spend
-   * the one thread on. Unset: read as fast as the pipes give (a relay that only copies).
+   * Read only in the turns of the event loop this share gives, one read (what the pipe held, 64 KiB or so) a turn, so
+   * other runs and requests have theirs: libuv reads a readable pipe up to 32 × 64 KiB in a row, which a relay that
+   * encodes every byte would spend the one thread on. Unset: read as fast as the pipes give (a relay that only copies).
    */
-  bytesBetweenTurns?: number
+  turns?: LoopShare
   /** Told what a later life of the service would need to stop this run, and when nothing of it is left. */
   ledger?: RunTracker
 }
@@ -132,7 +133,15 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentRunOutcom
     release('sink')
     release('turn')
   }
-  let readSinceTurn = 0
+  // A stop may release a wait before its turn comes: that turn then must not release a later one.
+  let turnWaits = 0
+  const waitForTurn = (share: LoopShare): void => {
+    hold('turn')
+    const wait = ++turnWaits
+    share.wait(() => {
+      if (wait === turnWaits) release('turn')
+    })
+  }
   const collect = (chunk: Buffer): void => {
     output.push(chunk)
     options.onOutput?.(chunk)
@@ -140,15 +149,10 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentRunOutcom
       hold('sink')
       options.sink.onDrain(() => release('sink'))
     }
-    readSinceTurn += chunk.length
-    if (readSinceTurn >= (options.bytesBetweenTurns ?? Infinity) && !holds.has('turn')) {
-      hold('turn')
-      setImmediate(() => {
-        readSinceTurn = 0
-        release('turn')
-      })
-    }
+    if (options.turns !== undefined && !holds.has('turn')) waitForTurn(options.turns)
   }
+  // Even its first read waits for a turn: a crowd of runs starting together would otherwise all read in one.
+  if (options.turns !== undefined) waitForTurn(options.turns)
   child.stdout.on('data', collect)
   child.stderr.on('data', collect)
 

@@ -1,16 +1,18 @@
 import t, { type Test } from 'tap'
 import { runAgent } from '../../src/process/agent-process.js'
+import { LoopShare } from '../../src/process/loop-share.js'
 import { processGroup } from '../../src/process/process-group.js'
 import { scenario, standInEnv } from '../helpers/index.js'
 
 const FLOOD_BYTES = 16 * 1024 * 1024
-const PIPE_READ = 64 * 1024
-
 /**
- * The most output the agent's pipes delivered within one turn of the event loop while it flooded: turns are counted
- * by a setImmediate chain (the check phase comes once per turn; pipe reads happen in the poll phase).
+ * The most one relay's turn can deliver: a pipe read (64 KiB), and what reached the paused stream's buffer before it
+ * stopped reading (its high-water mark, at most 64 KiB, crossed by one more read), which flows out in one piece.
  */
-async function mostBytesInOneTurn(t: Test, bytesBetweenTurns: number | undefined): Promise<number> {
+const ONE_TURN = 3 * 64 * 1024
+
+/** Counts the loop's turns: the check phase, where setImmediate callbacks run, comes once a turn. */
+function turnCounter(): { now: () => number; stop: () => void } {
   let turn = 0
   let running = true
   const tick = (): void => {
@@ -18,26 +20,45 @@ async function mostBytesInOneTurn(t: Test, bytesBetweenTurns: number | undefined
     if (running) setImmediate(tick)
   }
   setImmediate(tick)
+  return { now: () => turn, stop: () => (running = false) }
+}
+
+/**
+ * Floods through `relays` agents at once, each with its turns setting, and returns the most output all of them
+ * together delivered within one turn of the event loop (pipe reads happen in the poll phase).
+ */
+async function mostBytesInOneTurn(t: Test, turnsOfEach: Array<LoopShare | undefined>): Promise<number> {
+  const turns = turnCounter()
   const perTurn = new Map<number, number>()
-  const outcome = await runAgent({
+  const outcomes = await Promise.all(turnsOfEach.map((relayTurns) => runAgent({
     command: { file: 'crush', args: ['run', '--', scenario.flood(FLOOD_BYTES)], cwd: undefined },
     containment: processGroup,
     env: standInEnv(),
     timeoutMs: 60_000,
     killGraceMs: 1000,
     outputLimitBytes: 1024 * 1024,
-    ...(bytesBetweenTurns === undefined ? {} : { bytesBetweenTurns }),
-    onOutput: (chunk) => perTurn.set(turn, (perTurn.get(turn) ?? 0) + chunk.length)
-  })
-  running = false
-  t.ok(outcome.output.totalBytes >= FLOOD_BYTES, 'every byte came through')
+    ...(relayTurns === undefined ? {} : { turns: relayTurns }),
+    onOutput: (chunk) => perTurn.set(turns.now(), (perTurn.get(turns.now()) ?? 0) + chunk.length)
+  })))
+  turns.stop()
+  t.ok(outcomes.every((outcome) => outcome.output.totalBytes >= FLOOD_BYTES), 'every byte of every agent came through')
   return Math.max(...perTurn.values())
 }
 
-t.test('a live relay reads its share, then lets the event loop turn before reading on', async (t) => {
-  const budget = 128 * 1024
-  // Paused once its share is read, a pipe delivers at most the read in progress on top of it.
-  t.ok((await mostBytesInOneTurn(t, budget)) <= budget + PIPE_READ, 'never more than the share and one read in a turn')
+t.test('a relay reads once a turn of the event loop, when its share gives it one', async (t) => {
+  t.ok((await mostBytesInOneTurn(t, [new LoopShare(1)])) <= ONE_TURN, 'never more than one read (and what it buffered) a turn')
   // Without a share, libuv reads a pipe up to 32 times in a row: the measure above would see it.
-  t.ok((await mostBytesInOneTurn(t, undefined)) > budget + PIPE_READ, 'the measure sees a relay that does not yield')
+  t.ok((await mostBytesInOneTurn(t, [undefined])) > ONE_TURN, 'the measure sees a relay that does not yield')
+})
+
+t.test('relays sharing the loop take turns: each turn lets only so many of them read', async (t) => {
+  // The share's turns and the counter's are both setImmediate callbacks: one counted turn can straddle two grants.
+  const onePerTurn = new LoopShare(1)
+  const one = await mostBytesInOneTurn(t, [onePerTurn, onePerTurn, onePerTurn, onePerTurn])
+  t.ok(one <= 2 * ONE_TURN, `four floods, one relay’s read a turn (${one} bytes at most)`)
+  const twoPerTurn = new LoopShare(2)
+  const two = await mostBytesInOneTurn(t, [twoPerTurn, twoPerTurn, twoPerTurn, twoPerTurn])
+  t.ok(two <= 4 * ONE_TURN, `four floods, two relays’ reads a turn (${two} bytes at most)`)
+  const none = await mostBytesInOneTurn(t, [undefined, undefined, undefined, undefined])
+  t.ok(none > 4 * ONE_TURN, `the measure sees relays that do not take turns (${none} bytes in one turn)`)
 })
