@@ -1,7 +1,9 @@
 import t from 'tap'
 import { once } from 'node:events'
 import { connect, type Socket } from 'node:net'
-import { build, listen, runTool, scenario } from '../helpers/index.js'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { build, listen, readPidFile, runTool, scenario, standInEnv, tempDir } from '../helpers/index.js'
 
 /** Sends raw bytes and reads the whole answer, until the server closes the connection. */
 async function raw(base: string, bytes: string): Promise<{ status: number; body: any; closed: boolean }> {
@@ -47,4 +49,20 @@ t.test("Fastify's own refusals are renamed into documented codes", async (t) => 
   const app = await build(t)
   t.match((await app.inject({ method: 'GET', url: '/runs/%zz' })).json(), { statusCode: 400, code: 'BAD_URL' })
   t.match((await app.inject({ method: 'GET', url: `/runs/${'x'.repeat(101)}` })).json(), { statusCode: 414, code: 'URL_TOO_LONG' })
+})
+
+t.test('once the service is closing, a new request is refused with SHUTTING_DOWN in the shared shape, and starts nothing', async (t) => {
+  const dir = tempDir(t)
+  const log = join(dir, 'log')
+  const app = await build(t, { KILL_GRACE_MS: '500' }, standInEnv({ STAND_IN_LOG: log }))
+  // A stubborn agent keeps the service closing for its two grace periods.
+  const inFlight = runTool(app, 'crush_run', { task: scenario.grandchild(join(dir, 'pid'), { stubborn: true }) })
+  await readPidFile(join(dir, 'pid'))
+  const closing = app.close()
+  const late = await app.inject({ method: 'POST', url: '/tools/crush_run', payload: { task: 'too late' } })
+  t.same(late.json(), { statusCode: 503, error: 'Service Unavailable', code: 'SHUTTING_DOWN', message: 'The service is shutting down: the run was not started' })
+  t.match(await inFlight, { stop_reason: 'shutdown' }, 'the run in flight was stopped and answered')
+  await closing
+  const started = readFileSync(log, 'utf8').trim().split('\n').map((line) => JSON.parse(line) as { argv: string[] })
+  t.equal(started.filter((entry) => entry.argv.includes('too late')).length, 0, 'no agent started for the late request')
 })
