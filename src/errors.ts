@@ -131,6 +131,13 @@ export const ERROR_CATALOG = {
     message: (id: string) => `No run ${id} here: unknown, expired, or started on another replica`,
     example: ['0b5e…']
   },
+  METHOD_NOT_ALLOWED: {
+    status: 405,
+    when: 'GET or DELETE on /mcp: the endpoint is stateless, with no server-initiated stream and no session to end.',
+    message: (method: string) =>
+      `${method} /mcp: this MCP endpoint keeps no session and opens no stream of its own; send JSON-RPC with POST`,
+    example: ['GET']
+  },
   REQUEST_TIMEOUT: {
     status: 408,
     when: 'The request (headers and body) did not arrive within REQUEST_TIMEOUT_MS; the connection is closed.',

@@ -132,6 +132,11 @@ t.test('every documented response, as Prism and JSON::Validator read the documen
     [main, 'POST', '/mcp', '/mcp', mcp({ jsonrpc: '2.0', id: 4, method: 'x', params: { pad: 'x'.repeat(600 * 1024) } })],
     [main, 'POST', '/mcp', '/mcp', { headers: { 'content-type': 'text/plain' }, body: 'x' }],
     [tokens, 'POST', '/mcp', '/mcp', mcp({ jsonrpc: '2.0', id: 5, method: 'tools/list' })],
+    ...(['GET', 'DELETE'] as const).flatMap((method): Call[] => [
+      [main, method, '/mcp', '/mcp'],
+      [main, method, '/mcp', '/mcp', { headers: evil }],
+      [tokens, method, '/mcp', '/mcp']
+    ]),
     [main, 'GET', '/healthz', '/healthz'],
     [main, 'GET', '/readyz', '/readyz'],
     [away, 'GET', '/readyz', '/readyz'],

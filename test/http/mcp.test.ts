@@ -141,3 +141,13 @@ t.test('the real Claude Code, as an MCP client, connects with the token and fail
   t.match(stdout, /agent-runner: .*\/mcp \(HTTP\) - ✔ Connected/, 'with the token: connected')
   t.notMatch(stdout, /no-token: .* - ✔ Connected/, 'without it: not connected')
 })
+
+t.test('GET and DELETE /mcp answer 405 with Allow: POST: a stateless endpoint has no stream to open nor session to end', async (t) => {
+  const app = await build(t)
+  for (const method of ['GET', 'DELETE'] as const) {
+    const answer = await app.inject({ method, url: '/mcp' })
+    t.equal(answer.statusCode, 405, method)
+    t.equal(answer.headers['allow'], 'POST', `${method}: Allow says what is`)
+    t.same(answer.json(), { statusCode: 405, error: 'Method Not Allowed', code: 'METHOD_NOT_ALLOWED', message: `${method} /mcp: this MCP endpoint keeps no session and opens no stream of its own; send JSON-RPC with POST` })
+  }
+})

@@ -4,6 +4,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import type { AgentTool, ToolName } from '../../agents/tools.js'
 import type { RunRegistry } from '../../runs/registry.js'
 import type { Run } from '../../runs/run.js'
+import { serviceError } from '../../errors.js'
 import { errorResponses } from '../../schemas/shared.js'
 import { mcpToolOf, paramsOf } from './tools.js'
 
@@ -174,6 +175,27 @@ const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, { tools, regis
       await transport.handleRequest(request.raw, reply.raw, request.body)
     }
   )
+
+  // Streamable HTTP lets a server answer 405 to GET (a stream of server-initiated messages) and to DELETE (ending a
+  // session): a stateless endpoint offers neither, and says so rather than 404.
+  const notOffered = [
+    ['GET', 'mcpStream', 'No server-initiated stream here: MCP over POST only', 'a stream of server messages'],
+    ['DELETE', 'mcpEndSession', 'No session to end here: MCP over POST only', 'ending a session']
+  ] as const
+  for (const [method, operationId, summary, what] of notOffered) {
+    const description =
+      `What MCP's Streamable HTTP transport uses ${method} for (${what}) does not exist on this stateless endpoint: ` +
+      'always 405 `METHOD_NOT_ALLOWED`, with `Allow: POST`.'
+    app.route({
+      method,
+      url: '/mcp',
+      schema: { operationId, tags: ['mcp'], summary, description, response: errorResponses([401, 403, 405]) },
+      handler: async (_request, reply) => {
+        void reply.header('allow', 'POST')
+        throw serviceError('METHOD_NOT_ALLOWED', method)
+      }
+    })
+  }
 }
 
 export default mcpRoute
