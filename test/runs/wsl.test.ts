@@ -192,7 +192,7 @@ t.test('every end of a WSL run stops the Linux process tree inside the distro', 
     t.test('DELETE of an async run', async (t) => {
       const token = randomUUID()
       const created = await createRun(app, { tool: 'crush_run', task: scenario.sleep(60000, token), wsl_distro: 'Ubuntu' })
-      await waitFor(() => alive(token) === 1, 5000, 'the agent inside the distro')
+      await waitFor(() => alive(token) === 1, 15_000, 'the agent inside the distro')
       t.match(await cancelRun(app, created.id), { status: 'cancelled', result: { stop_reason: 'cancelled' } })
       t.equal(alive(token), 0)
     }),
@@ -202,16 +202,16 @@ t.test('every end of a WSL run stops the Linux process tree inside the distro', 
       const client = request(`${base}/tools/crush_run`, { method: 'POST', headers: { 'content-type': 'application/json' } })
       client.on('error', () => {})
       client.end(JSON.stringify({ task: scenario.sleep(60000, token), wsl_distro: 'Ubuntu' }))
-      await waitFor(() => alive(token) === 1, 5000, 'the agent inside the distro')
+      await waitFor(() => alive(token) === 1, 15_000, 'the agent inside the distro')
       client.destroy()
-      t.equal(await until(() => alive(token), (count) => count === 0, 5000, 'the agent inside the distro to stop'), 0)
+      t.equal(await until(() => alive(token), (count) => count === 0, 15_000, 'the agent inside the distro to stop'), 0)
     }),
 
     t.test('shutdown', async (t) => {
       const token = randomUUID()
       const closing = await build(t, WINDOWS)
       const pending = runTool(closing, 'crush_run', { task: scenario.sleep(60000, token), wsl_distro: 'Ubuntu' })
-      await waitFor(() => alive(token) === 1, 5000, 'the agent inside the distro')
+      await waitFor(() => alive(token) === 1, 15_000, 'the agent inside the distro')
       await closing.close()
       t.match(await pending, { stop_reason: 'shutdown' })
       t.equal(alive(token), 0)
@@ -231,9 +231,9 @@ t.test('a WSL run left by a killed service is stopped inside the distro at the n
   spawn(file, args, { stdio: 'ignore', env: standInEnv() }).unref()
   new RunLedger(dataDir).started(runId, { kind: 'wsl-group', wslBin: target.wslBin, distro: target.distro, user: undefined, runId })
   // Running inside the distro once its start script has recorded it.
-  await waitFor(() => existsSync(`/tmp/agent-runner-${runId}.pid`) && readFileSync(`/tmp/agent-runner-${runId}.pid`, 'utf8') !== '', 5000, 'the leftover agent')
+  await waitFor(() => existsSync(`/tmp/agent-runner-${runId}.pid`) && readFileSync(`/tmp/agent-runner-${runId}.pid`, 'utf8') !== '', 15_000, 'the leftover agent')
   const leftovers = await new RunLedger(dataDir).stopLeftovers(standInEnv())
   t.match(leftovers, [{ runId, record: { kind: 'wsl-group', distro: 'Ubuntu' }, stopped: true }])
-  t.same(await until(() => processesMatching(token), (left) => left.length === 0, 5000, 'the leftover to stop'), [], 'it was stopped inside the distro')
+  t.same(await until(() => processesMatching(token), (left) => left.length === 0, 15_000, 'the leftover to stop'), [], 'it was stopped inside the distro')
   t.same(await new RunLedger(dataDir).stopLeftovers(standInEnv()), [], 'and it is forgotten')
 })
