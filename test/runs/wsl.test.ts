@@ -167,8 +167,8 @@ t.test('a command line longer than Windows carries is a 400, not a failed spawn'
   t.equal((await post(app, 'crush_run', { task: 'x'.repeat(30_000), wsl_distro: 'Ubuntu' })).status, 200, 'the longest plain task fits')
 })
 
-/** Every end of a WSL run stops the agent inside the distro, not just wsl.exe. The ends side by side, on one service. */
-t.test('every end of a WSL run stops the Linux process tree inside the distro', { jobs: 5 }, async (t) => {
+/** Every end of a WSL run stops the agent inside the distro, not just wsl.exe: the ends one after another, on one service. */
+t.test('every end of a WSL run stops the Linux process tree inside the distro', async (t) => {
   const app = await build(t, { ...WINDOWS, MAX_CRUSH_AGENTS: '4', AGENT_KILL_GRACE_MS: '300' })
   const base = await listen(t, app)
   const alive = (token: string) => processesMatching(token).length
