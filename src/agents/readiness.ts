@@ -8,13 +8,16 @@ import type { AgentReadiness } from '../schemas/health.js'
 /** Versions change only when someone upgrades a CLI; asking each probe would spawn on every readiness check. */
 const VERSION_TTL_MS = 10 * 60 * 1000
 
-/** Each agent as the service would find it: where its binary is, its version, and what would stop every run. */
-export function agentReadiness(tools: AgentTool[]): () => Promise<AgentReadiness[]> {
+/**
+ * Each agent as the service would find it: where its binary is, its version, and what would stop every run.
+ * Aborting `signal` (the service closing) ends the version probes still running.
+ */
+export function agentReadiness(tools: AgentTool[], signal: AbortSignal): () => Promise<AgentReadiness[]> {
   const versions = new LRUCache<string, string, { env: NodeJS.ProcessEnv }>({
     max: 64,
     ttl: VERSION_TTL_MS,
     // A binary that does not answer --version is cached as '' (found, version unknown) rather than asked again.
-    fetchMethod: async (file, _stale, { context }) => (await versionOf(file, context.env)) ?? ''
+    fetchMethod: async (file, _stale, { context }) => (await versionOf(file, context.env, signal)) ?? ''
   })
   return () =>
     Promise.all(

@@ -184,7 +184,9 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     await authenticated.register(runRoutes, { registry, toolNames, heartbeatMs: config.heartbeatMs })
     await authenticated.register(mcpRoute, { tools, registry, version })
   })
-  const readiness = agentReadiness(Object.values(tools))
+  const probes = new AbortController()
+  app.addHook('onClose', () => { probes.abort() })
+  const readiness = agentReadiness(Object.values(tools), probes.signal)
   app.decorate('readiness', readiness)
   app.decorate('containment', { mode: host.containment.mode, reason: host.reason })
   const containment = app.containment

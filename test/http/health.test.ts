@@ -1,7 +1,7 @@
 import t from 'tap'
-import { readFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { build, FIXTURE_BIN, standInEnv, tempDir } from '../helpers/index.js'
+import { build, FIXTURE_BIN, isAlive, readPidFile, standInEnv, tempDir, waitFor } from '../helpers/index.js'
 
 // /healthz and /readyz (src/http/routes/health.ts, src/agents/readiness.ts): alive, and ready to run which agents.
 
@@ -48,4 +48,20 @@ t.test('/readyz says when claude cannot run as configured, and which variable to
   const fixed = await claudeOf({ CLAUDE_PERMISSION_MODE: 'acceptEdits' })
   t.match(fixed, { status: 'ready', claude: { problem: null } }, 'another mode: claude can run, so the service is ready')
   t.match(await claudeOf({}, standInEnv({ IS_SANDBOX: '1' })), { status: 'ready', claude: { problem: null } }, 'inside a sandbox claude accepts it')
+})
+
+t.test('a version probe still running when the service closes is ended with it', async (t) => {
+  const dir = tempDir(t)
+  const pidFile = join(dir, 'probe.pid')
+  const hanging = join(dir, 'hangs-on-version')
+  // Like a CLI stuck at start-up (a Node binary waiting on a lock): it never answers --version.
+  writeFileSync(hanging, `#!/bin/sh\necho $$ > '${pidFile}'\nexec sleep 120\n`, { mode: 0o755 })
+  const app = await build(t, { ...ONLY_CLAUDE, CLAUDE_BIN: hanging })
+  const ready = app.inject({ method: 'GET', url: '/readyz' })
+  const probe = await readPidFile(pidFile)
+  t.ok(isAlive(probe), 'the probe is running')
+  await app.close()
+  await waitFor(() => !isAlive(probe), 3000, 'the probe to end')
+  t.notOk(isAlive(probe), 'closing the service ended the probe, well before its own 5 s timeout')
+  t.match((await ready).json(), { agents: [{}, { tool: 'claude_run', path: hanging, version: null }] })
 })
