@@ -1,11 +1,21 @@
 import t from 'tap'
-import { readdirSync, readFileSync } from 'node:fs'
+import { mkdirSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { build, call, listen, post, readPidFile, runTool, scenario, startServer, tempDir, until } from '../helpers/index.js'
 import { NO_REDIS, redisEnv, startRedis } from '../helpers/redis.js'
 
 // Slots shared by a fleet (src/slots/redis-limiter.ts): one limit across replicas, kept by a live run past its TTL,
 // given back by a crashed replica's TTL, and a prompt 503 rather than a hang when Redis is away.
+
+/** The monotonic times the `record` scenario wrote in `dir`, one per agent, in order. */
+const recorded = (dir: string, edge: 'start' | 'end'): bigint[] =>
+  readdirSync(dir)
+    .filter((name) => name.endsWith(`.${edge}`))
+    .map((name) => readFileSync(join(dir, name), 'utf8'))
+    // A file still being written reads empty: its time comes on the next read.
+    .filter((time) => time !== '')
+    .map(BigInt)
+    .sort((x, y) => (x < y ? -1 : x > y ? 1 : 0))
 
 t.test('redis-backed slots', { skip: NO_REDIS, jobs: 2 }, async (t) => {
   // Two groups side by side, each test in a group after the other: the slot counts, TTLs and the burst of 40 requests
@@ -49,24 +59,36 @@ t.test('redis-backed slots', { skip: NO_REDIS, jobs: 2 }, async (t) => {
       const [holder, survivor, crashing] = await Promise.all([build(t, env), build(t, env), startServer(t, env)])
 
       // A run three TTLs long on one instance; the other asks all along, and is refused all along: the slot was refreshed.
-      const longRun = runTool(holder, 'crush_run', { task: scenario.writePid(join(dir, 'a.pid'), 3 * ttl) })
-      await readPidFile(join(dir, 'a.pid'))
-      const heldFrom = Date.now()
-      const refusals: number[] = []
+      // Who ran when is read from the agents' own records (the monotonic clock every process shares), not from when the
+      // answers arrived: the holder's slot comes back before its answer does, so an ask may rightly win it in between.
+      const holderDir = join(dir, 'holder')
+      const askDir = join(dir, 'asks')
+      mkdirSync(holderDir)
+      mkdirSync(askDir)
+      const longRun = runTool(holder, 'crush_run', { task: scenario.record(holderDir, 3 * ttl) })
+      const [holderStart] = await until(() => recorded(holderDir, 'start'), (starts) => starts.length === 1, 10_000, 'the holder to start')
+      const answers: Array<{ status: number; at: bigint }> = []
       let finished = false
       void longRun.finally(() => (finished = true))
       const running = () => !finished
       while (running()) {
-        const { status } = await post(survivor, 'crush_run', { task: 'x' })
-        if (!running()) break
-        refusals.push(status)
+        const { status } = await post(survivor, 'crush_run', { task: scenario.record(askDir, 0) })
+        answers.push({ status, at: process.hrtime.bigint() })
         // A caller asking again now and then, not a tight loop against Redis.
         await new Promise((resolve) => setTimeout(resolve, 50))
       }
-      const heldFor = Date.now() - heldFrom
       t.match(await longRun, { ok: true })
-      t.ok(heldFor > 2 * ttl, `asked for ${heldFor} ms, over two TTLs`)
-      t.same([...new Set(refusals)], [429], `${refusals.length} asks while it ran, every one refused`)
+      const [holderEnd] = recorded(holderDir, 'end')
+      const heldForMs = Number(holderEnd! - holderStart!) / 1e6
+      t.ok(heldForMs > 2 * ttl, `the holder ran ${Math.round(heldForMs)} ms, over two TTLs`)
+      const lastRefused = answers.filter((answer) => answer.status === 429).at(-1)?.at ?? holderStart!
+      const lastRefusedMs = Number(lastRefused - holderStart!) / 1e6
+      t.ok(lastRefusedMs > ttl, `still refused ${Math.round(lastRefusedMs)} ms after it started, past the TTL`)
+      const whileHeld = answers.filter((answer) => answer.at < holderEnd!)
+      t.ok(whileHeld.length >= 1, `${whileHeld.length} asks answered while it ran`)
+      t.same([...new Set(whileHeld.map((answer) => answer.status))], [429], 'every one refused')
+      const overlapping = recorded(askDir, 'start').filter((start) => start < holderEnd!)
+      t.same(overlapping, [], 'no agent of the other instance started before the holder ended')
 
       // Now the holder crashes mid-run.
       const inFlight = post(crashing.base, 'crush_run', { task: scenario.writePid(join(dir, 'b.pid'), 60000) }).catch(() => null)
