@@ -1,6 +1,9 @@
 import t, { type Test } from 'tap'
 import { randomUUID } from 'node:crypto'
+import { once } from 'node:events'
+import { connect, createServer, type AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { Redis } from 'ioredis'
 import pino from 'pino'
 import { encodeEvent, type StoredEvent } from '../../src/runs/event-log.js'
 import { MemoryRunStore } from '../../src/runs/stores/memory-store.js'
@@ -8,7 +11,7 @@ import { RedisRunStore } from '../../src/runs/stores/redis-store.js'
 import type { RetentionOptions, RunRecord, RunStore } from '../../src/runs/stores/run-store.js'
 import { SqliteRunStore } from '../../src/runs/stores/sqlite-store.js'
 import type { RunResult } from '../../src/schemas/run.js'
-import { tempDir, until } from '../helpers/index.js'
+import { tempDir, until, waitFor } from '../helpers/index.js'
 import { NO_REDIS, redisEnv, startRedis } from '../helpers/redis.js'
 
 // One contract, every store: what a run store keeps, for how long, and what it gives back.
@@ -167,6 +170,73 @@ t.test('redis: a run whose replica stopped saying it is alive is lost; a cancel 
   await owner.close()
   t.match(await reader.get(run.id), { status: 'lost', finishedAt: String }, 'its replica left: lost at once')
   t.match(await reader.list('alice'), [{ id: run.id, status: 'lost' }])
+})
+
+/**
+ * A way to Redis whose answers, on the connections made in its first `slowForMs`, arrive `delayMs` late: a Redis (or a
+ * replica's machine) busy as the service starts.
+ */
+async function slowAtFirst(t: Test, redisUrl: string, slowForMs: number, delayMs: number): Promise<string> {
+  const target = new URL(redisUrl)
+  const slowUntil = Date.now() + slowForMs
+  const proxy = createServer((client) => {
+    const slow = Date.now() < slowUntil
+    const server = connect(Number(target.port), target.hostname)
+    client.on('error', () => server.destroy())
+    server.on('error', () => client.destroy())
+    client.pipe(server)
+    if (!slow) server.pipe(client)
+    else server.on('data', (chunk: Buffer) => setTimeout(() => client.writable && client.write(chunk), delayMs))
+  })
+  proxy.listen(0, '127.0.0.1')
+  await once(proxy, 'listening')
+  t.teardown(() => proxy.close())
+  return `redis://127.0.0.1:${(proxy.address() as AddressInfo).port}`
+}
+
+t.test('redis: a replica that met a slow Redis as it started still hears cancel requests', { skip: NO_REDIS }, async (t) => {
+  const { url } = await startRedis(t)
+  const { SLOTS_KEY_PREFIX } = redisEnv(url)
+  const options = { retentionMs: 60_000, maxFinished: 10, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 300, log }
+  // Its first answers come later than the service waits for a command (1 s): the subscription must survive that.
+  const owner = new RedisRunStore({ ...options, url: await slowAtFirst(t, url, 2000, 1500), replica: 'a' })
+  t.teardown(() => owner.close())
+  const reader = new RedisRunStore({ ...options, url, replica: 'b' })
+  t.teardown(() => reader.close())
+  let heard: string | undefined
+  owner.onCancelRequest((id) => (heard = id))
+  const run = record('alice', { replica: 'a' })
+  const askAgain = async () => {
+    await reader.requestCancel(run)
+    return heard
+  }
+  t.equal(await until(askAgain, (id) => id !== undefined, 10_000, 'the cancel to be heard'), run.id, 'heard once Redis answers in time')
+})
+
+t.test('redis: a subscription Redis refuses is asked for again until it is made', { skip: NO_REDIS }, async (t) => {
+  const { url } = await startRedis(t)
+  const { SLOTS_KEY_PREFIX } = redisEnv(url)
+  const admin = new Redis(url)
+  t.teardown(() => admin.disconnect())
+  // No channel allowed: SUBSCRIBE fails (NOPERM), as any error that ends a queued subscription would.
+  await admin.call('ACL', 'SETUSER', 'default', 'resetchannels')
+  const warnings: string[] = []
+  const watched = pino({ level: 'warn' }, { write: (line: string) => warnings.push(String(JSON.parse(line).msg)) })
+  const options = { retentionMs: 60_000, maxFinished: 10, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 300, url }
+  const owner = new RedisRunStore({ ...options, log: watched, replica: 'a' })
+  t.teardown(() => owner.close())
+  let heard: string | undefined
+  owner.onCancelRequest((id) => (heard = id))
+  await waitFor(() => warnings.includes('could not subscribe to cancellations; trying again'), 5000, 'the refusal')
+  await admin.call('ACL', 'SETUSER', 'default', 'allchannels')
+  const reader = new RedisRunStore({ ...options, log, replica: 'b' })
+  t.teardown(() => reader.close())
+  const run = record('alice', { replica: 'a' })
+  const askAgain = async () => {
+    await reader.requestCancel(run)
+    return heard
+  }
+  t.equal(await until(askAgain, (id) => id !== undefined, 10_000, 'the cancel to be heard'), run.id, 'heard once Redis allowed it')
 })
 
 t.test('redis: Redis away is a 503 RUNS_UNAVAILABLE, not a hang', { skip: NO_REDIS }, async (t) => {

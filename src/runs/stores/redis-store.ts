@@ -39,11 +39,15 @@ function decodeMember(id: number, member: Buffer): StoredEvent {
  * a sorted set scored by id rather than a stream: the log drops a range in the middle (between its head and its tail),
  * which a sorted set removes exactly and a stream's trimming (oldest first) cannot.
  */
+/** A subscription refused (the connection flushed its queue) is asked for again this long after. */
+const RESUBSCRIBE_DELAY_MS = 1000
+
 export class RedisRunStore implements RunStore {
   readonly kind = 'redis'
   readonly #redis: Redis
   readonly #options: RedisRunStoreOptions
   #subscriber: Redis | undefined
+  #closed = false
   readonly #heartbeat: NodeJS.Timeout
 
   constructor(options: RedisRunStoreOptions) {
@@ -162,18 +166,30 @@ export class RedisRunStore implements RunStore {
   }
 
   onCancelRequest(listener: (id: string) => void): void {
-    // Unlike commands, the subscription waits for a connection (made at start, made again after each reconnection).
-    const subscriber = this.#redis.duplicate({ enableOfflineQueue: true, maxRetriesPerRequest: null })
+    // Unlike commands, the subscription waits for a connection (made at start, made again after each reconnection),
+    // and without the commands' timeout: a ready check timed out on a busy Redis would drop the queued SUBSCRIBE with
+    // it, and ioredis only makes again the subscriptions it has seen succeed. Cancel requests would go unheard for
+    // good.
+    const subscriber = this.#redis.duplicate({
+      enableOfflineQueue: true,
+      maxRetriesPerRequest: null,
+      commandTimeout: undefined
+    })
     subscriber.on('error', (error) => this.#options.log.debug({ err: error }, 'redis subscriber error'))
     subscriber.on('message', (_channel: string, id: string) => listener(id))
-    // ioredis subscribes again by itself after a reconnection.
-    subscriber.subscribe(this.#cancelChannel()).catch((error: unknown) =>
-      this.#options.log.warn({ err: error }, 'could not subscribe to cancellations')
-    )
+    const subscribe = (): void => {
+      subscriber.subscribe(this.#cancelChannel()).catch((error: unknown) => {
+        if (this.#closed) return
+        this.#options.log.warn({ err: error }, 'could not subscribe to cancellations; trying again')
+        setTimeout(subscribe, RESUBSCRIBE_DELAY_MS).unref()
+      })
+    }
+    subscribe()
     this.#subscriber = subscriber
   }
 
   async close(): Promise<void> {
+    this.#closed = true
     clearInterval(this.#heartbeat)
     await this.#redis.del(this.#replicaKey(this.#options.replica)).catch(() => undefined)
     this.#subscriber?.disconnect()
