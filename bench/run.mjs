@@ -1,7 +1,7 @@
 // npm run bench: what agent-runner costs over the bare thing it does, each row measured side by side (A then B, in
 // the same run, on this machine) and repeated BENCH_RUNS times; the table shows each ratio's median and range.
 // Yardsticks and load generators run as separate processes (bench/probes/), so none shares the service's event loop.
-// Prints a markdown table and writes it, with bench/findings.md, to bench/results.md.
+// Prints a markdown table and writes it, with bench/findings.md, to bench/results.md (or BENCH_RESULTS).
 import { execFile, spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -268,4 +268,5 @@ ${rows.map((row) => `| ${row.join(' | ')} |`).join('\n')}
 ${readFileSync(`${ROOT}bench/findings.md`, 'utf8')}`
 
 process.stdout.write(table)
-writeFileSync(`${ROOT}bench/results.md`, table)
+// `npm run bench:node24` writes its own file, beside the machine's Node's.
+writeFileSync(`${ROOT}${process.env.BENCH_RESULTS ?? 'bench/results.md'}`, table)

