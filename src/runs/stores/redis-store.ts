@@ -33,15 +33,15 @@ function decodeMember(id: number, member: Buffer): StoredEvent {
   return { id, offset: member.readDoubleBE(0), end: member.readDoubleBE(8), frame: member.subarray(HEADER_BYTES) }
 }
 
+/** A subscription refused (the connection flushed its queue) is asked for again this long after. */
+const RESUBSCRIBE_DELAY_MS = 1000
+
 /**
  * Runs shared by a fleet through the Redis its slots already use, so that any replica answers for any run: its record,
  * its events (live, as the replica running it saves them), and DELETE (passed to that replica over pub/sub). Events are
  * a sorted set scored by id rather than a stream: the log drops a range in the middle (between its head and its tail),
  * which a sorted set removes exactly and a stream's trimming (oldest first) cannot.
  */
-/** A subscription refused (the connection flushed its queue) is asked for again this long after. */
-const RESUBSCRIBE_DELAY_MS = 1000
-
 export class RedisRunStore implements RunStore {
   readonly kind = 'redis'
   readonly #redis: Redis
