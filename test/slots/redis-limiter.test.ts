@@ -53,7 +53,9 @@ t.test('redis-backed slots', { skip: NO_REDIS, jobs: 2 }, async (t) => {
     t.test('a live run keeps its slot past the TTL; a crashed instance’s slot comes back after it', async (t) => {
       const { url } = await startRedis(t)
       const dir = tempDir(t)
-      const ttl = 600
+      // Long enough that a loaded machine's stalls (a refresh every third of it) do not lose the slot: at 600 ms, a CI
+      // run once lost it while its holder ran. That is what a TTL means, and why the default is 30 s.
+      const ttl = 2000
       const env = redisEnv(url, { MAX_CRUSH_AGENTS: '1', SLOTS_TTL_MS: String(ttl) })
       // Two in-process instances for the live run, a service of its own to crash; started side by side.
       const [holder, survivor, crashing] = await Promise.all([build(t, env), build(t, env), startServer(t, env)])
