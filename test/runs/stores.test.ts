@@ -145,6 +145,18 @@ t.test('sqlite: runs a previous life left running are lost at the next start, wi
   t.same(await new MemoryRunStore(retention).recover(), [], 'memory: nothing survives to recover')
 })
 
+/** Asks for `run` to be cancelled until its replica has heard it (its subscription is made as its connection comes up). */
+const askUntilHeard = (reader: RedisRunStore, run: RunRecord, heard: () => string | undefined, timeoutMs: number) =>
+  until(
+    async () => {
+      await reader.requestCancel(run)
+      return heard()
+    },
+    (id) => id !== undefined,
+    timeoutMs,
+    'the cancel to be heard'
+  )
+
 t.test('redis: a run whose replica stopped saying it is alive is lost; a cancel request reaches its replica', { skip: NO_REDIS }, async (t) => {
   const { url } = await startRedis(t)
   const { REDIS_URL, SLOTS_KEY_PREFIX } = redisEnv(url)
@@ -157,14 +169,9 @@ t.test('redis: a run whose replica stopped saying it is alive is lost; a cancel 
   const cancelled = new Promise<string>((resolve) => owner.onCancelRequest(resolve))
   const run = record('alice', { replica: 'a' })
   await owner.create(run)
-  // The subscription is made as the connection comes up: ask until it is heard.
   let heard: string | undefined
   void cancelled.then((id) => (heard = id))
-  const askAgain = async () => {
-    await reader.requestCancel(run)
-    return heard
-  }
-  const answered = await until(askAgain, (id) => id !== undefined, 2000, 'the cancel to be heard')
+  const answered = await askUntilHeard(reader, run, () => heard, 2000)
   t.equal(answered, run.id, 'the replica running it heard the cancel')
   t.match(await reader.get(run.id), { status: 'running' }, 'alive: still running')
   await owner.close()
@@ -206,11 +213,7 @@ t.test('redis: a replica that met a slow Redis as it started still hears cancel 
   let heard: string | undefined
   owner.onCancelRequest((id) => (heard = id))
   const run = record('alice', { replica: 'a' })
-  const askAgain = async () => {
-    await reader.requestCancel(run)
-    return heard
-  }
-  t.equal(await until(askAgain, (id) => id !== undefined, 10_000, 'the cancel to be heard'), run.id, 'heard once Redis answers in time')
+  t.equal(await askUntilHeard(reader, run, () => heard, 10_000), run.id, 'heard once Redis answers in time')
 })
 
 t.test('redis: a subscription Redis refuses is asked for again until it is made', { skip: NO_REDIS }, async (t) => {
@@ -232,11 +235,7 @@ t.test('redis: a subscription Redis refuses is asked for again until it is made'
   const reader = new RedisRunStore({ ...options, log, replica: 'b' })
   t.teardown(() => reader.close())
   const run = record('alice', { replica: 'a' })
-  const askAgain = async () => {
-    await reader.requestCancel(run)
-    return heard
-  }
-  t.equal(await until(askAgain, (id) => id !== undefined, 10_000, 'the cancel to be heard'), run.id, 'heard once Redis allowed it')
+  t.equal(await askUntilHeard(reader, run, () => heard, 10_000), run.id, 'heard once Redis allowed it')
 })
 
 t.test('redis: Redis away is a 503 RUNS_UNAVAILABLE, not a hang', { skip: NO_REDIS }, async (t) => {
