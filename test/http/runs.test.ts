@@ -152,10 +152,11 @@ t.test('retention: the oldest finished runs go first, by count and by age', asyn
   t.equal((await call(byCount, 'GET', `/runs/${ids[1]}`)).status, 200)
   t.equal((await call(byCount, 'GET', `/runs/${ids[2]}`)).status, 200)
 
-  const byAge = await build(t, { RUNS_RETENTION_MS: '200' })
+  // Long enough that polling (on a loaded machine) sees the run finished before it expires.
+  const byAge = await build(t, { RUNS_RETENTION_MS: '2000' })
   const old = await createRun(byAge, { tool: 'crush_run', task: 'x' })
   t.match(await settled(byAge, old.id), { status: 'succeeded' }, 'kept once finished…')
-  const expired = await until(async () => (await call(byAge, 'GET', `/runs/${old.id}`)).status, (status) => status !== 200, 5000, 'the run to expire')
+  const expired = await until(async () => (await call(byAge, 'GET', `/runs/${old.id}`)).status, (status) => status !== 200, 10_000, 'the run to expire')
   t.equal(expired, 404, '…until RUNS_RETENTION_MS after it finished')
 })
 
