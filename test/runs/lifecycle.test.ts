@@ -63,8 +63,11 @@ t.test('a client that leaves before its agent starts: nothing starts, its slot c
   const dir = tempDir(t)
   const starts = join(dir, 'starts.log')
   const probes = join(dir, 'probes.log')
-  // A sudo whose probe takes a second: the request waits for it, its slot already taken, its agent not started yet.
-  writeFileSync(join(dir, 'sudo'), '#!/bin/sh\necho probe >> "$SUDO_STAND_IN_LOG"\nsleep 1\nexit 1\n', { mode: 0o755 })
+  // A sudo whose probe lasts until the test lets it end: the request waits for it, its slot already taken, its agent
+  // not started yet. A fixed sleep here lost the race on a loaded machine (the agent started before the client left).
+  const release = `${probes}.release`
+  writeFileSync(join(dir, 'sudo'), '#!/bin/sh\necho probe >> "$SUDO_STAND_IN_LOG"\nwhile [ ! -e "$SUDO_STAND_IN_LOG.release" ]; do sleep 0.02; done\nexit 1\n', { mode: 0o755 })
+  t.teardown(() => writeFileSync(release, ''))
   const app = await build(t, { MAX_CRUSH_AGENTS: '1' }, standInEnv({ PATH: `${dir}:${FIXTURE_BIN}:${process.env['PATH'] ?? ''}`, STAND_IN_LOG: starts, SUDO_STAND_IN_LOG: probes }))
   const base = await listen(t, app)
   const client = request(`${base}/tools/crush_run`, { method: 'POST', headers: { 'content-type': 'application/json' } })
@@ -72,6 +75,9 @@ t.test('a client that leaves before its agent starts: nothing starts, its slot c
   client.end(JSON.stringify({ task: 'never starts' }))
   await until(() => existsSync(probes), (probing) => probing, 5000, 'the sudo probe')
   client.destroy()
+  const connections = () => new Promise<number>((resolve, reject) => app.server.getConnections((error, count) => error ? reject(error) : resolve(count)))
+  await until(connections, (count) => count === 0, 5000, 'the service to see its client leave')
+  writeFileSync(release, '')
   const rejected = async () => (await app.inject({ method: 'GET', url: '/metrics' })).body
   // Answered (to nobody) once the probe is over and the run finds its client gone.
   t.match(await until(rejected, (text) => text.includes('CLIENT_CLOSED_REQUEST'), 5000, 'the run to be abandoned'), /^agent_runner_rejections_total\{tool="crush_run",reason="CLIENT_CLOSED_REQUEST"\} 1$/m)
