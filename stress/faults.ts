@@ -32,7 +32,7 @@ t.test('the binary removed while serving, then put back', async (t) => {
 t.test('stubborn agents with grandchildren ignoring SIGTERM, several at once, at their deadline', async (t) => {
   const dir = tempDir(t)
   const app = await build(t, { MAX_CRUSH_AGENTS: '6', AGENT_KILL_GRACE_MS: '200' })
-  const answers = await Promise.all([0, 1, 2, 3, 4, 5].map((index) => runTool(app, 'crush_run', { task: scenario.grandchild(join(dir, `${index}.pid`), { stubborn: true }), timeout: 1 })))
+  const answers = await Promise.all([0, 1, 2, 3, 4, 5].map((index) => runTool(app, 'crush_run', { task: scenario.grandchild(join(dir, `${index}.pid`), { stubborn: true }), timeout: 3 })))
   for (const result of answers) t.match(result, { timed_out: true, signal: 'SIGKILL' })
   const grandchildren = await Promise.all([0, 1, 2, 3, 4, 5].map((index) => readPidFile(join(dir, `${index}.pid`))))
   t.same(await until(() => grandchildren.filter(isAlive), (alive) => alive.length === 0, 3000, 'grandchildren to die'), [], 'no grandchild left')

@@ -1,7 +1,6 @@
 import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { join } from 'node:path'
-import { build, cancelRun, createRun, readPidFile, runTool, scenario, tempDir } from './helpers/index.js'
+import { build, cancelRun, createRun, heldAgent, readPidFile, runTool, scenario } from './helpers/index.js'
 
 // Prometheus reads values with Go's ParseFloat, which accepts NaN in any case (prom-client writes "Nan").
 const SAMPLE = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*\})? (-?[0-9.eE+-]+|[Nn][Aa][Nn]|[+-]Inf)$/
@@ -35,12 +34,13 @@ t.test('/metrics parses and its counters move after runs and rejections', async 
     app.inject({ method: 'POST', url: '/tools/crush_run', payload: { task }, headers })
   await run('hello')
   await run(scenario.fail())
-  const pidFile = join(tempDir(t), 'agent.pid')
-  const slow = run(scenario.writePid(pidFile, 800))
-  await readPidFile(pidFile)
+  const held = heldAgent(t)
+  const slow = run(held.task)
+  await readPidFile(held.started)
   const during = await scrape(t, app)
   t.equal(during.get('agent_runner_slots_in_use{tool="crush_run"}'), 1, 'slots in use while a run is in flight')
   t.equal((await run('one too many')).statusCode, 429)
+  held.release()
   await slow
   t.equal((await run('x', {})).statusCode, 401)
   t.equal((await app.inject({ method: 'POST', url: '/tools/crush_run', payload: { task: '' }, headers: auth })).statusCode, 400)
@@ -58,7 +58,7 @@ t.test('/metrics parses and its counters move after runs and rejections', async 
 t.test('async runs count the same way', async (t) => {
   const app = await build(t, { MAX_CLAUDE_AGENTS: '1' })
   const create = (payload: object) => app.inject({ method: 'POST', url: '/runs', payload })
-  const running = await createRun(app, { tool: 'claude_run', task: scenario.sleep(300) })
+  const running = await createRun(app, { tool: 'claude_run', task: heldAgent(t).task })
   t.equal((await create({ tool: 'claude_run', task: 'x' })).statusCode, 429)
   t.equal((await create({ task: 'no tool' })).statusCode, 400)
   t.match(await cancelRun(app, running.id), { status: 'cancelled' })

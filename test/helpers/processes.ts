@@ -17,6 +17,13 @@ export function processesMatching(marker: string): string[] {
   return listing.split('\n').filter((line) => line.includes(marker) && !line.includes('ps -eo'))
 }
 
+/**
+ * The processes still matching `marker` once they have had a moment to die: a process SIGKILLed a moment ago can still
+ * be listed until the kernel schedules its end. Empty unless something outlived its run.
+ */
+export const processesLeft = (marker: string): Promise<string[]> =>
+  until(() => processesMatching(marker), (left) => left.length === 0, 3000, `no process matching ${marker}`).catch(() => processesMatching(marker))
+
 /** How often the polls below look again. */
 const POLL_MS = 20
 

@@ -3,7 +3,7 @@ import { dirname } from 'node:path'
 import { runTool } from './api.js'
 import { build, tempDir } from './app.js'
 import { npmTool } from './npm-tool.js'
-import { processesMatching } from './processes.js'
+import { processesLeft } from './processes.js'
 
 /** No key, no login, a fresh HOME: what a real agent CLI does here with nothing to authenticate with. */
 export const credentialFree = (home: string): NodeJS.ProcessEnv => ({ HOME: home, PATH: process.env['PATH'], LANG: 'C.UTF-8' })
@@ -19,5 +19,5 @@ export async function stoppedAtDeadline(t: Test, agent: { name: 'codex' | 'openc
   const result = await runTool(app, `${agent.name}_run`, { task: '--version', timeout: 3 })
   t.match(result, { tool: `${agent.name}_run`, ok: false, timed_out: true, stop_reason: 'timeout' }, 'it never ended by itself: it was stopped')
   t.notMatch(result.output, agent.printsVersion, 'the task was not read as --version')
-  t.same(processesMatching(dirname(dirname(bin))), [], `no ${agent.name} process left`)
+  t.same(await processesLeft(dirname(dirname(bin))), [], `no ${agent.name} process left`)
 }

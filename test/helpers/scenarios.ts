@@ -1,6 +1,10 @@
 // The tasks the stand-in agents act out (test/fixtures/agents/scenarios.mjs, shared by every stand-in): a task
 // `@name arg…`, split on spaces. Any other task is echoed back with the argv and directory the stand-in received.
 // One function per scenario, so that a test names what it wants and the arguments are checked here, not misread there.
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import type { Test } from 'tap'
+import { tempDir } from './app.js'
 
 /** Arguments are split on single spaces by the stand-in: one holding a space would arrive as two. */
 function task(name: string, ...args: Array<string | number>): string {
@@ -23,8 +27,6 @@ export const scenario = {
    * `countFile`: what the agent managed to write, whoever reads (or fails to read) its output.
    */
   floodCounted: (countFile: string, bytes: number) => task('flood-counted', countFile, bytes),
-  /** out-1 on stdout, err-2 on stderr, out-3 on stdout, 100 ms apart. */
-  interleave: () => task('interleave'),
   /** Bytes that are not UTF-8: `a ff fe c3 ( b`. */
   invalidUtf8: () => task('invalid-utf8'),
   /**
@@ -40,8 +42,15 @@ export const scenario = {
   escape: (pidFile: string) => task('escape', pidFile),
   /** `tick 1`…`tick <count>`, `ms` apart; its own pid in `pidFile` first, when given. */
   drip: (count: number, ms: number, pidFile?: string) => (pidFile === undefined ? task('drip', count, ms) : task('drip', count, ms, pidFile)),
+  /**
+   * Each part a line on stdout (`out:<text>`) or stderr (`err:<text>`); after part n it waits for the file `<dir>/<n>`
+   * (see `releaseStep`), then answers `gated`.
+   */
+  gated: (dir: string, ...parts: Array<`out:${string}` | `err:${string}`>) => task('gated', dir, ...parts),
   /** `count` lines, `ms` apart, each the monotonic time of its write. */
   stamp: (count: number, ms: number) => task('stamp', count, ms),
+  /** Its pid in `pidFile`, then runs until released (see `heldAgent`) and answers `released`. */
+  hold: (pidFile: string) => task('hold', pidFile),
   /** Its pid in `pidFile`, then sleeps `ms` and answers `done`. */
   writePid: (pidFile: string, ms: number) => task('write-pid', pidFile, ms),
   /** Runs `sudo <argv>` with its own stdio and answers `sudo exited <code>`. */
@@ -61,3 +70,17 @@ export const scenario = {
   /** opencode's stand-in: asks for a permission, which only --auto grants. */
   needsPermission: () => task('needs-permission')
 }
+
+/**
+ * A stand-in that holds its slot until the test releases it: no race with a sleep running out on a slow machine.
+ * `started` is the pid file it writes once running (see `readPidFile`); the end of the test releases it too.
+ */
+export function heldAgent(t: Test): { task: string; started: string; release: () => void } {
+  const started = join(tempDir(t), 'held.pid')
+  const release = () => writeFileSync(`${started}.release`, '')
+  t.teardown(() => { try { release() } catch {} })
+  return { task: scenario.hold(started), started, release }
+}
+
+/** Lets a `gated` stand-in go on past part `step` (counted from 1). */
+export const releaseStep = (dir: string, step: number) => writeFileSync(join(dir, String(step)), '')

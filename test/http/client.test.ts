@@ -1,7 +1,6 @@
 import createClient from 'openapi-fetch'
 import t from 'tap'
-import { join } from 'node:path'
-import { build, listen, parseNdjson, readPidFile, scenario, tempDir } from '../helpers/index.js'
+import { build, heldAgent, listen, parseNdjson, readPidFile, scenario } from '../helpers/index.js'
 import type { ErrorResponse, paths } from '../generated/openapi.js'
 
 // The client a Studio developer would write: types generated from openapi.yaml (test/generated/openapi.d.ts, type-checked
@@ -35,14 +34,15 @@ t.test('a generated client runs both tools and reads 200, 400 and 429 as the doc
     })
 
     t.test(`${tool}: 429`, async (t) => {
-      const pidFile = join(tempDir(t), 'holder.pid')
-      const first = client.POST(path, { body: { task: scenario.writePid(pidFile, 500) } })
-      // Its agent runs: the slot is taken for 500 ms more.
-      await readPidFile(pidFile)
+      const holder = heldAgent(t)
+      const first = client.POST(path, { body: { task: holder.task } })
+      // Its agent runs: the slot is taken until released.
+      await readPidFile(holder.started)
       const { data, error, response } = await client.POST(path, { body: { task: 'one more' } })
       t.equal(response.status, 429)
       t.equal(data, undefined)
       t.same(error, { statusCode: 429, error: 'Too Many Requests', code: 'AGENT_LIMIT_REACHED', message: 'Limite de 1 agent atteinte' })
+      holder.release()
       t.match((await first).data, { tool, ok: true }, 'the run holding the slot ends normally')
     })
   }
@@ -52,7 +52,7 @@ t.test('the generated client drives async runs and reads a streamed run', async 
   const app = await build(t, { MAX_CRUSH_AGENTS: '1' })
   const client = createClient<paths>({ baseUrl: await listen(t, app) })
 
-  const created = await client.POST('/runs', { body: { tool: 'crush_run', task: scenario.sleep(300) } })
+  const created = await client.POST('/runs', { body: { tool: 'crush_run', task: heldAgent(t).task } })
   t.equal(created.response.status, 202)
   const id = created.data!.id
   t.equal(created.response.headers.get('location'), `/runs/${id}`)

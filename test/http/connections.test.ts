@@ -54,7 +54,7 @@ t.test("Fastify's own refusals are renamed into documented codes", async (t) => 
 t.test('once the service is closing, a new request is refused with SHUTTING_DOWN in the shared shape, and starts nothing', async (t) => {
   const dir = tempDir(t)
   const log = join(dir, 'log')
-  const app = await build(t, { KILL_GRACE_MS: '500' }, standInEnv({ STAND_IN_LOG: log }))
+  const app = await build(t, { AGENT_KILL_GRACE_MS: '500' }, standInEnv({ STAND_IN_LOG: log }))
   // A stubborn agent keeps the service closing for its two grace periods.
   const inFlight = runTool(app, 'crush_run', { task: scenario.grandchild(join(dir, 'pid'), { stubborn: true }) })
   await readPidFile(join(dir, 'pid'))

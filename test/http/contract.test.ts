@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parse as parseYaml } from 'yaml'
-import { scenario, settled, startServer, until, waitFor } from '../helpers/index.js'
+import { heldAgent, scenario, settled, startServer, until, waitFor } from '../helpers/index.js'
 import { npmTool } from '../helpers/npm-tool.js'
 import { freePort } from '../helpers/redis.js'
 
@@ -149,13 +149,15 @@ t.test('every documented response, as Prism and JSON::Validator read the documen
   }
   for (const answered of await Promise.all([...sequences.map(inOrder), ...others.map(call)])) samples.push(...[answered].flat())
   // The 429s: while a run holds each tool's one slot.
-  for (const tool of tools) void fetch(`${open.base}/tools/${tool}`, { method: 'POST', ...json({ task: scenario.sleep(5000) }) }).catch(() => undefined)
+  const holders = tools.map(() => heldAgent(t))
+  tools.forEach((tool, index) => void fetch(`${open.base}/tools/${tool}`, { method: 'POST', ...json({ task: holders[index]!.task }) }).catch(() => undefined))
   const free = async () => ((await (await fetch(`${open.base}/tools`)).json()) as { tools: Array<{ free: number }> }).tools.map((tool) => tool.free)
   await until(free, (counts) => counts.every((count) => count === 0), 5000, 'every slot to be taken')
   for (const tool of tools) {
     samples.push(await call([main, 'POST', `/tools/${tool}`, `/tools/${tool}`, json({ task: 'x' })]))
     samples.push(await call([main, 'POST', '/runs', '/runs', json({ tool, task: 'x' })]))
   }
+  for (const holder of holders) holder.release()
 
   // Every response the document names was produced, except a 500 (a bug, by definition).
   const produced = new Set(samples.map((sample) => `${sample.method} ${sample.template} ${sample.status}`))

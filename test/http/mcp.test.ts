@@ -6,7 +6,7 @@ import { execFile } from 'node:child_process'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { RunParams } from '../../src/schemas/run.js'
-import { build, isAlive, listen, readPidFile, REAL_CLAUDE_BIN, refused, runTool, scenario, tempDir, until } from '../helpers/index.js'
+import { build, heldAgent, isAlive, listen, readPidFile, REAL_CLAUDE_BIN, refused, runTool, scenario, tempDir, until } from '../helpers/index.js'
 
 // The agents over MCP, driven by the SDK's own client on a listening server: the same tools, slots and rules as REST.
 
@@ -64,11 +64,12 @@ t.test('refusals are tool errors with the REST message: bad arguments, unknown t
   }
   t.match(await client.callTool({ name: 'nope_run', arguments: { task: 'x' } }), { isError: true, content: [{ text: 'Unknown tool: nope_run' }] })
 
-  const pidFile = join(tempDir(t), 'holder.pid')
-  const holder = runTool(app, 'crush_run', { task: scenario.writePid(pidFile, 500) })
-  await readPidFile(pidFile)
+  const held = heldAgent(t)
+  const holder = runTool(app, 'crush_run', { task: held.task })
+  await readPidFile(held.started)
   const limited = await client.callTool({ name: 'crush_run', arguments: { task: 'x' } })
   t.match(limited, { isError: true, content: [{ type: 'text', text: 'Limite de 1 agent atteinte' }] }, 'MCP and REST compete for the same slots')
+  held.release()
   t.match(await holder, { ok: true }, 'the REST run holding the slot ends normally')
 })
 

@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import type { FastifyInstance } from 'fastify'
 import {
   build,
+  heldAgent,
   call,
   cancelRun,
   createRun,
@@ -65,12 +66,14 @@ t.test('the same refusals as the tool routes, and 404 for an unknown run', async
   t.match(await create({ tool: 'claude_run', task: 'x' }), { statusCode: 503, code: 'AGENT_NOT_INSTALLED' })
   t.equal(app.slots.inUse('claude_run'), 0, 'the failed spawn gave its slot back')
 
-  const holder = await createRun(app, { tool: 'crush_run', task: scenario.sleep(500) })
+  const held = heldAgent(t)
+  const holder = await createRun(app, { tool: 'crush_run', task: held.task })
   const refused = await call(app, 'POST', '/runs', { body: { tool: 'crush_run', task: 'x' } })
   t.equal(refused.status, 429)
   t.match(refused.body, { code: 'AGENT_LIMIT_REACHED', message: 'Limite de 1 agent atteinte' })
   const sync = await app.inject({ method: 'POST', url: '/tools/crush_run', payload: { task: 'x' } })
   t.equal(sync.statusCode, 429, 'async and synchronous runs share the slots')
+  held.release()
   t.match(await settled(app, holder.id), { status: 'succeeded' })
 
   for (const [method, url] of [['GET', '/runs/nope'], ['GET', '/runs/nope/events'], ['DELETE', '/runs/nope']] as const) {
@@ -108,7 +111,7 @@ t.test('events: the output from the beginning, then the result, then the stream 
 
 t.test('DELETE stops the whole tree, during the kill grace period too, and answers the final state', async (t) => {
   const pidFile = join(tempDir(t), 'g.pid')
-  const app = await build(t, { AGENT_KILL_GRACE_MS: '400', MAX_CRUSH_AGENTS: '1' })
+  const app = await build(t, { AGENT_KILL_GRACE_MS: '2000', MAX_CRUSH_AGENTS: '1' })
   const created = await createRun(app, { tool: 'crush_run', task: scenario.grandchild(pidFile, { stubborn: true }) })
   const grandchild = await readPidFile(pidFile)
   // Two cancels: the second arrives while the first is still waiting out the grace periods, which begin with the
@@ -122,7 +125,7 @@ t.test('DELETE stops the whole tree, during the kill grace period too, and answe
     t.match(answer, { status: 'cancelled', result: { stop_reason: 'cancelled', signal: 'SIGKILL', ok: false } })
   }
   t.equal(readFileSync(signals, 'utf8'), 'SIGINT\nSIGTERM\n', 'SIGINT, then SIGTERM a grace later; SIGKILL, another grace later, ended it')
-  t.notOk(await until(() => isAlive(grandchild), (alive) => !alive, 2000, 'the grandchild to die'), 'the grandchild ignoring every signal is gone')
+  t.notOk(await until(() => isAlive(grandchild), (alive) => !alive, 10_000, 'the grandchild to die'), 'the grandchild ignoring every signal is gone')
   t.equal(app.slots.inUse('crush_run'), 0)
   t.match(await cancelRun(app, created.id), { status: 'cancelled' }, 'a finished run is answered as it is')
 })

@@ -7,6 +7,7 @@ import { join } from 'node:path'
 import { getDefaultHighWaterMark } from 'node:stream'
 import {
   build,
+  heldAgent,
   isAlive,
   listen,
   ndjson,
@@ -17,6 +18,7 @@ import {
   parseSse,
   readPidFile,
   refused,
+  releaseStep,
   scenario,
   settledValue,
   tempDir,
@@ -43,7 +45,9 @@ t.jobs = 3
 t.test('chunks arrive while the agent still runs, then the same result as the synchronous route', async (t) => {
   const app = await build(t)
   const base = await listen(t, app)
-  const response = await openStream(base, 'crush_run', { task: scenario.drip(3, 400) })
+  // Each tick waits until the test has seen the one before: the agent runs on until the stream has carried it.
+  const steps = tempDir(t)
+  const response = await openStream(base, 'crush_run', { task: scenario.gated(steps, 'out:tick-1', 'out:tick-2', 'out:tick-3') })
   t.equal(response.status, 200)
   t.match(response.headers.get('content-type'), /^application\/x-ndjson/)
   t.equal(response.headers.get('cache-control'), 'no-cache, no-transform')
@@ -54,15 +58,16 @@ t.test('chunks arrive while the agent still runs, then the same result as the sy
   for await (const event of ndjson(response.body!)) {
     if (event.type === 'output' && events.length === 0) t.equal(app.slots.inUse('crush_run'), 1, 'the first chunk came while the agent was running')
     events.push(event)
+    if (event.type === 'output') releaseStep(steps, outputs(events).length)
   }
-  t.same(outputs(events).slice(0, 2).map((event) => event.data), ['tick 1\n', 'tick 2\n'], 'each write as it came')
-  t.equal(outputText(events), 'tick 1\ntick 2\ntick 3\ndripped\n')
+  t.same(outputs(events).slice(0, 2).map((event) => event.data), ['tick-1\n', 'tick-2\n'], 'each write as it came')
+  t.equal(outputText(events), 'tick-1\ntick-2\ntick-3\ngated\n')
   let offset = 0
   for (const event of outputs(events)) {
     t.equal(event.offset, offset, 'the byte offset of each chunk')
     offset += Buffer.byteLength(event.data)
   }
-  t.match(events.at(-1), { type: 'result', result: { tool: 'crush_run', ok: true, exit_code: 0, output: 'tick 1\ntick 2\ntick 3\ndripped\n', output_bytes: 29 } })
+  t.match(events.at(-1), { type: 'result', result: { tool: 'crush_run', ok: true, exit_code: 0, output: 'tick-1\ntick-2\ntick-3\ngated\n', output_bytes: 27 } })
 })
 
 t.test('a heartbeat while the agent is quiet', async (t) => {
@@ -111,13 +116,14 @@ t.test('the same refusals as JSON before any stream starts', async (t) => {
   const missing = await openStream(base, 'claude_run', { task: 'x' })
   t.equal(missing.status, 503)
   t.match(await missing.json(), { code: 'AGENT_NOT_INSTALLED' })
-  const pidFile = join(tempDir(t), 'busy.pid')
-  const busy = openStream(base, 'crush_run', { task: scenario.writePid(pidFile, 500) })
-  await readPidFile(pidFile)
+  const held = heldAgent(t)
+  const busy = openStream(base, 'crush_run', { task: held.task })
+  await readPidFile(held.started)
   const limited = await openStream(base, 'crush_run', { task: 'x' })
   t.equal(limited.status, 429)
   t.match(limited.headers.get('content-type'), /^application\/json/)
   t.match(await limited.json(), { code: 'AGENT_LIMIT_REACHED' })
+  held.release()
   t.match((await collect((await busy).body!)).at(-1), { type: 'result', result: { ok: true } }, 'the stream holding the slot went on')
   t.equal((await refused(app, 'crush_run', { task: '' })).status, 400, 'and without Accept, the same answer')
 })

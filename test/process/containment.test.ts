@@ -10,7 +10,7 @@ import { chooseHostContainment } from '../../src/process/host-containment.js'
 import { RunLedger } from '../../src/process/ledger.js'
 import { exitThroughInit, processStartTime } from '../../src/process/posix-signals.js'
 import { processGroup } from '../../src/process/process-group.js'
-import { build, cancelRun, createRun, listen, post, processesMatching, readPidFile, runTool, scenario, standInEnv, tempDir, until, waitFor } from '../helpers/index.js'
+import { build, cancelRun, createRun, listen, post, processesLeft, processesMatching, readPidFile, runTool, scenario, standInEnv, tempDir, until, waitFor } from '../helpers/index.js'
 
 // Each mode this host offers, and the fallback forced by configuration. Processes are found by a directory in their
 // argv, through /proc (ps): in a PID namespace the pids an agent sees are not the host's.
@@ -82,7 +82,7 @@ t.test('what an agent started does not outlive its run', { jobs: modes.length },
       await t.test('deadline', async (t) => {
         const dir = tempDir(t)
         reapEscapees(t, dir)
-        const result = await runTool(app, 'crush_run', { task: scenario.daemons(dir, 60000), timeout: 1 })
+        const result = await runTool(app, 'crush_run', { task: scenario.daemons(dir, 60000), timeout: 3 })
         t.match(result, { timed_out: true, stop_reason: 'timeout', exit_code: 1, output: /context canceled/ })
         t.ok(started(dir))
         await expectEnded(t, dir)
@@ -115,7 +115,7 @@ t.test('what an agent started does not outlive its run', { jobs: modes.length },
         const created = await createRun(app, { tool: 'crush_run', task: scenario.grandchild(join(dir, 'pid'), { stubborn: true, markers: [dir] }) })
         await readPidFile(join(dir, 'pid'))
         t.match(await cancelRun(app, created.id), { result: { stop_reason: 'cancelled', exit_code: null, signal: 'SIGKILL' } })
-        t.same(processesMatching(dir), [], 'the grandchild ignoring SIGTERM is gone')
+        t.same(await processesLeft(dir), [], 'the grandchild ignoring SIGTERM is gone')
       })
     })
   }

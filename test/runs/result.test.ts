@@ -1,7 +1,7 @@
 import t from 'tap'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
-import { build, call, echoed, refused, runTool, scenario, tempDir } from '../helpers/index.js'
+import { build, call, echoed, listen, ndjson, openStream, outputs, refused, releaseStep, runTool, scenario, tempDir, type RunEvent } from '../helpers/index.js'
 
 const hostileTasks = [
   '--help',
@@ -71,8 +71,16 @@ t.test('the agent runs in cwd', async (t) => {
 
 t.test('stdout and stderr are merged in arrival order', async (t) => {
   const app = await build(t)
-  const body = await runTool(app, 'crush_run', { task: scenario.interleave() })
-  t.equal(body.output, 'out-1\nerr-2\nout-3\ninterleaved\n')
+  const base = await listen(t, app)
+  // Each write waits until the one before has come out of the service: their order of arrival is known.
+  const steps = tempDir(t)
+  const response = await openStream(base, 'crush_run', { task: scenario.gated(steps, 'out:out-1', 'err:err-2', 'out:out-3') })
+  const events: RunEvent[] = []
+  for await (const event of ndjson(response.body!)) {
+    events.push(event)
+    if (event.type === 'output') releaseStep(steps, outputs(events).length)
+  }
+  t.match(events.at(-1), { type: 'result', result: { output: 'out-1\nerr-2\nout-3\ngated\n' } })
 })
 
 t.test('invalid UTF-8 from the agent does not break the response', async (t) => {

@@ -61,7 +61,7 @@ if (NO_REDIS === false) {
   stores['redis'] = async (t, retention) => {
     const { url } = await startRedis(t)
     const { REDIS_URL, SLOTS_KEY_PREFIX } = redisEnv(url)
-    const store = new RedisRunStore({ ...retention, url: REDIS_URL, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 500, replica: REPLICA, log })
+    const store = new RedisRunStore({ ...retention, url: REDIS_URL, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 10_000, replica: REPLICA, log })
     await store.recover()
     t.teardown(() => store.close())
     return store
@@ -160,7 +160,7 @@ const askUntilHeard = (reader: RedisRunStore, run: RunRecord, heard: () => strin
 t.test('redis: a run whose replica stopped saying it is alive is lost; a cancel request reaches its replica', { skip: NO_REDIS }, async (t) => {
   const { url } = await startRedis(t)
   const { REDIS_URL, SLOTS_KEY_PREFIX } = redisEnv(url)
-  const options = { retentionMs: 60_000, maxFinished: 10, url: REDIS_URL, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 300, log }
+  const options = { retentionMs: 60_000, maxFinished: 10, url: REDIS_URL, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 10_000, log }
   const owner = new RedisRunStore({ ...options, replica: 'a' })
   const reader = new RedisRunStore({ ...options, replica: 'b' })
   t.teardown(() => reader.close())

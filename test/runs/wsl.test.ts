@@ -12,7 +12,7 @@ import { processGroup } from '../../src/process/process-group.js'
 import { wslCommand } from '../../src/process/wsl-group.js'
 import { windowsCommandLine } from '../../src/process/windows-command-line.js'
 import { commandLineToArgv, parseWslCommandLine } from '../fixtures/agents/wsl-command-line.mjs'
-import { build, cancelRun, createRun, echoed, FIXTURE_BIN, listen, post, processesMatching, refused, runTool, scenario, standInEnv, tempDir, until, waitFor } from '../helpers/index.js'
+import { build, cancelRun, createRun, echoed, FIXTURE_BIN, listen, post, processesLeft, processesMatching, refused, runTool, scenario, standInEnv, tempDir, until, waitFor } from '../helpers/index.js'
 
 const WINDOWS = { AGENT_HOST_PLATFORM: 'win32' }
 
@@ -173,23 +173,23 @@ t.test('every end of a WSL run stops the Linux process tree inside the distro', 
   const base = await listen(t, app)
   // wsl.exe, the setsid it runs and the agent all carry the task in their argv: alive counts any of them left behind,
   // agentRunning waits for the agent itself (counting "exactly one" of all three raced the moments they start in).
-  const alive = (token: string) => processesMatching(token).length
+  const alive = async (token: string) => (await processesLeft(token)).length
   const agentRunning = (token: string) => processesMatching(token).some((line) => line.includes('/agents/crush.mjs '))
 
   const ends = [
     t.test('deadline', async (t) => {
       const token = randomUUID()
-      const result = await runTool(app, 'crush_run', { task: scenario.grandchild(join(tempDir(t), 'pid'), { markers: [token] }), wsl_distro: 'Ubuntu', timeout: 1 })
+      const result = await runTool(app, 'crush_run', { task: scenario.grandchild(join(tempDir(t), 'pid'), { markers: [token] }), wsl_distro: 'Ubuntu', timeout: 3 })
       t.match(result, { timed_out: true, stop_reason: 'timeout' })
-      t.equal(alive(token), 0, 'neither the agent nor its grandchild is left in the distro')
+      t.equal(await alive(token), 0, 'neither the agent nor its grandchild is left in the distro')
     }),
 
     t.test('an agent ignoring SIGINT and SIGTERM: SIGKILL inside the distro', async (t) => {
       const token = randomUUID()
-      const result = await runTool(app, 'crush_run', { task: scenario.grandchild(join(tempDir(t), 'pid'), { stubborn: true, markers: [token] }), wsl_distro: 'Ubuntu', timeout: 1 })
+      const result = await runTool(app, 'crush_run', { task: scenario.grandchild(join(tempDir(t), 'pid'), { stubborn: true, markers: [token] }), wsl_distro: 'Ubuntu', timeout: 3 })
       t.match(result, { timed_out: true })
-      t.ok(result.duration_ms >= 1000 + 2 * 300, 'after SIGINT and SIGTERM had their grace')
-      t.equal(alive(token), 0)
+      t.ok(result.duration_ms >= 3000 + 2 * 300, 'after SIGINT and SIGTERM had their grace')
+      t.equal(await alive(token), 0)
     }),
 
     t.test('DELETE of an async run', async (t) => {
@@ -197,7 +197,7 @@ t.test('every end of a WSL run stops the Linux process tree inside the distro', 
       const created = await createRun(app, { tool: 'crush_run', task: scenario.sleep(60000, token), wsl_distro: 'Ubuntu' })
       await waitFor(() => agentRunning(token), 15_000, 'the agent inside the distro')
       t.match(await cancelRun(app, created.id), { status: 'cancelled', result: { stop_reason: 'cancelled' } })
-      t.equal(alive(token), 0)
+      t.equal(await alive(token), 0)
     }),
 
     t.test('the client going away', async (t) => {
@@ -207,7 +207,7 @@ t.test('every end of a WSL run stops the Linux process tree inside the distro', 
       client.end(JSON.stringify({ task: scenario.sleep(60000, token), wsl_distro: 'Ubuntu' }))
       await waitFor(() => agentRunning(token), 15_000, 'the agent inside the distro')
       client.destroy()
-      t.equal(await until(() => alive(token), (count) => count === 0, 15_000, 'the agent inside the distro to stop'), 0)
+      t.equal(await until(() => processesMatching(token).length, (count) => count === 0, 15_000, 'the agent inside the distro to stop'), 0)
     }),
 
     t.test('shutdown', async (t) => {
@@ -217,11 +217,11 @@ t.test('every end of a WSL run stops the Linux process tree inside the distro', 
       await waitFor(() => agentRunning(token), 15_000, 'the agent inside the distro')
       await closing.close()
       t.match(await pending, { stop_reason: 'shutdown' })
-      t.equal(alive(token), 0)
+      t.equal(await alive(token), 0)
     })
   ]
   await Promise.all(ends)
-  t.equal(await until(() => app.slots.inUse('crush_run'), (inUse) => inUse === 0, 2000, 'the slots to come back'), 0, 'every slot came back')
+  t.equal(await until(() => app.slots.inUse('crush_run'), (inUse) => inUse === 0, 10_000, 'the slots to come back'), 0, 'every slot came back')
 })
 
 t.test('a WSL run left by a killed service is stopped inside the distro at the next start', async (t) => {

@@ -1,16 +1,15 @@
 import t from 'tap'
-import { join } from 'node:path'
-import { build, call, post, readPidFile, refused, runTool, scenario, tempDir } from '../helpers/index.js'
+import { build, call, heldAgent, post, readPidFile, refused, runTool } from '../helpers/index.js'
 
 // Per-tool limits (src/slots/limiter.ts): MAX_<AGENT>_AGENTS live agents per tool, a 429 past it, each slot held for
 // exactly its agent's life.
 
 t.test('N+1 requests while N run: 429 with the French message, limits independent per tool, slots freed after', async (t) => {
   const app = await build(t, { MAX_CRUSH_AGENTS: '2', MAX_CLAUDE_AGENTS: '1' })
-  const dir = tempDir(t)
-  // Held until each has started its agent (its pid on file): the slots are taken for as long as the test needs.
-  const running = [0, 1].map((index) => runTool(app, 'crush_run', { task: scenario.writePid(join(dir, `crush-${index}`), 800) }))
-  await Promise.all([0, 1].map((index) => readPidFile(join(dir, `crush-${index}`))))
+  // Held until released: the slots are taken for as long as the test needs.
+  const crushAgents = [heldAgent(t), heldAgent(t)]
+  const running = crushAgents.map((agent) => runTool(app, 'crush_run', { task: agent.task }))
+  await Promise.all(crushAgents.map((agent) => readPidFile(agent.started)))
 
   const tooMany = await refused(app, 'crush_run', { task: 'one too many' })
   t.equal(tooMany.status, 429)
@@ -23,13 +22,15 @@ t.test('N+1 requests while N run: 429 with the French message, limits independen
 
   t.match(await runTool(app, 'claude_run', { task: 'independent limit' }), { ok: true }, 'claude has slots of its own')
 
-  const claudeRunning = runTool(app, 'claude_run', { task: scenario.writePid(join(dir, 'claude'), 800) })
-  await readPidFile(join(dir, 'claude'))
+  const claudeAgent = heldAgent(t)
+  const claudeRunning = runTool(app, 'claude_run', { task: claudeAgent.task })
+  await readPidFile(claudeAgent.started)
   const claudeRefused = await refused(app, 'claude_run', { task: 'x' })
   t.equal(claudeRefused.status, 429)
   t.equal(claudeRefused.body.message, 'Limite de 1 agent atteinte')
 
-  for (const result of await Promise.all([...running, claudeRunning])) t.match(result, { ok: true, output: /^done\n?$/ })
+  for (const agent of [...crushAgents, claudeAgent]) agent.release()
+  for (const result of await Promise.all([...running, claudeRunning])) t.match(result, { ok: true, output: /^released\n?$/ })
   t.equal(app.slots.inUse('crush_run'), 0)
   t.equal(app.slots.inUse('claude_run'), 0)
   t.equal((await post(app, 'crush_run', { task: 'after' })).status, 200, 'a freed slot serves again')
@@ -45,14 +46,9 @@ t.test('GET /tools counts slots while runs are in flight', async (t) => {
     { name: 'codex_run', agent: 'codex', limit: 2, in_use: 0, free: 2 },
     { name: 'opencode_run', agent: 'opencode', limit: 2, in_use: 0, free: 2 }
   ])
-  const dir = tempDir(t)
-  const pidFiles = ['crush-1', 'crush-2', 'claude'].map((name) => join(dir, name))
-  const runs = [
-    runTool(app, 'crush_run', { task: scenario.writePid(pidFiles[0]!, 800) }),
-    runTool(app, 'crush_run', { task: scenario.writePid(pidFiles[1]!, 800) }),
-    runTool(app, 'claude_run', { task: scenario.writePid(pidFiles[2]!, 800) })
-  ]
-  await Promise.all(pidFiles.map((file) => readPidFile(file)))
+  const agents = [heldAgent(t), heldAgent(t), heldAgent(t)]
+  const runs = agents.map((agent, index) => runTool(app, index < 2 ? 'crush_run' : 'claude_run', { task: agent.task }))
+  await Promise.all(agents.map((agent) => readPidFile(agent.started)))
   t.same(await status(), [
     { name: 'crush_run', agent: 'crush', limit: 3, in_use: 2, free: 1 },
     { name: 'claude_run', agent: 'claude', limit: 1, in_use: 1, free: 0 },
@@ -60,6 +56,7 @@ t.test('GET /tools counts slots while runs are in flight', async (t) => {
     { name: 'codex_run', agent: 'codex', limit: 2, in_use: 0, free: 2 },
     { name: 'opencode_run', agent: 'opencode', limit: 2, in_use: 0, free: 2 }
   ])
+  for (const agent of agents) agent.release()
   await Promise.all(runs)
   t.match(await status(), [{ in_use: 0 }, { in_use: 0 }])
 })
