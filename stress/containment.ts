@@ -4,7 +4,7 @@ import { once } from 'node:events'
 import { existsSync } from 'node:fs'
 import { connect } from 'node:net'
 import { join } from 'node:path'
-import { chooseHostContainment } from '../src/process/host-containment.js'
+import { chooseHostContainment } from '#src/process/host-containment.js'
 import { build, listen, processesMatching, scenario, startServer, tempDir, until, waitFor } from '../test/helpers/index.js'
 
 // The service's own death, and clients that leave before their agent starts.

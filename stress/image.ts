@@ -3,14 +3,12 @@ import { execFile, spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { cpSync, existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
-import { tempDir } from '../test/helpers/index.js'
+import { ROOT, tempDir } from '../test/helpers/index.js'
 
 // No Docker daemon runs on these machines: this replays what the Dockerfile's runtime stage does — the compiled
 // service, production dependencies only, the image's own command and health check — and checks that it serves.
 const run = promisify(execFile)
-const ROOT = fileURLToPath(new URL('..', import.meta.url))
 
 interface Stage {
   env: Record<string, string>

@@ -1,6 +1,6 @@
 import t from 'tap'
-import { loggerOptions } from '../src/http/app.js'
-import { loadConfig, parseApiTokens } from '../src/config.js'
+import { loggerOptions } from '#src/http/app.js'
+import { loadConfig, parseApiTokens } from '#src/config.js'
 import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'

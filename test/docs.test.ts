@@ -1,17 +1,16 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
 import { dirname, join, relative, resolve } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import t from 'tap'
-import { BUILT_IN_AGENTS } from '../src/agents/catalog.js'
-import { EnvSchema } from '../src/config.js'
-import { ERROR_CODES } from '../src/schemas/error.js'
-import { StopReason } from '../src/schemas/run.js'
-import { RunStatus } from '../src/schemas/runs.js'
-import { sharedSchemas } from '../src/schemas/shared.js'
+import { BUILT_IN_AGENTS } from '#src/agents/catalog.js'
+import { EnvSchema } from '#src/config.js'
+import { ERROR_CODES } from '#src/schemas/error.js'
+import { StopReason } from '#src/schemas/run.js'
+import { RunStatus } from '#src/schemas/runs.js'
+import { sharedSchemas } from '#src/schemas/shared.js'
+import { ROOT } from './helpers/root.js'
 
 // The documentation is checked against the code it describes, so that moving or changing either shows the drift.
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url))
 const read = (path: string): string => readFileSync(join(ROOT, path), 'utf8')
 const DOCUMENTS = ['README.md', ...readdirSync(join(ROOT, 'docs')).filter((name) => name.endsWith('.md')).sort().map((name) => `docs/${name}`)]
 

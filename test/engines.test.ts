@@ -1,14 +1,14 @@
 import t from 'tap'
 import { readFileSync } from 'node:fs'
 import semver from 'semver'
+import { fromRoot } from './helpers/root.js'
 
 // README names the supported Node versions; every package npm ci installs must accept each of them (no EBADENGINE).
 
-const ROOT = new URL('..', import.meta.url)
-const lock = JSON.parse(readFileSync(new URL('package-lock.json', ROOT), 'utf8')) as {
+const lock = JSON.parse(readFileSync(fromRoot('package-lock.json'), 'utf8')) as {
   packages: Record<string, { version?: string; engines?: { node?: string } }>
 }
-const readme = readFileSync(new URL('README.md', ROOT), 'utf8')
+const readme = readFileSync(fromRoot('README.md'), 'utf8')
 
 t.test('every installed package accepts every Node.js version README supports', async (t) => {
   const [, v20, v22, v24] = /Supported: Node\.js (20\.\d+)\+, (22\.\d+)\+ and (24)\b/.exec(readme)!

@@ -1,10 +1,11 @@
 import t from 'tap'
 import { readFileSync } from 'node:fs'
-import { EnvSchema } from '../src/config.js'
+import { EnvSchema } from '#src/config.js'
+import { fromRoot } from './helpers/root.js'
 
 // .env.example is the reference for operators: every variable the service reads, with its default.
 const documented = new Map(
-  readFileSync(new URL('../.env.example', import.meta.url), 'utf8')
+  readFileSync(fromRoot('.env.example'), 'utf8')
     .split('\n')
     .map((line) => /^#? ?([A-Z][A-Z0-9_]+)=(.*)$/.exec(line))
     .filter((match): match is RegExpExecArray => match !== null)

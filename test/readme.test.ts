@@ -2,14 +2,13 @@ import { execFile } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
 import { promisify } from 'node:util'
 import t from 'tap'
-import { build, createRun, listen, settled, tempDir } from './helpers/index.js'
+import { build, createRun, fromRoot, listen, settled, tempDir } from './helpers/index.js'
 
 const run = promisify(execFile)
-const ROOT = new URL('..', import.meta.url)
 /** README.md and every page under docs/: their curl examples are all run. */
 const DOCUMENTS = [
   'README.md',
-  ...readdirSync(new URL('docs/', ROOT))
+  ...readdirSync(fromRoot('docs'))
     .filter((name) => name.endsWith('.md'))
     .sort()
     .map((name) => `docs/${name}`)
@@ -84,11 +83,11 @@ const README_FAMILIES = [
 
 t.test("README's and docs' curl examples run as written against the stand-in agents", async (t) => {
   const examples = DOCUMENTS.flatMap((document) =>
-    curlCommands(readFileSync(new URL(document, ROOT), 'utf8')).map((command) => ({ document, command, request: requestOf(command) }))
+    curlCommands(readFileSync(fromRoot(document), 'utf8')).map((command) => ({ document, command, request: requestOf(command) }))
   )
   const inReadme = examples.filter((example) => example.document === 'README.md').map((example) => example.request)
   t.same(README_FAMILIES.filter((request) => !inReadme.includes(request)), [], 'README shows every family of routes')
-  t.match(readFileSync(new URL('README.md', ROOT), 'utf8'), /`POST \/mcp`/, 'README mentions MCP')
+  t.match(readFileSync(fromRoot('README.md'), 'utf8'), /`POST \/mcp`/, 'README mentions MCP')
   t.ok(examples.some((example) => example.request === 'POST /mcp'), 'the docs call MCP')
 
   const address = await listen(t, await build(t, { API_TOKENS: EXAMPLE_TOKEN }))

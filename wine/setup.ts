@@ -1,16 +1,16 @@
 import { execFile, execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import cmdShim from 'cmd-shim'
+import { ROOT } from '../test/helpers/root.js'
 
 // Everything the Wine suite needs, made once and kept under node_modules/.cache: a Windows prefix set to Windows 10
 // (Node refuses Wine's default, Windows 7), the Windows build of this very Node version from the npm registry, the
 // native stand-ins built with mingw, and npm .cmd shims for the JavaScript stand-in agents.
 
 const run = promisify(execFile)
-export const ROOT = fileURLToPath(new URL('..', import.meta.url))
+export { ROOT }
 const CACHE = join(ROOT, 'node_modules', '.cache', 'agent-runner-wine')
 
 export interface WineSetup {

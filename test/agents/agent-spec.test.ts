@@ -1,8 +1,8 @@
 import t from 'tap'
-import { buildApp } from '../../src/http/app.js'
-import { BUILT_IN_AGENTS } from '../../src/agents/catalog.js'
-import type { AgentSpec } from '../../src/agents/spec.js'
-import { loadConfig } from '../../src/config.js'
+import { buildApp } from '#src/http/app.js'
+import { BUILT_IN_AGENTS } from '#src/agents/catalog.js'
+import type { AgentSpec } from '#src/agents/spec.js'
+import { loadConfig } from '#src/config.js'
 import { scenario, standInEnv, tempDir, TEST_AGENT_ENV_ALLOW } from '../helpers/index.js'
 
 // Adding an agent is one file: a sixth agent, declared here alone, becomes a tool with its route, its variables, its

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { parseCodexReport } from '../../src/agents/codex.js'
+import { parseCodexReport } from '#src/agents/codex.js'
 import { build, refused, runTool, scenario, standInEnv, tempDir } from '../helpers/index.js'
 import { stoppedAtDeadline } from '../helpers/real-agents.js'
 

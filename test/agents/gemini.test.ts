@@ -1,5 +1,5 @@
 import t from 'tap'
-import { parseGeminiReport } from '../../src/agents/gemini.js'
+import { parseGeminiReport } from '#src/agents/gemini.js'
 import { build, parseNdjson, runTool, scenario, standInEnv, tempDir, type ResultEvent } from '../helpers/index.js'
 import { npmTool } from '../helpers/npm-tool.js'
 import { credentialFree } from '../helpers/real-agents.js'

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { parseOpencodeReport } from '../../src/agents/opencode.js'
+import { parseOpencodeReport } from '#src/agents/opencode.js'
 import { build, runTool, scenario, standInEnv } from '../helpers/index.js'
 import { stoppedAtDeadline } from '../helpers/real-agents.js'
 

@@ -3,8 +3,8 @@ import { TypeCompiler } from '@sinclair/typebox/compiler'
 import fc from 'fast-check'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { parseClaudeReport } from '../../src/agents/report.js'
-import { AgentReport } from '../../src/schemas/run.js'
+import { parseClaudeReport } from '#src/agents/report.js'
+import { AgentReport } from '#src/schemas/run.js'
 import { build, createRun, runTool, settled, tempDir } from '../helpers/index.js'
 
 t.test('the last result line is the report, after any stderr noise', async (t) => {

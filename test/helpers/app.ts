@@ -3,14 +3,14 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { fromRoot } from './root.js'
 import type { Test } from 'tap'
-import { DEFAULT_AGENT_ENV_ALLOW } from '../../src/agents/environment.js'
-import { buildApp } from '../../src/http/app.js'
-import { loadConfig, type Config } from '../../src/config.js'
+import { DEFAULT_AGENT_ENV_ALLOW } from '#src/agents/environment.js'
+import { buildApp } from '#src/http/app.js'
+import { loadConfig, type Config } from '#src/config.js'
 
-export const FIXTURE_BIN = fileURLToPath(new URL('../fixtures/bin', import.meta.url))
-export const REAL_CLAUDE_BIN = fileURLToPath(new URL('../../node_modules/.bin/claude', import.meta.url))
+export const FIXTURE_BIN = fromRoot('test/fixtures/bin')
+export const REAL_CLAUDE_BIN = fromRoot('node_modules/.bin/claude')
 
 /** The environment agents get in tests: the stand-ins first on PATH, so the default binary names find them. */
 export function standInEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
@@ -72,7 +72,7 @@ export async function listen(t: Test, app: FastifyInstance): Promise<string> {
 }
 
 // The compiled entry point, as `npm start` runs it (npm test builds first).
-export const SERVER = fileURLToPath(new URL('../../dist/server.js', import.meta.url))
+export const SERVER = fromRoot('dist/server.js')
 
 export interface Started {
   child: ChildProcess

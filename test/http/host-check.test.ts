@@ -1,7 +1,7 @@
 import t from 'tap'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
-import { allowedHostNames, hostName } from '../../src/http/host-check.js'
+import { allowedHostNames, hostName } from '#src/http/host-check.js'
 import { build, listen, standInEnv, tempDir } from '../helpers/index.js'
 
 const run = (headers: Record<string, string>) => ({ method: 'POST' as const, url: '/tools/crush_run', payload: { task: 'x' }, headers })

@@ -5,7 +5,7 @@ import type { FastifyInstance } from 'fastify'
 import { execFile } from 'node:child_process'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
-import { RunParams } from '../../src/schemas/run.js'
+import { RunParams } from '#src/schemas/run.js'
 import { build, heldAgent, isAlive, listen, readPidFile, REAL_CLAUDE_BIN, refused, runTool, scenario, tempDir, until } from '../helpers/index.js'
 
 // The agents over MCP, driven by the SDK's own client on a listening server: the same tools, slots and rules as REST.

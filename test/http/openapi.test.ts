@@ -1,18 +1,16 @@
 import SwaggerParser from '@apidevtools/swagger-parser'
 import { execFile } from 'node:child_process'
 import { readFileSync } from 'node:fs'
-import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { parse as parseYaml } from 'yaml'
-import { renderOpenApiYaml } from '../../src/http/openapi-document.js'
-import { ERROR_CODES } from '../../src/schemas/error.js'
-import { build, listen } from '../helpers/index.js'
+import { renderOpenApiYaml } from '#src/http/openapi-document.js'
+import { ERROR_CODES } from '#src/schemas/error.js'
+import { build, fromRoot, listen, ROOT } from '../helpers/index.js'
 
 const run = promisify(execFile)
-const ROOT = fileURLToPath(new URL('../..', import.meta.url))
-const OPENAPI_YAML = `${ROOT}openapi.yaml`
-const bin = (name: string) => `${ROOT}node_modules/.bin/${name}`
+const OPENAPI_YAML = fromRoot('openapi.yaml')
+const bin = (name: string) => fromRoot('node_modules/.bin', name)
 const FIX = 'run `npm run openapi` and commit the result'
 
 // A stand-in for what openapi-types describes, reduced to what these tests read.
@@ -41,7 +39,7 @@ t.test('openapi.yaml is exactly what the routes produce', async (t) => {
 
 t.test('test/generated/openapi.d.ts is what openapi-typescript makes of openapi.yaml', async (t) => {
   // The command of `npm run openapi` itself, with --check: the flags cannot differ between the script and this test.
-  const script = (JSON.parse(readFileSync(`${ROOT}package.json`, 'utf8')) as { scripts: Record<string, string> }).scripts['openapi']!
+  const script = (JSON.parse(readFileSync(fromRoot('package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts['openapi']!
   const command = script.split('&&').map((part) => part.trim()).find((part) => part.startsWith('openapi-typescript '))!
   const [, ...args] = command.split(/\s+/)
   const check = run(bin('openapi-typescript'), [...args, '--check'], { cwd: ROOT })

@@ -2,7 +2,7 @@ import type { InjectOptions } from 'fastify'
 import t, { type Test } from 'tap'
 import { existsSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { TASK_MAX_CHARS } from '../../src/schemas/run.js'
+import { TASK_MAX_CHARS } from '#src/schemas/run.js'
 import { build, echoed, post, standInEnv, tempDir } from '../helpers/index.js'
 
 interface Answer {

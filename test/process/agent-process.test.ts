@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
-import { runAgent } from '../../src/process/agent-process.js'
-import { LoopShare } from '../../src/process/loop-share.js'
-import { processGroup } from '../../src/process/process-group.js'
+import { runAgent } from '#src/process/agent-process.js'
+import { LoopShare } from '#src/process/loop-share.js'
+import { processGroup } from '#src/process/process-group.js'
 import { scenario, standInEnv } from '../helpers/index.js'
 
 const FLOOD_BYTES = 16 * 1024 * 1024

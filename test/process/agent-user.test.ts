@@ -1,7 +1,7 @@
 import t from 'tap'
 import { chownSync } from 'node:fs'
-import { loadConfig } from '../../src/config.js'
-import { chooseHostContainment } from '../../src/process/host-containment.js'
+import { loadConfig } from '#src/config.js'
+import { chooseHostContainment } from '#src/process/host-containment.js'
 import { runTool, scenario, startServer, tempDir } from '../helpers/index.js'
 
 // AGENT_USER: the service (root) runs agents as another user, so its memory, files and secrets are not theirs.

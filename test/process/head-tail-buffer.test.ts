@@ -1,5 +1,5 @@
 import t from 'tap'
-import { HeadTailBuffer } from '../../src/process/head-tail-buffer.js'
+import { HeadTailBuffer } from '#src/process/head-tail-buffer.js'
 
 const feed = (limit: number, chunks: string[]): HeadTailBuffer => {
   const buffer = new HeadTailBuffer(limit)

@@ -5,11 +5,11 @@ import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 // npm's own shim writer: the shims tested here are the ones `npm install -g` writes on Windows.
 import cmdShim from 'cmd-shim'
-import { buildAgentEnv } from '../../src/agents/environment.js'
-import { searchPath } from '../../src/process/search-path.js'
-import { quoteWindowsArg, windowsCommandLine } from '../../src/process/windows-command-line.js'
-import { findWindowsExecutable, parseNpmCmdShim, resolveWindowsCommand, UnsafeBatchFile } from '../../src/process/windows-executable.js'
-import { windowsTree } from '../../src/process/windows-tree.js'
+import { buildAgentEnv } from '#src/agents/environment.js'
+import { searchPath } from '#src/process/search-path.js'
+import { quoteWindowsArg, windowsCommandLine } from '#src/process/windows-command-line.js'
+import { findWindowsExecutable, parseNpmCmdShim, resolveWindowsCommand, UnsafeBatchFile } from '#src/process/windows-executable.js'
+import { windowsTree } from '#src/process/windows-tree.js'
 import { tempDir, waitFor } from '../helpers/index.js'
 
 // The Windows code paths that can be checked on any host; the Wine suite (npm run test:windows) runs them on Windows.

@@ -1,8 +1,8 @@
 import t from 'tap'
-import { RunEventLog, withGaps, type StoredEvent } from '../../src/runs/event-log.js'
-import type { RunResult } from '../../src/schemas/run.js'
-import type { RunEvent } from '../../src/schemas/events.js'
-import { completeUtf8Length, OutputEvents } from '../../src/runs/output-events.js'
+import { RunEventLog, withGaps, type StoredEvent } from '#src/runs/event-log.js'
+import type { RunResult } from '#src/schemas/run.js'
+import type { RunEvent } from '#src/schemas/events.js'
+import { completeUtf8Length, OutputEvents } from '#src/runs/output-events.js'
 
 /** The events inside SSE frames, as a follower parses them. */
 const decode = (frames: Buffer[]): RunEvent[] => frames.map((frame) => JSON.parse(/^data: (.*)$/m.exec(frame.toString())![1]!) as RunEvent)

@@ -1,14 +1,13 @@
 import t, { type Test } from 'tap'
 import { existsSync, mkdirSync, readFileSync, symlinkSync } from 'node:fs'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
-import { RunParams } from '../../src/schemas/run.js'
-import { SudoPasswordDetector } from '../../src/sudo/detector.js'
-import { build, FIXTURE_BIN, runTool, scenario, standInEnv, tempDir, until } from '../helpers/index.js'
+import { RunParams } from '#src/schemas/run.js'
+import { SudoPasswordDetector } from '#src/sudo/detector.js'
+import { build, FIXTURE_BIN, fromRoot, runTool, scenario, standInEnv, tempDir, until } from '../helpers/index.js'
 
 const SUDO_DIR = {
-  passwordless: fileURLToPath(new URL('../fixtures/sudo-passwordless', import.meta.url)),
-  password: fileURLToPath(new URL('../fixtures/sudo-password', import.meta.url))
+  passwordless: fromRoot('test/fixtures/sudo-passwordless'),
+  password: fromRoot('test/fixtures/sudo-password')
 }
 
 /**
