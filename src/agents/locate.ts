@@ -1,22 +1,28 @@
 import { execFile } from 'node:child_process'
+import type { Command } from '../process/containment.js'
 import { resolveWindowsCommand } from '../process/windows-executable.js'
 
 /** What `<file> --version` starts: on Windows an npm .cmd shim cannot be spawned without a shell, so its target is. */
-async function versionCommand(
-  file: string,
-  env: NodeJS.ProcessEnv
-): Promise<{ file: string; args: string[] } | undefined> {
+async function versionCommand(file: string, env: NodeJS.ProcessEnv): Promise<Command | undefined> {
   if (process.platform !== 'win32') return { file, args: ['--version'] }
   return resolveWindowsCommand(file, ['--version'], env, process.cwd()).catch(() => undefined)
 }
 
+/** How a probe is tied to the service: `signal` ends it when the service closes, `bind` when the service dies. */
+export interface ProbeOwner {
+  signal: AbortSignal
+  bind: (command: Command) => Command
+}
+
 /**
- * First line of `<bin> --version`, or null when the binary does not answer it within a few seconds. `signal` ends
- * the probe with its owner: a probe that outlived the service would be a process nobody stops.
+ * First line of `<bin> --version`, or null when the binary does not answer it within a few seconds. A probe that
+ * outlived the service would be a process nobody stops: its owner ends it.
  */
-export async function versionOf(file: string, env: NodeJS.ProcessEnv, signal: AbortSignal): Promise<string | null> {
-  const command = await versionCommand(file, env)
-  if (command === undefined || signal.aborted) return null
+export async function versionOf(file: string, env: NodeJS.ProcessEnv, owner: ProbeOwner): Promise<string | null> {
+  const { signal } = owner
+  const found = await versionCommand(file, env)
+  if (found === undefined || signal.aborted) return null
+  const command = owner.bind(found)
   return new Promise((resolve) => {
     // A version probe holds no work worth a grace period: SIGKILL also ends a CLI that traps SIGTERM.
     const options = {

@@ -186,7 +186,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   })
   const probes = new AbortController()
   app.addHook('onClose', () => { probes.abort() })
-  const readiness = agentReadiness(Object.values(tools), probes.signal)
+  const readiness = agentReadiness(Object.values(tools), { signal: probes.signal, bind: host.bindToService })
   app.decorate('readiness', readiness)
   app.decorate('containment', { mode: host.containment.mode, reason: host.reason })
   const containment = app.containment

@@ -15,6 +15,12 @@ export type StopSignal = 'SIGINT' | 'SIGTERM' | 'SIGKILL'
 export const CONTAINMENT_MODES = ['pid-namespace', 'process-group', 'wsl-process-group', 'windows-tree'] as const
 export type ContainmentMode = (typeof CONTAINMENT_MODES)[number]
 
+/** A program and its arguments, as spawn takes them. */
+export interface Command {
+  file: string
+  args: string[]
+}
+
 /** What to spawn for an agent's argv, contained. */
 interface Launch {
   file: string

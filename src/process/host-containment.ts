@@ -1,6 +1,6 @@
-import type { Containment } from './containment.js'
+import type { Command, Containment } from './containment.js'
 import { findOnPath } from './find-executable.js'
-import { namespaceWorks, pidNamespace, type NamespaceTools } from './pid-namespace.js'
+import { diesWithService, namespaceWorks, pidNamespace, type NamespaceTools } from './pid-namespace.js'
 import { processGroup } from './process-group.js'
 import { windowsTree } from './windows-tree.js'
 
@@ -11,7 +11,14 @@ export interface HostContainment {
   containment: Containment
   /** Why this mode and not a stronger one, for the startup log and /readyz. */
   reason: string
+  /**
+   * A short-lived helper the service starts itself (an agent's --version probe), tied to the service's life where the
+   * host allows: a helper that hangs must not outlive a service killed with SIGKILL.
+   */
+  bindToService: (command: Command) => Command
 }
+
+const unbound = (command: Command): Command => command
 
 async function namespaceTools(path: string): Promise<NamespaceTools | string> {
   const [setpriv, unshare, tini] = await Promise.all([
@@ -40,25 +47,29 @@ export async function chooseHostContainment(
     throw new Error(`AGENT_CONTAINMENT=pid-namespace cannot work here: ${process.platform} has no PID namespaces`)
   }
   if (process.platform === 'win32') {
-    return { containment: windowsTree(), reason: 'Windows: the agent\'s process tree, with taskkill' }
+    const reason = 'Windows: the agent\'s process tree, with taskkill'
+    return { containment: windowsTree(), reason, bindToService: unbound }
   }
   if (setting === 'process-group' || process.platform !== 'linux') {
     const reason = setting === 'process-group'
       ? 'AGENT_CONTAINMENT=process-group'
       : `no PID namespaces on ${process.platform}`
-    return { containment: processGroup, reason }
+    return { containment: processGroup, reason, bindToService: unbound }
   }
   const tools = await namespaceTools(path)
   let failure = typeof tools === 'string' ? tools : undefined
   if (typeof tools !== 'string') {
     const key = JSON.stringify(tools)
     if (!probes.has(key)) probes.set(key, namespaceWorks(tools))
-    if (await probes.get(key)!) return { containment: pidNamespace(tools), reason: 'PID namespaces work here' }
+    if (await probes.get(key)!) {
+      const reason = 'PID namespaces work here'
+      return { containment: pidNamespace(tools), reason, bindToService: diesWithService(tools) }
+    }
     failure = tools.userNamespace
       ? 'this user may not create a user and PID namespace ' +
         '(unprivileged user namespaces disabled, or a seccomp profile)'
       : 'unshare --pid --mount-proc failed (in a container: --cap-add SYS_ADMIN, or a user namespace)'
   }
   if (setting === 'pid-namespace') throw new Error(`AGENT_CONTAINMENT=pid-namespace cannot work here: ${failure!}`)
-  return { containment: processGroup, reason: failure! }
+  return { containment: processGroup, reason: failure!, bindToService: unbound }
 }

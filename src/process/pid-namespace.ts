@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process'
 import type { AgentUser } from './agent-user.js'
-import type { Containment } from './containment.js'
+import type { Command, Containment } from './containment.js'
 import { findOnPath } from './find-executable.js'
 import { AgentSpawnError } from './spawn-error.js'
 import { exitThroughInit } from './posix-signals.js'
@@ -52,6 +52,14 @@ export function pidNamespace(tools: NamespaceTools): Containment {
     // tini reports the agent's death by signal N as 128 + N.
     control: (child) => groupControl(child, exitThroughInit)
   }
+}
+
+/**
+ * A helper command given the parent-death signal runs get: setpriv sets it, then becomes the command (one exec more).
+ * A set-user-ID program would drop it (the kernel clears it), so this is for the service's own probes, never sudo.
+ */
+export function diesWithService(tools: NamespaceTools): (command: Command) => Command {
+  return ({ file, args }) => ({ file: tools.setpriv, args: ['--pdeathsig', 'KILL', '--', file, ...args] })
 }
 
 /** Whether this host lets the service build the namespace: one real, empty run of the whole chain. */

@@ -1,13 +1,14 @@
 import type { FastifyInstance } from 'fastify'
 import { spawn, type ChildProcess } from 'node:child_process'
+import { once } from 'node:events'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fromRoot } from './root.js'
 import type { Test } from 'tap'
 import { DEFAULT_AGENT_ENV_ALLOW } from '#src/agents/environment.js'
 import { buildApp } from '#src/http/app.js'
 import { loadConfig, type Config } from '#src/config.js'
+import { fromRoot } from './root.js'
 
 export const FIXTURE_BIN = fromRoot('test/fixtures/bin')
 export const REAL_CLAUDE_BIN = fromRoot('node_modules/.bin/claude')
@@ -80,11 +81,23 @@ export interface Started {
   logs: Array<Record<string, unknown>>
 }
 
-/** The service as its own process (`node dist/server.js`), on a free port, killed when the test ends. */
+/** How long a test's service may take to close at SIGTERM before it is killed. */
+const SERVER_CLOSE_MS = 5000
+
+/** The service as its own process (`node dist/server.js`), on a free port, stopped when the test ends. */
 export async function startServer(t: Test, env: NodeJS.ProcessEnv, cwd?: string): Promise<Started> {
   const defaults = { PORT: '0', AGENT_CONTAINMENT: 'process-group', ...ownDirectories(t) }
   const child = spawn(process.execPath, [SERVER], { env: standInEnv({ ...defaults, ...env }), cwd, stdio: ['ignore', 'pipe', 'pipe'] })
-  t.teardown(() => child.kill('SIGKILL'))
+  // SIGTERM first, as a service manager does: the service closes and ends what it started (agents, --version probes).
+  // A SIGKILL straight away left those probes running with no parent.
+  t.teardown(async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return
+    const exited = once(child, 'exit')
+    child.kill('SIGTERM')
+    const killer = setTimeout(() => child.kill('SIGKILL'), SERVER_CLOSE_MS)
+    await exited
+    clearTimeout(killer)
+  })
   const logs: Array<Record<string, unknown>> = []
   let pending = ''
   const base = await new Promise<string>((resolve, reject) => {

@@ -1,7 +1,8 @@
 import t from 'tap'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { build, FIXTURE_BIN, isAlive, readPidFile, standInEnv, tempDir, waitFor } from '../helpers/index.js'
+import { chooseHostContainment } from '#src/process/host-containment.js'
+import { build, FIXTURE_BIN, isAlive, readPidFile, standInEnv, startServer, tempDir, until, waitFor } from '../helpers/index.js'
 
 // /healthz and /readyz (src/http/routes/health.ts, src/agents/readiness.ts): alive, and ready to run which agents.
 
@@ -64,4 +65,19 @@ t.test('a version probe still running when the service closes is ended with it',
   await waitFor(() => !isAlive(probe), 10_000, 'the probe to end')
   t.notOk(isAlive(probe), 'closing the service ended the probe, well before its own 5 s timeout')
   t.match((await ready).json(), { agents: [{}, { tool: 'claude_run', path: hanging, version: null }] })
+})
+
+const namespaceAvailable = (await chooseHostContainment('auto')).containment.mode === 'pid-namespace'
+
+t.test('a version probe does not outlive a service killed with SIGKILL', { skip: !namespaceAvailable && 'no setpriv and PID namespaces here' }, async (t) => {
+  const dir = tempDir(t)
+  const pidFile = join(dir, 'probe.pid')
+  const hanging = join(dir, 'hangs-on-version')
+  writeFileSync(hanging, `#!/bin/sh\necho $$ > '${pidFile}'\nexec sleep 120\n`, { mode: 0o755 })
+  // The service asks every agent its version as it opens, for its startup summary.
+  const server = await startServer(t, { ...ONLY_CLAUDE, CLAUDE_BIN: hanging, AGENT_CONTAINMENT: 'pid-namespace' })
+  const probe = await readPidFile(pidFile)
+  t.teardown(() => { if (isAlive(probe)) process.kill(probe, 'SIGKILL') })
+  server.child.kill('SIGKILL')
+  t.equal(await until(() => isAlive(probe), (alive) => !alive, 10_000, 'the probe to die with the service'), false, 'the parent-death signal ended it')
 })
