@@ -91,6 +91,10 @@ export default [
       '@typescript-eslint/restrict-template-expressions': ['error', {
         allowNumber: true, allowAny: true, allowBoolean: true, allowNullish: true, allowRegExp: false,
       }],
+      // The service as it runs, compiled (dist/, what coverage maps back to src/): `#src/…`, never a path into src/.
+      'no-restricted-imports': ['error', {
+        patterns: [{ group: ['**/src/*', '**/src/**'], message: 'Import the service as #src/… (package.json imports).' }],
+      }],
     },
   },
 

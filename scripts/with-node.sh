@@ -29,5 +29,5 @@ if [ ! -f "$built" ]; then
   cp "$addon" "$built"
 fi
 cp "$built" "$addon"
-npm run build --silent && npm run build:test --silent
+npm run build:test --silent
 "$@"

@@ -35,13 +35,13 @@ t.test('/metrics parses and its counters move after runs and rejections', async 
   await run('hello')
   await run(scenario.fail())
   const held = heldAgent(t)
-  const slow = run(held.task)
-  await readPidFile(held.started)
+  const holding = run(held.task)
+  await readPidFile(held.pidFile)
   const during = await scrape(t, app)
   t.equal(during.get('agent_runner_slots_in_use{tool="crush_run"}'), 1, 'slots in use while a run is in flight')
   t.equal((await run('one too many')).statusCode, 429)
   held.release()
-  await slow
+  await holding
   t.equal((await run('x', {})).statusCode, 401)
   t.equal((await app.inject({ method: 'POST', url: '/tools/crush_run', payload: { task: '' }, headers: auth })).statusCode, 400)
 

@@ -3,7 +3,7 @@ import type { ErrorResponse, RunParams, RunRequest, RunResult, RunState, RunSumm
 import { until } from './processes.js'
 
 // The API as tests call it, typed with the client types generated from openapi.yaml (test/generated/openapi.d.ts):
-// a test reads what a client would, and a contract change that breaks a caller breaks `npm run typecheck`.
+// a test reads what a client would, and a contract change that breaks a caller breaks `npm test` (its build:test).
 
 export type { RunEvent } from '../generated/openapi.js'
 export type ToolName = RunRequest['tool']

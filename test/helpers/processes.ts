@@ -17,12 +17,32 @@ export function processesMatching(marker: string): string[] {
   return listing.split('\n').filter((line) => line.includes(marker) && !line.includes('ps -eo'))
 }
 
+/** SIGKILL's bit in /proc's signal masks. */
+const SIGKILL_BIT = 1n << 8n
+
 /**
- * The processes still matching `marker` once they have had a moment to die: a process SIGKILLed a moment ago can still
- * be listed until the kernel schedules its end. Empty unless something outlived its run.
+ * Whether a listed process is already on its way out: SIGKILL sent and not yet acted on (it ends at its next turn on a
+ * CPU), a zombie, or gone since the listing.
  */
-export const processesLeft = (marker: string): Promise<string[]> =>
-  until(() => processesMatching(marker), (left) => left.length === 0, 3000, `no process matching ${marker}`).catch(() => processesMatching(marker))
+function dying(line: string): boolean {
+  let status: string
+  try {
+    status = readFileSync(`/proc/${line.trim().split(/\s+/)[0]}/status`, 'utf8')
+  } catch {
+    return true
+  }
+  const pending = [...status.matchAll(/^(?:SigPnd|ShdPnd):\s*([0-9a-f]+)$/gm)].map((match) => BigInt(`0x${match[1]}`))
+  return /^State:\s*[ZX]/m.test(status) || pending.some((mask) => (mask & SIGKILL_BIT) !== 0n)
+}
+
+/**
+ * The processes matching `marker` that nothing is ending: a process SIGKILLed a moment ago is still listed until the
+ * kernel runs it, and is not counted. Anything else gets half a second (the last steps of an exit) before it counts.
+ */
+export const processesLeft = async (marker: string): Promise<string[]> => {
+  const left = () => processesMatching(marker).filter((line) => !dying(line))
+  return until(left, (lines) => lines.length === 0, 500, `no process matching ${marker}`).catch(left)
+}
 
 /** How often the polls below look again. */
 const POLL_MS = 20

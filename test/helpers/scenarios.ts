@@ -73,14 +73,15 @@ export const scenario = {
 
 /**
  * A stand-in that holds its slot until the test releases it: no race with a sleep running out on a slow machine.
- * `started` is the pid file it writes once running (see `readPidFile`); the end of the test releases it too.
+ * `pidFile` is written once it runs (see `readPidFile`). The end of the test releases it too (teardowns run last first:
+ * before its directory goes).
  */
-export function heldAgent(t: Test): { task: string; started: string; release: () => void } {
-  const started = join(tempDir(t), 'held.pid')
-  const release = () => writeFileSync(`${started}.release`, '')
+export function heldAgent(t: Test): { task: string; pidFile: string; release: () => void } {
+  const pidFile = join(tempDir(t), 'held.pid')
+  const release = () => writeFileSync(`${pidFile}.release`, '')
   t.teardown(() => { try { release() } catch {} })
-  return { task: scenario.hold(started), started, release }
+  return { task: scenario.hold(pidFile), pidFile, release }
 }
 
-/** Lets a `gated` stand-in go on past part `step` (counted from 1). */
+/** Lets a `gated` stand-in go on past part `step` (counted from 1): the parts seen so far, as whole lines. */
 export const releaseStep = (dir: string, step: number) => writeFileSync(join(dir, String(step)), '')

@@ -66,5 +66,8 @@ export const outputs = (events: RunEvent[]): OutputEvent[] => events.filter((eve
 /** The agent's output as the events carried it. */
 export const outputText = (events: RunEvent[]): string => outputs(events).map((event) => event.data).join('')
 
+/** How many whole lines the output events carry: the parts of a `gated` stand-in seen, however its writes were read. */
+export const linesIn = (events: RunEvent[]): number => outputText(events).split('\n').length - 1
+
 /** How many bytes of the agent's output the events carried. */
 export const outputBytes = (events: RunEvent[]): number => outputs(events).reduce((sum, event) => sum + Buffer.byteLength(event.data), 0)

@@ -37,7 +37,7 @@ t.test('a generated client runs both tools and reads 200, 400 and 429 as the doc
       const holder = heldAgent(t)
       const first = client.POST(path, { body: { task: holder.task } })
       // Its agent runs: the slot is taken until released.
-      await readPidFile(holder.started)
+      await readPidFile(holder.pidFile)
       const { data, error, response } = await client.POST(path, { body: { task: 'one more' } })
       t.equal(response.status, 429)
       t.equal(data, undefined)

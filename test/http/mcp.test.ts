@@ -66,7 +66,7 @@ t.test('refusals are tool errors with the REST message: bad arguments, unknown t
 
   const held = heldAgent(t)
   const holder = runTool(app, 'crush_run', { task: held.task })
-  await readPidFile(held.started)
+  await readPidFile(held.pidFile)
   const limited = await client.callTool({ name: 'crush_run', arguments: { task: 'x' } })
   t.match(limited, { isError: true, content: [{ type: 'text', text: 'Limite de 1 agent atteinte' }] }, 'MCP and REST compete for the same slots')
   held.release()

@@ -35,7 +35,8 @@ t.jobs = 4
 
 t.test('POST /runs answers 202 with an id and a Location; the run ends on its own and is fetched later', async (t) => {
   const app = await build(t)
-  const response = await call(app, 'POST', '/runs', { body: { tool: 'claude_run', task: scenario.sleep(300) } })
+  const held = heldAgent(t)
+  const response = await call(app, 'POST', '/runs', { body: { tool: 'claude_run', task: held.task } })
   t.equal(response.status, 202)
   const created = response.body
   t.match(created, { id: /^[0-9a-f-]{36}$/, tool: 'claude_run', status: 'running', created_at: String, finished_at: null, result: null })
@@ -43,8 +44,9 @@ t.test('POST /runs answers 202 with an id and a Location; the run ends on its ow
   t.equal(app.slots.inUse('claude_run'), 1, 'it holds a slot like a synchronous run')
 
   // It outlives its caller: nobody holds a connection to it while it runs.
+  held.release()
   const done = await settled(app, created.id)
-  t.match(done, { id: created.id, status: 'succeeded', finished_at: String, result: { tool: 'claude_run', ok: true, output: 'slept 300', agent_report: { is_error: false } } })
+  t.match(done, { id: created.id, status: 'succeeded', finished_at: String, result: { tool: 'claude_run', ok: true, output: 'released', agent_report: { is_error: false } } })
   t.equal(await slotsBack(app, 'claude_run'), 0)
 })
 

@@ -9,6 +9,7 @@ import {
   build,
   heldAgent,
   isAlive,
+  linesIn,
   listen,
   ndjson,
   openStream,
@@ -58,7 +59,7 @@ t.test('chunks arrive while the agent still runs, then the same result as the sy
   for await (const event of ndjson(response.body!)) {
     if (event.type === 'output' && events.length === 0) t.equal(app.slots.inUse('crush_run'), 1, 'the first chunk came while the agent was running')
     events.push(event)
-    if (event.type === 'output') releaseStep(steps, outputs(events).length)
+    if (event.type === 'output') releaseStep(steps, linesIn(events))
   }
   t.same(outputs(events).slice(0, 2).map((event) => event.data), ['tick-1\n', 'tick-2\n'], 'each write as it came')
   t.equal(outputText(events), 'tick-1\ntick-2\ntick-3\ngated\n')
@@ -118,7 +119,7 @@ t.test('the same refusals as JSON before any stream starts', async (t) => {
   t.match(await missing.json(), { code: 'AGENT_NOT_INSTALLED' })
   const held = heldAgent(t)
   const busy = openStream(base, 'crush_run', { task: held.task })
-  await readPidFile(held.started)
+  await readPidFile(held.pidFile)
   const limited = await openStream(base, 'crush_run', { task: 'x' })
   t.equal(limited.status, 429)
   t.match(limited.headers.get('content-type'), /^application\/json/)

@@ -10,7 +10,7 @@ import { chooseHostContainment } from '#src/process/host-containment.js'
 import { RunLedger } from '#src/process/ledger.js'
 import { exitThroughInit, processStartTime } from '#src/process/posix-signals.js'
 import { processGroup } from '#src/process/process-group.js'
-import { build, cancelRun, createRun, listen, post, processesLeft, processesMatching, readPidFile, runTool, scenario, standInEnv, tempDir, until, waitFor } from '../helpers/index.js'
+import { build, cancelRun, createRun, heldAgent, listen, post, processesLeft, processesMatching, readPidFile, runTool, scenario, standInEnv, tempDir, until, waitFor } from '../helpers/index.js'
 
 // Each mode this host offers, and the fallback forced by configuration. Processes are found by a directory in their
 // argv, through /proc (ps): in a PID namespace the pids an agent sees are not the host's.
@@ -148,8 +148,10 @@ t.test('the ledger holds a record only while an agent runs', async (t) => {
   const dataDir = tempDir(t)
   const app = await build(t, { DATA_DIR: dataDir })
   const live = () => readdirSync(join(dataDir, 'live'))
-  const pending = runTool(app, 'crush_run', { task: scenario.sleep(300) })
+  const held = heldAgent(t)
+  const pending = runTool(app, 'crush_run', { task: held.task })
   t.match(await until(live, (records) => records.length === 1, 5000, 'the record'), [/^[0-9a-f-]{36}\.json$/], 'one record, named by the run')
+  held.release()
   await pending
   t.same(live(), [], 'removed once nothing of the run is left')
 })

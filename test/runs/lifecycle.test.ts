@@ -68,8 +68,9 @@ t.test('a client that leaves before its agent starts: nothing starts, its slot c
   // not started yet. A fixed sleep here lost the race on a loaded machine (the agent started before the client left).
   const release = `${probes}.release`
   writeFileSync(join(dir, 'sudo'), '#!/bin/sh\necho probe >> "$SUDO_STAND_IN_LOG"\nwhile [ ! -e "$SUDO_STAND_IN_LOG.release" ]; do sleep 0.02; done\nexit 1\n', { mode: 0o755 })
-  t.teardown(() => writeFileSync(release, ''))
   const app = await build(t, { MAX_CRUSH_AGENTS: '1' }, standInEnv({ PATH: `${dir}:${FIXTURE_BIN}:${process.env['PATH'] ?? ''}`, STAND_IN_LOG: starts, SUDO_STAND_IN_LOG: probes }))
+  // Teardowns run last first: released before the app closes, which would wait for the probe.
+  t.teardown(() => writeFileSync(release, ''))
   const base = await listen(t, app)
   const client = request(`${base}/tools/crush_run`, { method: 'POST', headers: { 'content-type': 'application/json' } })
   client.on('error', () => {})

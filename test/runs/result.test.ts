@@ -1,7 +1,7 @@
 import t from 'tap'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
-import { build, call, echoed, listen, ndjson, openStream, outputs, refused, releaseStep, runTool, scenario, tempDir, type RunEvent } from '../helpers/index.js'
+import { build, call, echoed, linesIn, listen, ndjson, openStream, refused, releaseStep, runTool, scenario, tempDir, type RunEvent } from '../helpers/index.js'
 
 const hostileTasks = [
   '--help',
@@ -78,7 +78,7 @@ t.test('stdout and stderr are merged in arrival order', async (t) => {
   const events: RunEvent[] = []
   for await (const event of ndjson(response.body!)) {
     events.push(event)
-    if (event.type === 'output') releaseStep(steps, outputs(events).length)
+    if (event.type === 'output') releaseStep(steps, linesIn(events))
   }
   t.match(events.at(-1), { type: 'result', result: { output: 'out-1\nerr-2\nout-3\ngated\n' } })
 })

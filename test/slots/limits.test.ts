@@ -9,7 +9,7 @@ t.test('N+1 requests while N run: 429 with the French message, limits independen
   // Held until released: the slots are taken for as long as the test needs.
   const crushAgents = [heldAgent(t), heldAgent(t)]
   const running = crushAgents.map((agent) => runTool(app, 'crush_run', { task: agent.task }))
-  await Promise.all(crushAgents.map((agent) => readPidFile(agent.started)))
+  await Promise.all(crushAgents.map((agent) => readPidFile(agent.pidFile)))
 
   const tooMany = await refused(app, 'crush_run', { task: 'one too many' })
   t.equal(tooMany.status, 429)
@@ -24,7 +24,7 @@ t.test('N+1 requests while N run: 429 with the French message, limits independen
 
   const claudeAgent = heldAgent(t)
   const claudeRunning = runTool(app, 'claude_run', { task: claudeAgent.task })
-  await readPidFile(claudeAgent.started)
+  await readPidFile(claudeAgent.pidFile)
   const claudeRefused = await refused(app, 'claude_run', { task: 'x' })
   t.equal(claudeRefused.status, 429)
   t.equal(claudeRefused.body.message, 'Limite de 1 agent atteinte')
@@ -48,7 +48,7 @@ t.test('GET /tools counts slots while runs are in flight', async (t) => {
   ])
   const agents = [heldAgent(t), heldAgent(t), heldAgent(t)]
   const runs = agents.map((agent, index) => runTool(app, index < 2 ? 'crush_run' : 'claude_run', { task: agent.task }))
-  await Promise.all(agents.map((agent) => readPidFile(agent.started)))
+  await Promise.all(agents.map((agent) => readPidFile(agent.pidFile)))
   t.same(await status(), [
     { name: 'crush_run', agent: 'crush', limit: 3, in_use: 2, free: 1 },
     { name: 'claude_run', agent: 'claude', limit: 1, in_use: 1, free: 0 },
