@@ -67,6 +67,7 @@ const ServiceSchema = Type.Object({
   REDIS_URL: Type.String({ default: '' }),
   SLOTS_TTL_MS: Type.Integer({ default: 30_000, minimum: 300, maximum: 3_600_000 }),
   SLOTS_KEY_PREFIX: Type.String({ default: 'agent-runner:' }),
+  REDIS_TIMEOUT_MS: Type.Integer({ default: 1000, minimum: 100, maximum: 60_000 }),
   PUBLIC_URL: Type.String({ default: '', pattern: '^(https?://[^\\s/]+(/\\S*)?)?$' }),
   REQUEST_TIMEOUT_MS: Type.Integer({ default: 30_000, minimum: 100, maximum: 600_000 }),
   MAX_CONNECTIONS: Type.Integer({ default: 1024, minimum: 1, maximum: 1_000_000 }),
@@ -113,7 +114,9 @@ export interface Config {
   /** How long a request (headers and body) may take to arrive; the run that follows is not bounded by it. */
   requestTimeoutMs: number
   maxConnections: number
-  slots: { backend: 'memory' } | { backend: 'redis'; url: string; ttlMs: number; keyPrefix: string }
+  slots:
+    | { backend: 'memory' }
+    | { backend: 'redis'; url: string; ttlMs: number; keyPrefix: string; timeoutMs: number }
   runsRetentionMs: number
   runsMaxFinished: number
   /** Where async runs are kept: an SQLite file under dataDir, this process's memory, or the fleet's Redis. */
@@ -185,7 +188,8 @@ function slotsConfig(env: RawEnv): Config['slots'] {
   if (env.SLOTS_BACKEND === 'memory') return { backend: 'memory' }
   const url = secretValue(env, 'REDIS_URL')
   if (url === '') throw new Error('REDIS_URL is required when SLOTS_BACKEND=redis (e.g. redis://127.0.0.1:6379)')
-  return { backend: 'redis', url, ttlMs: env.SLOTS_TTL_MS, keyPrefix: env.SLOTS_KEY_PREFIX }
+  const { SLOTS_TTL_MS: ttlMs, SLOTS_KEY_PREFIX: keyPrefix, REDIS_TIMEOUT_MS: timeoutMs } = env
+  return { backend: 'redis', url, ttlMs, keyPrefix, timeoutMs }
 }
 
 function agentSettings(spec: AgentSpec, env: RawEnv): AgentSettings {

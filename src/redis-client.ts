@@ -2,16 +2,19 @@ import type { FastifyBaseLogger } from 'fastify'
 import { once } from 'node:events'
 import { Redis } from 'ioredis'
 
-/** Redis must answer at once or not at all: a request never hangs on it. */
-const REDIS_TIMEOUT_MS = 1000
+/**
+ * Redis must answer promptly or not at all: a request never hangs on it. REDIS_TIMEOUT_MS's default; a Redis far
+ * away, or a machine this busy, may need more.
+ */
+const DEFAULT_REDIS_TIMEOUT_MS = 1000
 
 /** A client that fails fast while disconnected instead of queueing commands until Redis comes back. */
-export function createRedis(url: string, log: FastifyBaseLogger): Redis {
+export function createRedis(url: string, log: FastifyBaseLogger, timeoutMs = DEFAULT_REDIS_TIMEOUT_MS): Redis {
   const redis = new Redis(url, {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
-    connectTimeout: REDIS_TIMEOUT_MS,
-    commandTimeout: REDIS_TIMEOUT_MS,
+    connectTimeout: timeoutMs,
+    commandTimeout: timeoutMs,
     retryStrategy: (attempt) => Math.min(attempt * 200, 2000)
   })
   // ioredis reports connection trouble as events; health checks and the 503s carry it to callers.
@@ -32,7 +35,8 @@ export async function whenConnected(redis: Redis): Promise<void> {
   let wait = connecting.get(redis)
   if (wait === undefined) {
     // once() also rejects on 'error', the usual way a connection attempt fails.
-    wait = once(redis, 'ready', { signal: AbortSignal.timeout(REDIS_TIMEOUT_MS) })
+    const timeoutMs = redis.options.connectTimeout ?? DEFAULT_REDIS_TIMEOUT_MS
+    wait = once(redis, 'ready', { signal: AbortSignal.timeout(timeoutMs) })
       .then(() => undefined)
       .finally(() => connecting.delete(redis))
     connecting.set(redis, wait)

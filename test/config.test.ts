@@ -60,8 +60,9 @@ t.test('API_TOKENS: named tokens, a bare secret named by its digest, no name twi
 t.test('the slots backend', async (t) => {
   t.same(loadConfig({}).slots, { backend: 'memory' })
   t.same(loadConfig({ SLOTS_BACKEND: 'redis', REDIS_URL: 'redis://127.0.0.1:6390', SLOTS_TTL_MS: '5000' }).slots, {
-    backend: 'redis', url: 'redis://127.0.0.1:6390', ttlMs: 5000, keyPrefix: 'agent-runner:'
+    backend: 'redis', url: 'redis://127.0.0.1:6390', ttlMs: 5000, keyPrefix: 'agent-runner:', timeoutMs: 1000
   })
+  t.match(loadConfig({ SLOTS_BACKEND: 'redis', REDIS_URL: 'redis://127.0.0.1:6390', REDIS_TIMEOUT_MS: '5000' }).slots, { timeoutMs: 5000 })
   t.throws(() => loadConfig({ SLOTS_BACKEND: 'redis' }), /REDIS_URL is required when SLOTS_BACKEND=redis/)
   t.throws(() => loadConfig({ SLOTS_BACKEND: 'etcd' }), /SLOTS_BACKEND/)
 })

@@ -8,6 +8,6 @@ export async function createSlotLimiter(config: Config, log: FastifyBaseLogger):
   if (config.slots.backend === 'memory') return new MemorySlotLimiter(limits)
   // ioredis and redis-semaphore are a third of the modules the service would load at start: only a fleet pays for them.
   const { RedisSlotLimiter } = await import('./redis-limiter.js')
-  const { url, ttlMs, keyPrefix } = config.slots
-  return new RedisSlotLimiter(limits, { url, ttlMs, keyPrefix, log })
+  const { url, ttlMs, keyPrefix, timeoutMs } = config.slots
+  return new RedisSlotLimiter(limits, { url, ttlMs, keyPrefix, timeoutMs, log })
 }

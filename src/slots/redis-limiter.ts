@@ -11,6 +11,8 @@ export interface RedisSlotOptions {
   /** A slot whose holder stops refreshing it (a crashed replica) comes back after this long. */
   ttlMs: number
   keyPrefix: string
+  /** How long a Redis command may take (REDIS_TIMEOUT_MS); the client's default when absent. */
+  timeoutMs?: number
   log: FastifyBaseLogger
 }
 
@@ -57,7 +59,7 @@ export class RedisSlotLimiter implements SlotLimiter {
   constructor(limits: Record<string, number>, options: RedisSlotOptions) {
     this.#limits = new Map(Object.entries(limits))
     this.#options = options
-    this.#redis = createRedis(options.url, options.log)
+    this.#redis = createRedis(options.url, options.log, options.timeoutMs)
   }
 
   limit(tool: string): number {

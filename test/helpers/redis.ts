@@ -1,7 +1,7 @@
 import type { Test } from 'tap'
 import { spawn, spawnSync } from 'node:child_process'
 import { once } from 'node:events'
-import { createServer } from 'node:net'
+import { connect, createServer, type AddressInfo } from 'node:net'
 
 // A real redis-server on a port of its own. `.ci/run` installs it where it is missing; elsewhere the tests that need it
 // say why they are skipped.
@@ -57,5 +57,29 @@ export const redisEnv = (url: string, extra: Record<string, string> = {}) => ({
   SLOTS_BACKEND: 'redis',
   REDIS_URL: url,
   SLOTS_KEY_PREFIX: `test-${process.pid}-${++prefixes}:`,
+  // The tests' own Redis shares a loaded machine with two test files at once: a command has seen over a second there.
+  REDIS_TIMEOUT_MS: '5000',
   ...extra
 })
+
+/**
+ * A way to Redis whose answers, on the connections made in its first `slowForMs`, arrive `delayMs` late: a Redis (or a
+ * replica's machine) busy as the service starts.
+ */
+export async function slowAtFirst(t: Test, redisUrl: string, slowForMs: number, delayMs: number): Promise<string> {
+  const target = new URL(redisUrl)
+  const slowUntil = Date.now() + slowForMs
+  const proxy = createServer((client) => {
+    const slow = Date.now() < slowUntil
+    const server = connect(Number(target.port), target.hostname)
+    client.on('error', () => server.destroy())
+    server.on('error', () => client.destroy())
+    client.pipe(server)
+    if (!slow) server.pipe(client)
+    else server.on('data', (chunk: Buffer) => setTimeout(() => client.writable && client.write(chunk), delayMs))
+  })
+  proxy.listen(0, '127.0.0.1')
+  await once(proxy, 'listening')
+  t.teardown(() => proxy.close())
+  return `redis://127.0.0.1:${(proxy.address() as AddressInfo).port}`
+}

@@ -1,7 +1,5 @@
 import t, { type Test } from 'tap'
 import { randomUUID } from 'node:crypto'
-import { once } from 'node:events'
-import { connect, createServer, type AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
 import pino from 'pino'
@@ -12,7 +10,7 @@ import type { RetentionOptions, RunRecord, RunStore } from '#src/runs/stores/run
 import { SqliteRunStore } from '#src/runs/stores/sqlite-store.js'
 import type { RunResult } from '#src/schemas/run.js'
 import { tempDir, until, waitFor } from '../helpers/index.js'
-import { NO_REDIS, redisEnv, startRedis } from '../helpers/redis.js'
+import { NO_REDIS, redisEnv, slowAtFirst, startRedis } from '../helpers/redis.js'
 
 // One contract, every store: what a run store keeps, for how long, and what it gives back.
 
@@ -178,28 +176,6 @@ t.test('redis: a run whose replica stopped saying it is alive is lost; a cancel 
   t.match(await reader.get(run.id), { status: 'lost', finishedAt: String }, 'its replica left: lost at once')
   t.match(await reader.list('alice'), [{ id: run.id, status: 'lost' }])
 })
-
-/**
- * A way to Redis whose answers, on the connections made in its first `slowForMs`, arrive `delayMs` late: a Redis (or a
- * replica's machine) busy as the service starts.
- */
-async function slowAtFirst(t: Test, redisUrl: string, slowForMs: number, delayMs: number): Promise<string> {
-  const target = new URL(redisUrl)
-  const slowUntil = Date.now() + slowForMs
-  const proxy = createServer((client) => {
-    const slow = Date.now() < slowUntil
-    const server = connect(Number(target.port), target.hostname)
-    client.on('error', () => server.destroy())
-    server.on('error', () => client.destroy())
-    client.pipe(server)
-    if (!slow) server.pipe(client)
-    else server.on('data', (chunk: Buffer) => setTimeout(() => client.writable && client.write(chunk), delayMs))
-  })
-  proxy.listen(0, '127.0.0.1')
-  await once(proxy, 'listening')
-  t.teardown(() => proxy.close())
-  return `redis://127.0.0.1:${(proxy.address() as AddressInfo).port}`
-}
 
 t.test('redis: a replica that met a slow Redis as it started still hears cancel requests', { skip: NO_REDIS }, async (t) => {
   const { url } = await startRedis(t)

@@ -2,7 +2,7 @@ import t from 'tap'
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { build, call, listen, post, readPidFile, runTool, scenario, startServer, tempDir, until } from '../helpers/index.js'
-import { NO_REDIS, redisEnv, startRedis } from '../helpers/redis.js'
+import { NO_REDIS, redisEnv, slowAtFirst, startRedis } from '../helpers/redis.js'
 
 // Slots shared by a fleet (src/slots/redis-limiter.ts): one limit across replicas, kept by a live run past its TTL,
 // given back by a crashed replica's TTL, and a prompt 503 rather than a hang when Redis is away.
@@ -131,6 +131,16 @@ t.test('redis-backed slots', { skip: NO_REDIS, jobs: 2 }, async (t) => {
       t.match(ready.body, { status: 'unavailable', slots: { backend: 'redis', ok: false, error: String } })
       t.match(tools.body, { code: 'SLOTS_UNAVAILABLE' })
       t.match(runs.body, { code: 'SLOTS_UNAVAILABLE' })
+    })
+
+    t.test('REDIS_TIMEOUT_MS bounds each Redis call: a Redis slower than it is a 503, and given more time the same Redis serves', async (t) => {
+      const { url } = await startRedis(t)
+      // Answers 600 ms late: within the default bound (1 s), not within 300 ms.
+      const impatient = await build(t, redisEnv(await slowAtFirst(t, url, 60_000, 600), { REDIS_TIMEOUT_MS: '300' }))
+      t.match(await post(impatient, 'crush_run', { task: 'x' }), { status: 503, body: { code: 'SLOTS_UNAVAILABLE', message: /Redis/ } })
+      // Answers 1.1 s late: past the default bound, well within 5 s.
+      const patient = await build(t, redisEnv(await slowAtFirst(t, url, 60_000, 1100), { REDIS_TIMEOUT_MS: '5000' }))
+      t.match(await post(patient, 'crush_run', { task: 'x' }), { status: 200, body: { ok: true } }, 'each call waited for the slow answer')
     })
 
     t.test('Redis restarted mid-run, its data lost: the run ends normally, and the slots work again', async (t) => {

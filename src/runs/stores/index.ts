@@ -11,6 +11,6 @@ export async function createRunStore(config: Config, replica: string, log: Fasti
   if (config.runsStore === 'sqlite') return new SqliteRunStore(config.dataDir, retention)
   if (config.slots.backend !== 'redis') throw new Error('RUNS_STORE=redis needs SLOTS_BACKEND=redis')
   const { RedisRunStore } = await import('./redis-store.js')
-  const { url, keyPrefix, ttlMs } = config.slots
-  return new RedisRunStore({ ...retention, url, keyPrefix, ttlMs, replica, log })
+  const { url, keyPrefix, ttlMs, timeoutMs } = config.slots
+  return new RedisRunStore({ ...retention, url, keyPrefix, ttlMs, timeoutMs, replica, log })
 }

@@ -10,6 +10,8 @@ export interface RedisRunStoreOptions extends RetentionOptions {
   keyPrefix: string
   /** A replica that stops saying it is alive for this long is dead: its running runs are lost. */
   ttlMs: number
+  /** How long a Redis command may take (REDIS_TIMEOUT_MS); the client's default when absent. */
+  timeoutMs?: number
   replica: string
   log: FastifyBaseLogger
 }
@@ -52,7 +54,7 @@ export class RedisRunStore implements RunStore {
 
   constructor(options: RedisRunStoreOptions) {
     this.#options = options
-    this.#redis = createRedis(options.url, options.log)
+    this.#redis = createRedis(options.url, options.log, options.timeoutMs)
     const beat = (): void => {
       this.#redis
         .set(this.#replicaKey(options.replica), '1', 'PX', options.ttlMs)
