@@ -22,9 +22,7 @@ export interface Command {
 }
 
 /** What to spawn for an agent's argv, contained. */
-interface Launch {
-  file: string
-  args: string[]
+interface Launch extends Command {
   /** Whether the spawned process must lead a new session and process group (POSIX). */
   detached: boolean
   /** The identity spawn itself switches to, when the containment does not (process-group with AGENT_USER). */

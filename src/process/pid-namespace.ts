@@ -19,6 +19,15 @@ export interface NamespaceTools {
 }
 
 /**
+ * A command that dies with the service, even by SIGKILL: setpriv gives it a parent-death signal, then becomes it (one
+ * exec more). Each run's namespace chain starts this way, and so do the service's own probes. A set-user-ID program
+ * would drop the signal (the kernel clears it): never sudo.
+ */
+export function diesWithService(tools: NamespaceTools): (command: Command) => Command {
+  return ({ file, args }) => ({ file: tools.setpriv, args: ['--pdeathsig', 'KILL', '--', file, ...args] })
+}
+
+/**
  * setpriv → unshare → tini → agent:
  * - setpriv gives unshare a parent-death signal, so the service's death (even SIGKILL) ends the run;
  * - unshare creates the PID namespace (and a mount namespace with its own /proc, so `ps` shows the run's processes),
@@ -27,18 +36,20 @@ export interface NamespaceTools {
  *   When the agent exits, tini exits, and the kernel kills whatever is left in the namespace, daemons included.
  * All of them lead one process group on the host, which the service signals like any other.
  */
-function namespaceArgv(tools: NamespaceTools, file: string, args: string[], user?: AgentUser): string[] {
-  return [
-    '--pdeathsig', 'KILL', '--',
-    tools.unshare, ...(tools.userNamespace ? ['--user', '--map-current-user'] : []),
-    '--pid', '--fork', '--kill-child', '--mount-proc', '--',
-    // AGENT_USER: inside the namespace, before its init, everything drops to that user (and its groups).
-    ...(user === undefined
-      ? []
-      : [tools.setpriv, '--reuid', String(user.uid), '--regid', String(user.gid), '--init-groups', '--']),
-    tools.tini, '-g', '--',
-    file, ...args
-  ]
+function namespaceCommand(tools: NamespaceTools, file: string, args: string[], user?: AgentUser): Command {
+  return diesWithService(tools)({
+    file: tools.unshare,
+    args: [
+      ...(tools.userNamespace ? ['--user', '--map-current-user'] : []),
+      '--pid', '--fork', '--kill-child', '--mount-proc', '--',
+      // AGENT_USER: inside the namespace, before its init, everything drops to that user (and its groups).
+      ...(user === undefined
+        ? []
+        : [tools.setpriv, '--reuid', String(user.uid), '--regid', String(user.gid), '--init-groups', '--']),
+      tools.tini, '-g', '--',
+      file, ...args
+    ]
+  })
 }
 
 export function pidNamespace(tools: NamespaceTools): Containment {
@@ -47,24 +58,16 @@ export function pidNamespace(tools: NamespaceTools): Containment {
     launch: async (file, args, { env, cwd, user }) => {
       // The wrapper would start and only then fail to find the agent: say it before, the way spawn would have.
       if ((await findOnPath(file, env['PATH'] ?? '', cwd)) === undefined) throw AgentSpawnError.notFound(file)
-      return { file: tools.setpriv, args: namespaceArgv(tools, file, args, user), detached: true }
+      return { ...namespaceCommand(tools, file, args, user), detached: true }
     },
     // tini reports the agent's death by signal N as 128 + N.
     control: (child) => groupControl(child, exitThroughInit)
   }
 }
 
-/**
- * A helper command given the parent-death signal runs get: setpriv sets it, then becomes the command (one exec more).
- * A set-user-ID program would drop it (the kernel clears it), so this is for the service's own probes, never sudo.
- */
-export function diesWithService(tools: NamespaceTools): (command: Command) => Command {
-  return ({ file, args }) => ({ file: tools.setpriv, args: ['--pdeathsig', 'KILL', '--', file, ...args] })
-}
-
 /** Whether this host lets the service build the namespace: one real, empty run of the whole chain. */
 export function namespaceWorks(tools: NamespaceTools, timeoutMs = 5000): Promise<boolean> {
-  const [file, ...args] = [tools.setpriv, ...namespaceArgv(tools, 'true', [])]
+  const { file, args } = namespaceCommand(tools, 'true', [])
   return new Promise((resolve) => {
     const child = spawn(file, args, { stdio: 'ignore', timeout: timeoutMs })
     child.once('error', () => resolve(false))
