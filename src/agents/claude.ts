@@ -32,12 +32,14 @@ export const claude: AgentSpec = {
     '--', task
   ],
   parseReport: parseClaudeReport,
-  // Claude Code refuses to skip its permission prompts as root (containers, CI), unless told it is in a sandbox.
-  problem: (settings, env) =>
-    process.getuid?.() === 0 &&
+  // Claude Code refuses to skip its permission prompts as root (containers, CI), unless told it is in a sandbox. What
+  // counts is who the agent runs as: a root service with AGENT_USER runs it as that user, and it works.
+  problem: (settings, env, agentUid) =>
+    agentUid === 0 &&
     settings.own['CLAUDE_PERMISSION_MODE'] === 'bypassPermissions' &&
     env['IS_SANDBOX'] !== '1'
-      ? 'claude refuses CLAUDE_PERMISSION_MODE=bypassPermissions when run as root: run the service as another user, ' +
+      ? 'claude refuses CLAUDE_PERMISSION_MODE=bypassPermissions when run as root: set AGENT_USER (or run the ' +
+        'service as another user), ' +
         'set CLAUDE_PERMISSION_MODE (e.g. acceptEdits), or IS_SANDBOX=1 if the service runs in a sandbox'
       : null
 }

@@ -44,8 +44,11 @@ export interface AgentSpec {
   refuseTask?(task: string): string | null
   /** Turns what the agent printed into the answer a person reads, when it reports in a structured form. */
   parseReport?(output: string): ParsedReport | null
-  /** Why every run would fail as configured, with the variable to change; null when nothing stands in the way. */
-  problem?(settings: AgentSettings, env: NodeJS.ProcessEnv): string | null
+  /**
+   * Why every run would fail as configured, with the variable to change; null when nothing stands in the way.
+   * `agentUid`: who the agent runs as (AGENT_USER, else the service's own uid; undefined on Windows).
+   */
+  problem?(settings: AgentSettings, env: NodeJS.ProcessEnv, agentUid: number | undefined): string | null
 }
 
 export const toolNameOf = (spec: AgentSpec): string => `${spec.agent}_run`

@@ -43,7 +43,7 @@ export function defineTools(config: Config, serviceEnv: NodeJS.ProcessEnv): Reco
         agentArgs: (task, live) => spec.args(task, live, settings),
         refuseTask: (task) => spec.refuseTask?.(task) ?? null,
         parseReport: (output) => spec.parseReport?.(output) ?? null,
-        problem: (env) => spec.problem?.(settings, env) ?? null
+        problem: (env) => spec.problem?.(settings, env, config.agentUser?.uid ?? process.getuid?.()) ?? null
       }
     ])
   )

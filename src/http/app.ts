@@ -31,6 +31,7 @@ import { sharedSchemas } from '../schemas/shared.js'
 import { createSlotLimiter } from '../slots/index.js'
 import type { SlotLimiter } from '../slots/limiter.js'
 import { SudoProbe } from '../sudo/probe.js'
+import { SudoShim } from '../sudo/shim.js'
 
 /**
  * A JSON body of the largest accepted task: 30,000 characters, each at most a 12-byte surrogate pair escaped as
@@ -119,6 +120,9 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   // What the service's own helpers (sudo probe, wsl --list, leftover stops) inherit: the common variables only.
   const agentEnv = buildAgentEnv(serviceEnv, config.agentEnvRule)
   const sudoProbe = new SudoProbe(config.sudoProbeTtlMs, agentEnv)
+  // Windows has no sudo of its own; WSL runs meet the distro's.
+  const sudoShim = process.platform === 'win32' ? undefined : SudoShim.install()
+  app.addHook('onClose', () => { sudoShim?.remove() })
   const host = await chooseHostContainment(config.containment)
   app.log.info({ containment: host.containment.mode, reason: host.reason }, `containment: ${host.containment.mode}`)
   const ledger = new RunLedger(config.dataDir)
@@ -135,6 +139,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     tools,
     slots,
     sudoProbe,
+    sudoShim,
     metrics,
     hostContainment: host.containment,
     ledger,

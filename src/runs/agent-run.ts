@@ -10,6 +10,8 @@ import type { RunParams, RunResult } from '../schemas/run.js'
 import { SudoPasswordDetector } from '../sudo/detector.js'
 import { sudoReport } from '../sudo/message.js'
 import type { SudoProbe } from '../sudo/probe.js'
+import type { SudoShim, SudoWatch } from '../sudo/shim.js'
+import { findOnPath } from '../process/find-executable.js'
 import type { Placement } from './placement.js'
 import { toRunResult } from './result.js'
 import { assertHostDirectory } from './workspace.js'
@@ -19,6 +21,8 @@ export interface AgentRunContext {
   ledger: RunLedger
   runId: string
   sudoProbe: SudoProbe
+  /** Absent where agents never meet a host sudo (Windows). */
+  sudoShim: SudoShim | undefined
   signal: AbortSignal
   log: FastifyBaseLogger
   /** onSpawn: from here on the run answers 200, whatever happens. */
@@ -47,6 +51,16 @@ function observedBy(hooks: RunHooks, observer: (chunk: Buffer) => void): RunHook
 }
 
 /**
+ * On the host, the agent's sudo goes through the shim, which reports a password prompt whatever the CLI prints;
+ * inside WSL, the output is all there is to read.
+ */
+async function watchSudo(placement: Placement, shim: SudoShim | undefined): Promise<SudoWatch> {
+  const { sudo, env, user } = placement
+  if (shim === undefined || sudo.kind !== 'host') return { env, end: async () => false }
+  return shim.watch(env, await findOnPath('sudo', sudo.path), user)
+}
+
+/**
  * Runs the agent where the placement says, holding a slot, and maps its end to the result (or a start failure to an
  * error).
  */
@@ -62,12 +76,14 @@ export async function runPlacedAgent(
   const sudoFailure = new SudoPasswordDetector()
   const live = context.hooks.onOutput !== undefined || context.hooks.sink !== undefined
   const hooks = observedBy(context.hooks, sudoFailure.push)
+  const sudoWatch = await watchSudo(placement, context.sudoShim)
+  let sudoAsked: Promise<boolean> | undefined
   try {
     const outcome = await runAgent({
       command,
       containment: placement.containment,
       user: placement.user,
-      env: placement.env,
+      env: sudoWatch.env,
       ledger: { started: (record) => ledger.started(runId, record), ended: () => ledger.ended(runId) },
       timeoutMs: params.timeout * 1000,
       killGraceMs: config.killGraceMs,
@@ -89,8 +105,9 @@ export async function runPlacedAgent(
         )
         hooks.onSpawn?.(pid)
       }
-    })
-    const result = toRunResult(tool, command, outcome, sudoReport(sudoStatus, sudoFailure.detected, placement.sudo))
+    }).finally(() => { sudoAsked = sudoWatch.end() })
+    const passwordNeeded = (await sudoAsked!) || sudoFailure.detected
+    const result = toRunResult(tool, command, outcome, sudoReport(sudoStatus, passwordNeeded, placement.sudo))
     log.info(
       {
         tool: tool.name,
@@ -102,7 +119,7 @@ export async function runPlacedAgent(
         duration_ms: result.duration_ms,
         output_bytes: result.output_bytes,
         ok: result.ok,
-        sudo_password_needed: sudoFailure.detected
+        sudo_password_needed: passwordNeeded
       },
       'agent run ended'
     )

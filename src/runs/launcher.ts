@@ -10,6 +10,7 @@ import type { WslDistros } from '../process/wsl-distros.js'
 import type { RunParams, RunResult } from '../schemas/run.js'
 import type { SlotLimiter } from '../slots/limiter.js'
 import type { SudoProbe } from '../sudo/probe.js'
+import type { SudoShim } from '../sudo/shim.js'
 import { runPlacedAgent } from './agent-run.js'
 import { placeRun, type Placement } from './placement.js'
 import { assertRunnableOnWindows } from './windows-checks.js'
@@ -20,6 +21,7 @@ export interface LauncherDeps {
   tools: Record<ToolName, AgentTool>
   slots: SlotLimiter
   sudoProbe: SudoProbe
+  sudoShim: SudoShim | undefined
   metrics: Metrics
   hostContainment: Containment
   ledger: RunLedger
@@ -52,7 +54,7 @@ export class RunLauncher {
    * slot: 429), then the agent, holding the slot for exactly as long as it runs and giving it back whatever happens.
    */
   async execute(name: ToolName, params: RunParams, context: LaunchContext): Promise<RunResult> {
-    const { config, slots, sudoProbe, metrics, ledger } = this.#deps
+    const { config, slots, sudoProbe, sudoShim, metrics, ledger } = this.#deps
     const tool = this.#deps.tools[name]!
     const refusal = tool.refuseTask(params.task)
     if (refusal !== null) throw serviceError('VALIDATION_ERROR', `body/task: ${refusal}`)
@@ -61,7 +63,7 @@ export class RunLauncher {
     const lease = await slots.acquire(name)
     if (lease === null) throw serviceError('AGENT_LIMIT_REACHED', slots.limit(name))
     try {
-      const result = await runPlacedAgent(tool, placement, params, { config, sudoProbe, ledger, ...context })
+      const result = await runPlacedAgent(tool, placement, params, { config, sudoProbe, sudoShim, ledger, ...context })
       metrics.observeRun(result)
       return result
     } finally {

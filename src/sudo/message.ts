@@ -3,10 +3,10 @@ import type { SudoReport, SudoStatus } from '../schemas/run.js'
 import type { SudoContext } from './probe.js'
 
 /** What the user reads when the agent's sudo needed a password: what happened and the ways out, in French. */
-function sudoPasswordMessage(context: SudoContext, hostUser: string): string {
+function sudoPasswordMessage(context: SudoContext, serviceUser: string): string {
   const where =
     context.kind === 'host'
-      ? `l’utilisateur « ${hostUser} » sur l’hôte`
+      ? `l’utilisateur « ${context.user?.name ?? serviceUser} » sur l’hôte`
       : `${context.user === undefined ? 'l’utilisateur par défaut' : `l’utilisateur « ${context.user} »`} ` +
         `dans la distribution WSL « ${context.distro} »`
   return (

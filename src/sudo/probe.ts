@@ -1,13 +1,14 @@
 import { spawn } from 'node:child_process'
 import { LRUCache } from 'lru-cache'
 import { withWslEnv } from '../agents/environment.js'
+import type { AgentUser } from '../process/agent-user.js'
 import { findOnPath } from '../process/find-executable.js'
 import { wslProcessEnv } from '../process/wsl-group.js'
 import type { SudoStatus } from '../schemas/run.js'
 
 /** Where the agent will run: on the host with its PATH, or inside a WSL distro as a user. */
 export type SudoContext =
-  | { kind: 'host'; path: string; user?: { uid: number; gid: number } | undefined }
+  | { kind: 'host'; path: string; user?: AgentUser | undefined }
   | { kind: 'wsl'; wslBin: string; distro: string; user: string | undefined }
 
 /**
@@ -49,7 +50,8 @@ async function probeSudo(context: SudoContext, env: NodeJS.ProcessEnv): Promise<
     const sudo = await findOnPath('sudo', context.path)
     if (sudo === undefined) return 'not_installed'
     // As the agent will run it: AGENT_USER's sudo rights, not the service's.
-    return (await exitCodeOf(sudo, ['-n', 'true'], env, context.user)) === 0 ? 'passwordless' : 'password_required'
+    const user = context.user === undefined ? undefined : { uid: context.user.uid, gid: context.user.gid }
+    return (await exitCodeOf(sudo, ['-n', 'true'], env, user)) === 0 ? 'passwordless' : 'password_required'
   }
   const args = [
     '-d', context.distro,

@@ -53,7 +53,7 @@ export const scenario = {
   hold: (pidFile: string) => task('hold', pidFile),
   /** Its pid in `pidFile`, then sleeps `ms` and answers `done`. */
   writePid: (pidFile: string, ms: number) => task('write-pid', pidFile, ms),
-  /** Runs `sudo <argv>` with its own stdio and answers `sudo exited <code>`. */
+  /** Runs `sudo <argv>` through its shell tool (what it printed shown as its CLI shows tool output) and answers `sudo exited <code>`. */
   sudo: (...argv: string[]) => task('sudo', ...argv),
   /** What `ps -eo pid,args` shows the agent. */
   ps: () => task('ps'),

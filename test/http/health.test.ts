@@ -44,11 +44,12 @@ t.test('/readyz says when claude cannot run as configured, and which variable to
     return { status: ready.status, claude: ready.agents.find((agent) => agent.tool === 'claude_run')! }
   }
   const refused = await claudeOf({})
-  t.match(refused.claude, { problem: /claude refuses CLAUDE_PERMISSION_MODE=bypassPermissions when run as root: .*set CLAUDE_PERMISSION_MODE/ })
+  t.match(refused.claude, { problem: /claude refuses CLAUDE_PERMISSION_MODE=bypassPermissions when run as root: .*set AGENT_USER.*set CLAUDE_PERMISSION_MODE/ })
   t.equal(refused.status, 'unavailable', 'no agent that can run: not ready')
   const fixed = await claudeOf({ CLAUDE_PERMISSION_MODE: 'acceptEdits' })
   t.match(fixed, { status: 'ready', claude: { problem: null } }, 'another mode: claude can run, so the service is ready')
   t.match(await claudeOf({}, standInEnv({ IS_SANDBOX: '1' })), { status: 'ready', claude: { problem: null } }, 'inside a sandbox claude accepts it')
+  t.match(await claudeOf({ AGENT_USER: 'nobody' }), { status: 'ready', claude: { problem: null } }, 'a root service running claude as AGENT_USER: claude is not root')
 })
 
 t.test('a version probe still running when the service closes is ended with it', async (t) => {

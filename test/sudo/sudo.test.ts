@@ -92,7 +92,7 @@ t.test('passwordless sudo runs as usual and no message appears', async (t) => {
   const body = await runTool(app, 'crush_run', { task: scenario.sudo('node', '-e', 'process.exit(0)') })
   t.match(body.output, /sudo exited 0/)
   t.same(body.sudo, { status: 'passwordless', password_needed: false, message: null })
-  t.ok(calls().some((call) => call.argv[0] === 'node'), 'the agent’s sudo call went through')
+  t.ok(calls().some((call) => call.argv.join(' ') === '-A node -e process.exit(0)'), 'the agent’s sudo call went through the shim (-A: never a prompt)')
 })
 
 t.test('the probe is cached per context', async (t) => {
