@@ -10,6 +10,7 @@ import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
+import { realClaudeOverhead } from './real-claude.mjs'
 
 const execFileP = promisify(execFile)
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
@@ -21,6 +22,9 @@ const RUNS = Number(process.env.BENCH_RUNS ?? 3)
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3)
 const RELAY_BYTES = Number(process.env.BENCH_RELAY_BYTES ?? 1024 ** 3)
 const STREAMS = 16
+/** BENCH_ONLY=agents: only the real CLI's rows (a minute, against the whole bench's quarter of an hour). */
+const ONLY_AGENTS = process.env.BENCH_ONLY === 'agents'
+const AGENT_ROUNDS = Number(process.env.BENCH_AGENT_ROUNDS ?? 5)
 
 const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -178,8 +182,25 @@ async function startup() {
   return { helloMs: ms(hello), serviceMs: ms(service), helloRss: rss(hello), serviceRss: rss(service) }
 }
 
+/** The real claude through the service against the same CLI run bare, in both containment modes. */
+async function agentsOnce() {
+  const namespace = await realClaudeOverhead(startService, 'auto', AGENT_ROUNDS)
+  const group = await realClaudeOverhead(startService, 'process-group', AGENT_ROUNDS)
+  return {
+    claudeBareMs: namespace.bareMs,
+    claudeRatio: namespace.ratio,
+    claudeAddedMs: namespace.addedMs,
+    claudeRatioGroup: group.ratio,
+    claudeAddedMsGroup: group.addedMs
+  }
+}
+
 /** One pass over every row; each value is B's cost relative to its yardstick A, measured back to back. */
 async function measureOnce() {
+  return { ...(ONLY_AGENTS ? {} : await serviceOnce()), ...await agentsOnce() }
+}
+
+async function serviceOnce() {
   const drain = await bareDrain()
   const ceiling = await probe('encode-ceiling.mjs', [RELAY_BYTES])
   const sync = await relay('sync')
@@ -239,7 +260,13 @@ const spread = (key, digits = 2, unit = '×') => {
 const verdict = (key, ok) => (ok(median(values(key))) ? 'met' : '**missed**')
 const mid = (key, digits = 0) => fixed(median(values(key)), digits)
 
-const rows = [
+/** The issue's target: the service adds at most 3 % or 30 ms, whichever is larger. */
+const withinAgentTarget = (addedKey) => verdict(addedKey, (added) => added <= Math.max(30, 0.03 * median(values('claudeBareMs'))))
+const agentRows = [
+  ['real claude (scripted, one tool call) through the service vs bare, pid-namespace', `bare ${mid('claudeBareMs')} ms`, `${spread('claudeRatio')}, ${spread('claudeAddedMs', 0, ' ms')}`, '≤ +3 % or +30 ms', withinAgentTarget('claudeAddedMs')],
+  ['… with AGENT_CONTAINMENT=process-group', '', `${spread('claudeRatioGroup')}, ${spread('claudeAddedMsGroup', 0, ' ms')}`, '≤ +3 % or +30 ms', withinAgentTarget('claudeAddedMsGroup')]
+]
+const serviceRows = () => [
   ['sync relay MB/s vs bare Node drain', `${mid('syncMbps')} vs ${mid('drainMbps')} MB/s`, spread('syncRelay'), '≥ 0.5×', verdict('syncRelay', (v) => v >= 0.5)],
   ['NDJSON relay vs bare Node drain', `${mid('ndjsonMbps')} vs ${mid('drainMbps')} MB/s`, spread('ndjsonRelay'), '≥ 0.15×', verdict('ndjsonRelay', (v) => v >= 0.15)],
   ['… the ceiling: encoding alone, no I/O (bare Node) vs bare drain', `${mid('ceilingMbps')} vs ${mid('drainMbps')} MB/s`, spread('ceilingRatio'), '', ''],
@@ -251,8 +278,10 @@ const rows = [
   ['sync throughput vs raw spawn loop, c=4', `raw ${mid('c4Raw')} runs/s`, spread('c4'), '≥ 0.9×', verdict('c4', (v) => v >= 0.9)],
   ['sync throughput vs raw spawn loop, c=16', `raw ${mid('c16Raw')} runs/s`, spread('c16'), '≥ 0.85×', verdict('c16', (v) => v >= 0.85)],
   ['startup to first /healthz vs Fastify hello world', `${mid('startupMs')} vs ${mid('helloMs')} ms`, spread('startupRatio'), '≤ 1.5×', verdict('startupRatio', (v) => v <= 1.5)],
-  ['idle RSS vs Fastify hello world', `${mid('serviceRss')} vs ${mid('helloRss')} MB`, spread('rssRatio'), '≤ 1.3×', verdict('rssRatio', (v) => v <= 1.3)]
+  ['idle RSS vs Fastify hello world', `${mid('serviceRss')} vs ${mid('helloRss')} MB`, spread('rssRatio'), '≤ 1.3×', verdict('rssRatio', (v) => v <= 1.3)],
+  ...agentRows
 ]
+const rows = ONLY_AGENTS ? agentRows : serviceRows()
 
 const fastifyVersion = JSON.parse(readFileSync(`${ROOT}node_modules/fastify/package.json`, 'utf8')).version
 const table = `# agent-runner benchmark
@@ -268,5 +297,6 @@ ${rows.map((row) => `| ${row.join(' | ')} |`).join('\n')}
 ${readFileSync(`${ROOT}bench/findings.md`, 'utf8')}`
 
 process.stdout.write(table)
-// `npm run bench:node24` writes its own file, beside the machine's Node's.
-writeFileSync(`${ROOT}${process.env.BENCH_RESULTS ?? 'bench/results.md'}`, table)
+// `npm run bench:node24` writes its own file, beside the machine's Node's; the agents' rows alone, theirs.
+const resultsFile = process.env.BENCH_RESULTS ?? (ONLY_AGENTS ? 'bench/results-agents.md' : 'bench/results.md')
+writeFileSync(`${ROOT}${resultsFile}`, table)

@@ -68,7 +68,7 @@ t.test('a bad configuration value stops the server with a message naming the var
 t.test('.env in the working directory is read, under the real environment', async (t) => {
   const dir = tempDir(t)
   writeFileSync(join(dir, '.env'), 'MAX_CRUSH_AGENTS=7\nPORT=1\n')
-  const { base } = await startServer(t, { PORT: '0' }, dir)
+  const { base } = await startServer(t, { PORT: '0' }, { cwd: dir })
   // PORT=0 from the environment won over PORT=1 from .env: the server listens on a port of the system's choosing.
   t.not(new URL(base).port, '1')
   // MAX_CRUSH_AGENTS came from .env (the default is 2).

@@ -53,7 +53,8 @@ export const codex: AgentSpec = {
   env: ['CODEX_*', 'OPENAI_*', 'AZURE_OPENAI_*'],
   summary: 'Run a task with OpenAI Codex CLI (`codex exec`)',
   description:
-    'Runs `codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -- <task>` ' +
+    'Runs `codex exec --json --skip-git-repo-check -c allow_login_shell=false ' +
+    '--dangerously-bypass-approvals-and-sandbox -- <task>` ' +
     '(or `--sandbox <CODEX_SANDBOX>`) in `cwd`, at most `timeout` seconds, and answers with its last agent message ' +
     'as `output` (the error’s message when its turn failed) and whether it failed as `agent_report`. Waits for the ' +
     'whole run: up to 30 minutes.',
@@ -67,6 +68,9 @@ export const codex: AgentSpec = {
       '--json',
       '--skip-git-repo-check',
       '--color', 'never',
+      // codex otherwise runs its commands in a login shell's environment, which re-reads /etc/profile and resets PATH:
+      // the service's PATH (its sudo shim first) and the rest of the environment it chose would not reach them.
+      '-c', 'allow_login_shell=false',
       ...(sandbox === 'bypass' ? ['--dangerously-bypass-approvals-and-sandbox'] : ['--sandbox', sandbox]),
       ...settings.extraArgs,
       '--', task

@@ -18,7 +18,7 @@ t.test('the task after `--`: an option, a subcommand’s name, anything reaches 
   const app = await build(t)
   for (const task of ['--help me', 'resume', 'review the diff; $(id)']) {
     const body = await runTool(app, 'codex_run', { task })
-    t.same(body.command, ['codex', 'exec', '--json', '--skip-git-repo-check', '--color', 'never', '--dangerously-bypass-approvals-and-sandbox', '--', task])
+    t.same(body.command, ['codex', 'exec', '--json', '--skip-git-repo-check', '--color', 'never', '-c', 'allow_login_shell=false', '--dangerously-bypass-approvals-and-sandbox', '--', task])
     t.match(body, { tool: 'codex_run', ok: true, exit_code: 0, agent_report: { is_error: false, session_id: String } })
     t.equal(JSON.parse(body.output).prompt, task, `${JSON.stringify(task)} byte for byte`)
   }
@@ -38,7 +38,7 @@ t.test('a task of "-" is refused before anything runs: codex would read its prom
 t.test('CODEX_SANDBOX picks codex’s own sandbox instead of bypassing it', async (t) => {
   const app = await build(t, { CODEX_SANDBOX: 'workspace-write' })
   const body = await runTool(app, 'codex_run', { task: 'hello' })
-  t.same(body.command, ['codex', 'exec', '--json', '--skip-git-repo-check', '--color', 'never', '--sandbox', 'workspace-write', '--', 'hello'])
+  t.same(body.command, ['codex', 'exec', '--json', '--skip-git-repo-check', '--color', 'never', '-c', 'allow_login_shell=false', '--sandbox', 'workspace-write', '--', 'hello'])
   t.equal(body.ok, true)
 })
 

@@ -95,7 +95,7 @@ export interface paths {
         put?: never;
         /**
          * Run a task with OpenAI Codex CLI (`codex exec`)
-         * @description Runs `codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -- <task>` (or `--sandbox <CODEX_SANDBOX>`) in `cwd`, at most `timeout` seconds, and answers with its last agent message as `output` (the error’s message when its turn failed) and whether it failed as `agent_report`. Waits for the whole run: up to 30 minutes.
+         * @description Runs `codex exec --json --skip-git-repo-check -c allow_login_shell=false --dangerously-bypass-approvals-and-sandbox -- <task>` (or `--sandbox <CODEX_SANDBOX>`) in `cwd`, at most `timeout` seconds, and answers with its last agent message as `output` (the error’s message when its turn failed) and whether it failed as `agent_report`. Waits for the whole run: up to 30 minutes.
          */
         post: operations["codexRun"];
         delete?: never;

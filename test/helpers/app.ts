@@ -11,7 +11,6 @@ import { loadConfig, type Config } from '#src/config.js'
 import { fromRoot } from './root.js'
 
 export const FIXTURE_BIN = fromRoot('test/fixtures/bin')
-export const REAL_CLAUDE_BIN = fromRoot('node_modules/.bin/claude')
 
 /** The environment agents get in tests: the stand-ins first on PATH, so the default binary names find them. */
 export function standInEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
@@ -84,10 +83,24 @@ export interface Started {
 /** How long a test's service may take to close at SIGTERM before it is killed. */
 const SERVER_CLOSE_MS = 5000
 
+export interface ServerOptions {
+  cwd?: string
+  /** Run it as that account (the test is root), whose directories it must then be given. */
+  user?: { uid: number; gid: number }
+  /**
+   * Without tap's process tracking: tap adds its loader to NODE_OPTIONS at every spawn, down to the agents, and a real
+   * CLI written in Node (gemini) then fails writing tap's records as another user. No coverage from such a service.
+   */
+  untraced?: boolean
+}
+
 /** The service as its own process (`node dist/server.js`), on a free port, stopped when the test ends. */
-export async function startServer(t: Test, env: NodeJS.ProcessEnv, cwd?: string): Promise<Started> {
+export async function startServer(t: Test, env: NodeJS.ProcessEnv, options: ServerOptions = {}): Promise<Started> {
+  const { cwd, user, untraced = false } = options
   const defaults = { PORT: '0', AGENT_CONTAINMENT: 'process-group', ...ownDirectories(t) }
-  const child = spawn(process.execPath, [SERVER], { env: standInEnv({ ...defaults, ...env }), cwd, stdio: ['ignore', 'pipe', 'pipe'] })
+  const asUser = user === undefined ? [] : ['setpriv', '--reuid', String(user.uid), '--regid', String(user.gid), '--init-groups', '--']
+  const [file, ...args] = [...(untraced ? ['env', '-u', 'NODE_OPTIONS'] : []), ...asUser, process.execPath, SERVER]
+  const child = spawn(file, args, { env: standInEnv({ ...defaults, ...env }), cwd, stdio: ['ignore', 'pipe', 'pipe'] })
   // SIGTERM first, as a service manager does: the service closes and ends what it started (agents, --version probes).
   // A SIGKILL straight away left those probes running with no parent.
   t.teardown(async () => {

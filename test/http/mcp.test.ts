@@ -6,7 +6,8 @@ import { execFile } from 'node:child_process'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { RunParams } from '#src/schemas/run.js'
-import { build, heldAgent, isAlive, listen, readPidFile, REAL_CLAUDE_BIN, refused, runTool, scenario, tempDir, until } from '../helpers/index.js'
+import { build, heldAgent, isAlive, listen, readPidFile, refused, runTool, scenario, tempDir, until } from '../helpers/index.js'
+import { realClaude } from '../helpers/real-clis/claude.js'
 
 // The agents over MCP, driven by the SDK's own client on a listening server: the same tools, slots and rules as REST.
 
@@ -135,7 +136,8 @@ t.test('the real Claude Code, as an MCP client, connects with the token and fail
   const base = await listen(t, app)
   const home = tempDir(t)
   const env = { HOME: home, CLAUDE_CONFIG_DIR: join(home, '.claude'), PATH: process.env['PATH'], LANG: 'C.UTF-8' }
-  const claude = (...args: string[]) => promisify(execFile)(REAL_CLAUDE_BIN, args, { env, cwd: home, timeout: 60_000 })
+  const bin = await realClaude()
+  const claude = (...args: string[]) => promisify(execFile)(bin, args, { env, cwd: home, timeout: 60_000 })
   await claude('mcp', 'add', '--transport', 'http', 'agent-runner', `${base}/mcp`, '--header', 'Authorization: Bearer alice-secret')
   await claude('mcp', 'add', '--transport', 'http', 'no-token', `${base}/mcp`)
   const { stdout } = await claude('mcp', 'list')

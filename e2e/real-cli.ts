@@ -1,0 +1,193 @@
+import { execFileSync } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import type { Test } from 'tap'
+import { call, cancelRun, createRun, processesLeft, processesMatching, settled, startServer, until } from '../test/helpers/index.js'
+import type { ToolName } from '../test/helpers/api.js'
+import { startAnthropicServer } from '../test/helpers/model-servers/anthropic.js'
+import { startGeminiServer } from '../test/helpers/model-servers/gemini.js'
+import { startChatServer } from '../test/helpers/model-servers/openai-chat.js'
+import { startResponsesServer } from '../test/helpers/model-servers/openai-responses.js'
+import type { ModelTurn, ScriptedModelServer } from '../test/helpers/model-servers/scripted-server.js'
+import { CLAUDE_VERSION, claudeOffline } from '../test/helpers/real-clis/claude.js'
+import { CODEX_VERSION, codexOffline } from '../test/helpers/real-clis/codex.js'
+import { GEMINI_VERSION, geminiOffline } from '../test/helpers/real-clis/gemini.js'
+import { OPENCODE_VERSION, opencodeOffline } from '../test/helpers/real-clis/opencode.js'
+import { npmTool } from '../test/helpers/npm-tool.js'
+import { runThrough, SURFACES, type Surface } from '../test/helpers/surfaces.js'
+import { directoryOf, realUser, type RealUser } from '../test/helpers/users.js'
+
+/** A real agent CLI as the suite drives it: where it comes from, the model server it speaks to, how it is set up. */
+export interface RealCli {
+  agent: 'claude' | 'codex' | 'gemini' | 'opencode'
+  pkg: string
+  version: string
+  startModel: (turns: readonly ModelTurn[]) => Promise<ScriptedModelServer>
+  /** Writes its config under `home` and returns the variables that point it at `modelUrl` and keep it offline. */
+  offline: (home: string, modelUrl: string) => Record<string, string>
+}
+
+export const REAL_CLIS: Record<RealCli['agent'], RealCli> = {
+  claude: { agent: 'claude', pkg: '@anthropic-ai/claude-code', version: CLAUDE_VERSION, startModel: startAnthropicServer, offline: claudeOffline },
+  codex: { agent: 'codex', pkg: '@openai/codex', version: CODEX_VERSION, startModel: startResponsesServer, offline: codexOffline },
+  gemini: { agent: 'gemini', pkg: '@google/gemini-cli', version: GEMINI_VERSION, startModel: startGeminiServer, offline: geminiOffline },
+  opencode: { agent: 'opencode', pkg: 'opencode-ai', version: OPENCODE_VERSION, startModel: startChatServer, offline: opencodeOffline }
+}
+
+/** The accounts agents run as: one whose sudo needs a password, one whose sudo does not (and who runs the non-root service). */
+const users = () => ({ nopasswd: realUser('ar-e2e', 'nopasswd'), password: realUser('ar-e2e-pw', 'password') })
+
+/** A command the test can find in the process table by a number no other process has: `sleep <seconds>.<random>`. */
+function longCommand(seconds: number): { marker: string; command: string } {
+  const marker = `sleep ${seconds}.${String(Math.floor(Math.random() * 1e6)).padStart(6, '0')}1`
+  // Through sh: claude refuses a tool call that starts with a long `sleep`.
+  return { marker, command: `sh -c 'exec ${marker}'` }
+}
+
+interface Service {
+  base: string
+  model: ScriptedModelServer
+  tool: ToolName
+  bin: string
+  user: RealUser
+}
+
+/**
+ * The agent's environment as an operator would give it: a PATH with its CLI, a locale, and the variables that point
+ * it at the scripted model; nothing else of this machine's (no proxy, no key).
+ */
+function agentEnvironment(cli: RealCli, bin: string, home: string, modelUrl: string, user: RealUser): NodeJS.ProcessEnv {
+  const own = cli.offline(home, modelUrl)
+  // The CLIs write their state under HOME as the user they run as.
+  execFileSync('chown', ['-R', `${user.uid}:${user.gid}`, home])
+  return { PATH: `${dirname(bin)}:/usr/local/bin:/usr/bin:/bin`, LANG: 'C.UTF-8', HOME: home, ...own }
+}
+
+interface ServiceOptions {
+  /** Whose sudo rights the agent has (the account it runs as). */
+  sudo?: 'nopasswd' | 'password'
+  /** Run the service itself as that account, without AGENT_USER, rather than as root with AGENT_USER. */
+  nonRootService?: boolean
+}
+
+/**
+ * A service (root with AGENT_USER, or non-root) running the real CLI against a model server following `turns`. Out of
+ * this process and untraced, as `npm start` runs it: tap would otherwise load its own hooks into every Node agent.
+ */
+async function serviceFor(t: Test, cli: RealCli, turns: readonly ModelTurn[], options: ServiceOptions = {}): Promise<Service> {
+  const user = users()[options.sudo ?? 'nopasswd']
+  const model = await cli.startModel(turns)
+  t.teardown(() => model.close())
+  const bin = await npmTool(cli.pkg, cli.version, cli.agent)
+  const tool = `${cli.agent}_run` as ToolName
+  const upper = cli.agent.toUpperCase()
+  const settings = {
+    [`${upper}_BIN`]: bin,
+    [`MAX_${upper}_AGENTS`]: '1',
+    AGENT_CONTAINMENT: 'auto',
+    AGENT_WORKDIR: directoryOf(t, user),
+    AGENT_KILL_GRACE_MS: '1000'
+  }
+  // The CLIs write their state under the user's real home either way: that is where HOME points as AGENT_USER.
+  const home = execFileSync('getent', ['passwd', user.name], { encoding: 'utf8' }).split(':')[5]!
+  const env = agentEnvironment(cli, bin, home, model.url, user)
+  if (options.nonRootService === true) {
+    const data = directoryOf(t, user)
+    const { base } = await startServer(t, { ...env, ...settings, DATA_DIR: join(data, 'data') }, { cwd: data, user, untraced: true })
+    return { base, model, tool, bin, user }
+  }
+  const { base } = await startServer(t, { ...env, ...settings, AGENT_USER: user.name }, { untraced: true })
+  return { base, model, tool, bin, user }
+}
+
+/** A working directory of the agent's own for one run. */
+const workdir = (t: Test, service: Service): string => directoryOf(t, service.user)
+
+/** The tool results the CLI sent back to the model, joined: what its tools printed, as it told the model. */
+const toldTheModel = (service: Service): string => service.model.toolResults().join('\n')
+
+/** Runs through a surface and checks the three things every run must show: the answer, the cwd, what the model saw. */
+async function runsItsTools(t: Test, service: Service, surface: Surface): Promise<void> {
+  const cwd = workdir(t, service)
+  const { result } = await runThrough(surface, service.base, service.tool, { task: `e2e ${surface}`, cwd, timeout: 300 })
+  t.match(result, { ok: true, exit_code: 0, timed_out: false, stop_reason: null }, `${surface}: the run succeeded`, { result })
+  t.match(result.output, /ALL DONE/, `${surface}: the agent's final answer`)
+  t.equal(readFileSync(join(cwd, 'where.txt'), 'utf8').trim(), cwd, `${surface}: its tool ran in cwd`)
+  t.match(toldTheModel(service), new RegExp(`tool-said-hello[\\s\\S]*${service.user.name}`), `${surface}: the model got the tool's output, run as ${service.user.name}`)
+}
+
+const HELLO_SCRIPT: ModelTurn[] = [{ run: 'pwd > where.txt; echo tool-said-hello; id -un' }, { say: 'ALL DONE' }]
+
+/** The long command is running: the agent's tool reached it. */
+const commandRunning = (marker: string) => until(() => processesMatching(marker).length, (count) => count > 0, 120_000, `${marker} to run`)
+
+/** Nothing of the run is left: the command, its CLI, the slot. */
+async function nothingLeft(t: Test, service: Service, marker: string): Promise<void> {
+  t.same(await processesLeft(marker), [], 'the tool’s command is gone')
+  t.same(await processesLeft(dirname(dirname(service.bin))), [], `no ${service.tool} process left`)
+  const { body } = await call(service.base, 'GET', '/tools') as { body: { tools: Array<{ name: string }> } }
+  t.match(body.tools.find((tool) => tool.name === service.tool), { in_use: 0, free: 1 }, 'the slot is back')
+}
+
+/** Every promise, for one real CLI. */
+export function provePromises(t: Test, cli: RealCli): void {
+  t.test('every surface: its tools run in cwd as AGENT_USER, the model sees their output, the answer comes back', async (t) => {
+    const service = await serviceFor(t, cli, HELLO_SCRIPT)
+    for (const surface of SURFACES) await runsItsTools(t, service, surface)
+    const ready = await (await fetch(`${service.base}/readyz`)).json() as { agents: Array<{ tool: string; version: string | null; problem: string | null }> }
+    t.match(ready.agents.find((agent) => agent.tool === service.tool), { version: new RegExp(cli.version.replaceAll('.', '\\.')), problem: null }, 'ready: found, its version, nothing in the way (as AGENT_USER, not root)')
+  })
+
+  t.test('the deadline in the middle of a long command: the command and the CLI are gone, the slot is back', async (t) => {
+    const { marker, command } = longCommand(290)
+    const service = await serviceFor(t, cli, [{ run: command }, { say: 'unreachable' }])
+    const result = await runThrough('json', service.base, service.tool, { task: 'e2e deadline', cwd: workdir(t, service), timeout: 25 })
+    t.match(result.result, { ok: false, timed_out: true, stop_reason: 'timeout' }, 'stopped at its deadline', { result })
+    await nothingLeft(t, service, marker)
+  })
+
+  t.test('DELETE in the middle of a long command: cancelled, the command and the CLI are gone, the slot is back', async (t) => {
+    const { marker, command } = longCommand(291)
+    const service = await serviceFor(t, cli, [{ run: command }, { say: 'unreachable' }])
+    const { id } = await createRun(service.base, { tool: service.tool, task: 'e2e delete', cwd: workdir(t, service), timeout: 300 })
+    await commandRunning(marker)
+    await cancelRun(service.base, id)
+    t.match(await settled(service.base, id, 30_000), { status: 'cancelled', result: { stop_reason: 'cancelled' } })
+    await nothingLeft(t, service, marker)
+  })
+
+  t.test('what its tools leave running in the background is gone once the run ends', async (t) => {
+    const { marker, command } = longCommand(292)
+    // Redirected: gemini and opencode wait for every holder of the tool's output to close it.
+    const service = await serviceFor(t, cli, [{ run: `${command} >/dev/null 2>&1 & echo started-in-background` }, { say: 'ALL DONE' }])
+    const { result } = await runThrough('json', service.base, service.tool, { task: 'e2e background', cwd: workdir(t, service), timeout: 300 })
+    t.match(result, { ok: true, output: /ALL DONE/ }, 'the run ended well', { result })
+    t.match(toldTheModel(service), /started-in-background/, 'the tool started it')
+    await nothingLeft(t, service, marker)
+  })
+
+  t.test('sudo that needs a password: reported in the JSON answer, naming the user, and the agent read why', async (t) => {
+    const service = await serviceFor(t, cli, [{ run: 'sudo true; echo sudo-exit=$?' }, { say: 'ALL DONE' }], { sudo: 'password' })
+    const { result } = await runThrough('json', service.base, service.tool, { task: 'e2e sudo', cwd: workdir(t, service), timeout: 300 })
+    t.match(result, { ok: true, timed_out: false, sudo: { status: 'password_required', password_needed: true } }, 'the JSON answer says so', { result })
+    t.match(result.sudo.message, new RegExp(`l’utilisateur « ${service.user.name} » sur l’hôte`))
+    const told = toldTheModel(service)
+    t.match(told, /sudo-exit=1/, 'sudo failed at once')
+    t.match(told, new RegExp(`agent-runner: sudo needs a password for user ${service.user.name}`), 'and the agent read why')
+  })
+
+  t.test('passwordless sudo: the command runs as root and nothing is reported', async (t) => {
+    const service = await serviceFor(t, cli, [{ run: 'sudo id -u; echo sudo-exit=$?' }, { say: 'ALL DONE' }])
+    const { result } = await runThrough('json', service.base, service.tool, { task: 'e2e sudo', cwd: workdir(t, service), timeout: 300 })
+    t.match(result, { ok: true, sudo: { status: 'passwordless', password_needed: false, message: null } }, 'nothing to report', { result })
+    t.match(toldTheModel(service), /^(Output: )?0$[\s\S]*sudo-exit=0/m, 'run as root', { told: toldTheModel(service) })
+  })
+
+  t.test('a service that is not root runs it the same', async (t) => {
+    const service = await serviceFor(t, cli, HELLO_SCRIPT, { nonRootService: true })
+    await runsItsTools(t, service, 'json')
+    const ready = await (await fetch(`${service.base}/readyz`)).json() as { agents: Array<{ tool: string; version: string | null; problem: string | null }> }
+    // Its version probe may lapse (5 s) on a loaded machine: found, with nothing in the way, is what this adds.
+    t.match(ready.agents.find((agent) => agent.tool === service.tool), { path: service.bin, problem: null })
+  })
+}
