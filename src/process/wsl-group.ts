@@ -11,11 +11,11 @@ export interface WslTarget {
 }
 
 /**
- * Inside the distro: record the pid of a new session (setsid made it the leader of its own process group) where the
- * service can find it by run id, then become the agent. Fixed text: the run id and the agent's argv arrive as
- * positional parameters, so nothing from a request is ever read by a shell.
+ * Inside the distro: the caller's fixed prelude (its sudo shim), then record the pid of a new session (setsid made it
+ * the leader of its own process group) where the service can find it by run id, then become the agent. Fixed text:
+ * the run id and the agent's argv arrive as positional parameters, so nothing from a request is ever read by a shell.
  */
-const START_SCRIPT = 'echo $$ > "/tmp/agent-runner-$1.pid" && shift && exec "$@"'
+const startScript = (prelude: string): string => `${prelude}echo $$ > "/tmp/agent-runner-$1.pid" && shift && exec "$@"`
 
 /**
  * Signals the group recorded for a run id. A stop may come before the start script wrote the file: wait for it up to
@@ -33,6 +33,8 @@ const SIGNAL_SCRIPT = [
 const START_WAIT_TENTHS = 50
 /** A wsl.exe round trip that hangs (a distro shutting down) must not hold the run forever. */
 const SIGNAL_CALL_TIMEOUT_MS = 30_000
+/** What a fixed script's answer may hold: a line or two, never an agent's output. */
+const SCRIPT_OUTPUT_BYTES = 4096
 
 function distroArgs(distro: string, user: string | undefined): string[] {
   return ['-d', distro, ...(user === undefined ? [] : ['-u', user])]
@@ -65,6 +67,31 @@ export function signalWslRun(
 }
 
 /**
+ * Runs a fixed script inside the distro, the run id as $1, through a second wsl.exe; resolves with the start of what
+ * it printed ('' when wsl could not run it).
+ */
+export function wslScriptOutput(
+  target: Pick<WslTarget, 'wslBin' | 'distro' | 'user'>,
+  runId: string,
+  script: string,
+  env: NodeJS.ProcessEnv
+): Promise<string> {
+  const args = [...distroArgs(target.distro, target.user), '--exec', 'sh', '-c', script, 'agent-runner', runId]
+  return new Promise((resolve) => {
+    const call = spawn(target.wslBin, args, {
+      env: wslProcessEnv(env), stdio: ['ignore', 'pipe', 'ignore'], windowsHide: true, timeout: SIGNAL_CALL_TIMEOUT_MS
+    })
+    let printed = Buffer.alloc(0)
+    call.stdout.on('data', (chunk: Buffer) => {
+      if (printed.length >= SCRIPT_OUTPUT_BYTES) return
+      printed = Buffer.concat([printed, chunk]).subarray(0, SCRIPT_OUTPUT_BYTES)
+    })
+    call.once('error', () => { resolve('') })
+    call.once('close', () => { resolve(printed.toString('utf8')) })
+  })
+}
+
+/**
  * The wsl.exe call that runs the agent's argv inside the distro as the leader of a process group recorded under the
  * run id. `--exec`, never `--`: after `--` wsl.exe hands the rest of its command line to the distro's shell.
  */
@@ -72,14 +99,15 @@ export function wslCommand(
   target: WslTarget,
   runId: string,
   file: string,
-  args: string[]
+  args: string[],
+  prelude = ''
 ): { file: string; args: string[] } {
   return {
     file: target.wslBin,
     args: [
       ...distroArgs(target.distro, target.user),
       ...(target.cwd === undefined ? [] : ['--cd', target.cwd]),
-      '--exec', 'setsid', '-w', 'sh', '-c', START_SCRIPT, 'agent-runner', runId, file, ...args
+      '--exec', 'setsid', '-w', 'sh', '-c', startScript(prelude), 'agent-runner', runId, file, ...args
     ]
   }
 }

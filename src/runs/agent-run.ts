@@ -10,7 +10,10 @@ import type { RunParams, RunResult } from '../schemas/run.js'
 import { SudoPasswordDetector } from '../sudo/detector.js'
 import { sudoReport } from '../sudo/message.js'
 import type { SudoProbe } from '../sudo/probe.js'
-import type { SudoShim, SudoWatch } from '../sudo/shim.js'
+import {
+  NOTHING_ASKED, WSL_SUDO_REPORT_SCRIPT, readSudoReport, type SudoAsked, type SudoShim, type SudoWatch
+} from '../sudo/shim.js'
+import { wslScriptOutput } from '../process/wsl-group.js'
 import { findOnPath } from '../process/find-executable.js'
 import type { Placement } from './placement.js'
 import { toRunResult } from './result.js'
@@ -51,12 +54,15 @@ function observedBy(hooks: RunHooks, observer: (chunk: Buffer) => void): RunHook
 }
 
 /**
- * On the host, the agent's sudo goes through the shim, which reports a password prompt whatever the CLI prints;
- * inside WSL, the output is all there is to read.
+ * The agent's sudo goes through the shim, which reports a password prompt whatever the CLI prints: on the host the
+ * service's, inside WSL the one the start script set up in the distro, whose report one more wsl.exe call reads.
  */
-async function watchSudo(placement: Placement, shim: SudoShim | undefined): Promise<SudoWatch> {
-  const { sudo, env, user } = placement
-  if (shim === undefined || sudo.kind !== 'host') return { env, end: async () => false }
+async function watchSudo(placement: Placement, shim: SudoShim | undefined, runId: string): Promise<SudoWatch> {
+  const { sudo, env, user, wsl } = placement
+  if (wsl !== undefined) {
+    return { env, end: async () => readSudoReport(await wslScriptOutput(wsl, runId, WSL_SUDO_REPORT_SCRIPT, env)) }
+  }
+  if (shim === undefined || sudo.kind !== 'host') return { env, end: NOTHING_ASKED }
   return shim.watch(env, await findOnPath('sudo', sudo.path), user)
 }
 
@@ -76,8 +82,8 @@ export async function runPlacedAgent(
   const sudoFailure = new SudoPasswordDetector()
   const live = context.hooks.onOutput !== undefined || context.hooks.sink !== undefined
   const hooks = observedBy(context.hooks, sudoFailure.push)
-  const sudoWatch = await watchSudo(placement, context.sudoShim)
-  let sudoAsked: Promise<boolean> | undefined
+  const sudoWatch = await watchSudo(placement, context.sudoShim, runId)
+  let sudoAsked: Promise<SudoAsked> | undefined
   try {
     const outcome = await runAgent({
       command,
@@ -106,8 +112,10 @@ export async function runPlacedAgent(
         hooks.onSpawn?.(pid)
       }
     }).finally(() => { sudoAsked = sudoWatch.end() })
-    const passwordNeeded = (await sudoAsked!) || sudoFailure.detected
-    const result = toRunResult(tool, command, outcome, sudoReport(sudoStatus, passwordNeeded, placement.sudo))
+    const asked = await sudoAsked!
+    const passwordNeeded = asked.passwordNeeded || sudoFailure.detected
+    const sudo = sudoReport(sudoStatus, passwordNeeded, placement.sudo, asked.user)
+    const result = toRunResult(tool, command, outcome, sudo)
     log.info(
       {
         tool: tool.name,

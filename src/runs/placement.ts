@@ -4,6 +4,7 @@ import { searchPath } from '../process/search-path.js'
 import { wslCommand, wslProcessEnv, wslProcessGroup, type WslTarget } from '../process/wsl-group.js'
 import type { RunParams } from '../schemas/run.js'
 import type { SudoContext } from '../sudo/probe.js'
+import { WSL_SUDO_PRELUDE } from '../sudo/shim.js'
 import { withWslEnv } from '../agents/environment.js'
 import type { AgentCommand } from '../process/agent-process.js'
 
@@ -59,7 +60,7 @@ export function placeRun(input: PlacementInput): Placement {
   return {
     where: 'wsl',
     user: undefined,
-    command: { ...wslCommand(target, input.runId, agentBin, agentArgs), cwd: undefined },
+    command: { ...wslCommand(target, input.runId, agentBin, agentArgs, WSL_SUDO_PRELUDE), cwd: undefined },
     containment: wslProcessGroup(target, input.runId, env),
     // WSL hands a Windows process's variables to the distro only when WSLENV names them.
     env: wslProcessEnv(withWslEnv(env)),

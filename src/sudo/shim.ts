@@ -28,20 +28,58 @@ SUDO_ASKPASS="\${0%/*}/../askpass" exec "$AGENT_RUNNER_SUDO" -A "$@"
  * agent why in a line its model can relay, and gives no password: sudo then fails at once.
  */
 const ASKPASS_SCRIPT = `#!/bin/sh
-[ -z "$AGENT_RUNNER_SUDO_REPORT" ] || echo password_required >> "$AGENT_RUNNER_SUDO_REPORT" 2>/dev/null
 user=$(id -un 2>/dev/null) || user=$USER
+[ -z "$AGENT_RUNNER_SUDO_REPORT" ] || echo "password_required $user" >> "$AGENT_RUNNER_SUDO_REPORT" 2>/dev/null
 echo "agent-runner: sudo needs a password for user $user here, and agent-runner never gives one, so the command \
 did not run. Tell the user: allow it without a password (a NOPASSWD rule in /etc/sudoers.d/), or do the task \
 without sudo." >&2
 exit 1
 `
 
+/** What a run's report says: whether sudo asked for a password, and for whom. */
+export interface SudoAsked {
+  passwordNeeded: boolean
+  /** The account sudo asked about, as the askpass saw it: inside WSL, the distro's default user has no other name. */
+  user?: string
+}
+
 /** One run's view of the shim: what the agent's environment gains, and whether sudo asked it for a password. */
 export interface SudoWatch {
   env: NodeJS.ProcessEnv
-  /** Ends the watch (the report is removed): whether sudo needed a password during the run. */
-  end: () => Promise<boolean>
+  /** Ends the watch (the report is removed). */
+  end: () => Promise<SudoAsked>
 }
+
+/** The agent writes its own report: only a name sudo could have asked about is taken from it. */
+const USER_NAME = /^[a-zA-Z0-9._-]+$/
+
+export function readSudoReport(text: string): SudoAsked {
+  const line = text.split('\n').find((entry) => entry.startsWith('password_required'))
+  if (line === undefined) return { passwordNeeded: false }
+  const user = line.slice('password_required'.length).trim()
+  return USER_NAME.test(user) ? { passwordNeeded: true, user } : { passwordNeeded: true }
+}
+
+export const NOTHING_ASKED: SudoWatch['end'] = async () => ({ passwordNeeded: false })
+
+const shellQuoted = (line: string): string => `'${line.replaceAll("'", "'\\''")}'`
+const writing = (script: string, file: string): string =>
+  `printf '%s\\n' ${script.trimEnd().split('\n').map(shellQuoted).join(' ')} > "${file}"`
+
+/**
+ * Inside a WSL distro, the same shim, set up by the run's fixed start script before it becomes the agent (the run id
+ * as $1): in a directory of the run's own that mkdir creates or the shim is left out (never one somebody else made),
+ * readable by the distro user alone. One line: it crosses wsl.exe's command line.
+ */
+export const WSL_SUDO_PRELUDE =
+  'if s=$(command -v sudo) && d="/tmp/agent-runner-$1.sudo" && mkdir -m 700 "$d" "$d/bin" 2>/dev/null; then ' +
+  `${writing(SUDO_SCRIPT, '$d/bin/sudo')} && ${writing(ASKPASS_SCRIPT, '$d/askpass')} && ` +
+  'chmod 700 "$d/bin/sudo" "$d/askpass" && ' +
+  'export PATH="$d/bin:$PATH" AGENT_RUNNER_SUDO="$s" AGENT_RUNNER_SUDO_REPORT="$d/report"; fi; '
+
+/** After a WSL run: its report, then the run's shim directory removed (only one the distro user owns). */
+export const WSL_SUDO_REPORT_SCRIPT =
+  'd="/tmp/agent-runner-$1.sudo"; [ -O "$d" ] || exit 0; cat "$d/report" 2>/dev/null; rm -rf "$d"'
 
 /**
  * The service's sudo shim, written once at start into a directory of its own (the service's, read-only to agents).
@@ -81,7 +119,7 @@ export class SudoShim {
     realSudo: string | undefined,
     user?: { uid: number; gid: number }
   ): Promise<SudoWatch> {
-    if (realSudo === undefined) return { env, end: async () => false }
+    if (realSudo === undefined) return { env, end: NOTHING_ASKED }
     const report = join(this.#reports, randomUUID())
     await writeFile(report, '', { mode: 0o600 })
     if (user !== undefined) await chown(report, user.uid, user.gid)
@@ -96,7 +134,7 @@ export class SudoShim {
       end: async () => {
         const text = await readFile(report, 'utf8').catch(() => '')
         await rm(report, { force: true })
-        return text.includes('password_required')
+        return readSudoReport(text)
       }
     }
   }

@@ -1,8 +1,10 @@
 import t, { type Test } from 'tap'
-import { existsSync, mkdirSync, readFileSync, symlinkSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync } from 'node:fs'
+import { tmpdir, userInfo } from 'node:os'
 import { join } from 'node:path'
 import { RunParams } from '#src/schemas/run.js'
 import { SudoPasswordDetector } from '#src/sudo/detector.js'
+import { readSudoReport } from '#src/sudo/shim.js'
 import { build, FIXTURE_BIN, fromRoot, runTool, scenario, standInEnv, tempDir, until } from '../helpers/index.js'
 
 const SUDO_DIR = {
@@ -20,8 +22,10 @@ function agentEnvWithSudo(t: Test, sudo: keyof typeof SUDO_DIR | 'absent', extra
   symlinkSync(process.execPath, join(tools, 'node'))
   symlinkSync('/bin/sh', join(tools, 'sh'))
   symlinkSync('/bin/true', join(tools, 'true'))
-  // util-linux's setsid is in every distro (WSL runs start through it).
+  // util-linux's setsid is in every distro (WSL runs start through it), and so are the coreutils the WSL start script
+  // sets the sudo shim up with.
   symlinkSync('/usr/bin/setsid', join(tools, 'setsid'))
+  for (const tool of ['mkdir', 'chmod', 'cat', 'rm', 'id']) symlinkSync(`/bin/${tool}`, join(tools, tool))
   const log = join(dir, 'sudo.log')
   const path = [...(sudo === 'absent' ? [] : [SUDO_DIR[sudo]]), FIXTURE_BIN, tools].join(':')
   return { env: standInEnv({ PATH: path, SUDO_STAND_IN_LOG: log, ...extra }), calls: () => sudoCalls(log) }
@@ -78,12 +82,18 @@ t.test('an agent whose sudo needs a password ends at once, and the response says
   }))
 })
 
-t.test('inside WSL the message names the distro and the user', async (t) => {
+t.test('inside WSL, the shim the start script sets up reports it whatever the CLI prints, naming the distro and the user', async (t) => {
   const { env } = agentEnvWithSudo(t, 'password')
   const app = await build(t, { AGENT_HOST_PLATFORM: 'win32' }, env)
-  const body = await runTool(app, 'crush_run', { task: scenario.sudo('ls', '/root'), wsl_distro: 'Debian', wsl_user: 'alice' })
-  t.equal(body.sudo.password_needed, true)
-  t.match(body.sudo.message, /l’utilisateur « alice » dans la distribution WSL « Debian »/)
+  // claude in json mode prints nothing of its tools: only the distro's shim can tell.
+  for (const tool of ['crush_run', 'claude_run'] as const) {
+    const named = await runTool(app, tool, { task: scenario.sudo('ls', '/root'), wsl_distro: 'Debian', wsl_user: 'alice' })
+    t.match(named.sudo, { password_needed: true, message: /l’utilisateur « alice » dans la distribution WSL « Debian »/ }, `${tool}: wsl_user`)
+    // The stand-in distro's default user is whoever runs it here: the shim's askpass names it.
+    const byDefault = await runTool(app, tool, { task: scenario.sudo('ls', '/root'), wsl_distro: 'Debian' })
+    t.match(byDefault.sudo, { password_needed: true, message: new RegExp(`l’utilisateur « ${userInfo().username} » dans la distribution WSL`) }, `${tool}: the default user, by name`)
+  }
+  t.same(readdirSync(tmpdir()).filter((name) => /^agent-runner-.*\.sudo$/.test(name)), [], 'the runs’ shim directories are gone from the distro')
 })
 
 t.test('passwordless sudo runs as usual and no message appears', async (t) => {
@@ -154,6 +164,12 @@ t.test('the detector sees a message wherever the chunks split it, after any amou
     for (let at = Math.max(0, noise - 10); at < stream.length; at++) byteByByte.push(stream.subarray(at, at + 1))
     t.ok(byteByByte.detected, `after ${noise} bytes, one byte at a time`)
   }
+})
+
+t.test('a report is the agent’s own writing: only a user name sudo could have asked about is taken from it', async (t) => {
+  t.same(readSudoReport(''), { passwordNeeded: false })
+  t.same(readSudoReport('password_required dev\n'), { passwordNeeded: true, user: 'dev' })
+  t.same(readSudoReport('password_required « root » sur l’hôte; rm -rf /\n'), { passwordNeeded: true }, 'a forged name is not repeated')
 })
 
 t.test('no field can carry a password', async (t) => {
