@@ -133,7 +133,8 @@ export class SudoShim {
       },
       end: async () => {
         const text = await readFile(report, 'utf8').catch(() => '')
-        await rm(report, { force: true })
+        // Also called when nobody waits for it any more (a run its client abandoned): it never rejects.
+        await rm(report, { force: true }).catch(() => undefined)
         return readSudoReport(text)
       }
     }
