@@ -10,7 +10,15 @@ try {
   process.exit(1)
 }
 
-const app = await buildApp(config)
+let app: Awaited<ReturnType<typeof buildApp>>
+try {
+  app = await buildApp(config)
+} catch (error) {
+  // What stops a start (DATA_DIR held by another service, a native module built for another Node, Redis away) is
+  // one line an operator can act on, not a stack trace.
+  console.error(`agent-runner: cannot start: ${(error as Error).message}`)
+  process.exit(1)
+}
 
 // Agents get the kill grace twice (SIGINT → SIGTERM → SIGKILL) to stop before their requests answer.
 closeWithGrace({ delay: config.killGraceMs * 2 + 5000, logger: app.log }, async ({ signal, err }) => {
@@ -40,7 +48,7 @@ app.log.info(
     auth: config.apiTokens.length > 0
       ? `bearer tokens: ${config.apiTokens.map((token) => token.name).join(', ')}`
       : 'none: loopback only, Host and Origin checked',
-    containment: app.containment.mode,
+    containment: app.containment,
     docs: `${address}/docs`
   },
   `agent-runner ready: ${

@@ -1,10 +1,11 @@
 import t from 'tap'
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { writeFileSync } from 'node:fs'
+import { cpSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs'
 import { connect } from 'node:net'
 import { join } from 'node:path'
 import { call, createRun, isAlive, readPidFile, scenario, SERVER, standInEnv, startServer, tempDir, waitFor } from './helpers/index.js'
+import { fromRoot } from './helpers/root.js'
 
 const postJson = (base: string, path: string, body: unknown) =>
   fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })
@@ -50,7 +51,7 @@ t.test('SIGTERM: stop accepting, stop the agents (synchronous and async runs), a
     agents: [{ tool: 'crush_run', path: /crush$/, version: 'crush version v0.0.0-stand-in' }, { tool: 'claude_run', path: /claude$/ }],
     limits: { crush_run: 2, claude_run: 2 },
     auth: 'none: loopback only, Host and Origin checked',
-    containment: 'process-group',
+    containment: { mode: 'process-group', reason: 'AGENT_CONTAINMENT=process-group', escapes: /clears its environment.*apt-get install tini/ },
     docs: /^http:\/\/127\.0\.0\.1:\d+\/docs$/
   }, 'the startup log says what runs, how many, who may call, how contained, and where the docs are')
 })
@@ -63,6 +64,30 @@ t.test('a bad configuration value stops the server with a message naming the var
   const [code] = await once(child, 'exit')
   t.equal(code, 1, 'MAX_CRUSH_AGENTS=0 stops the server')
   t.match(stderr, /invalid configuration: .*MAX_CRUSH_AGENTS/, 'the message names MAX_CRUSH_AGENTS')
+})
+
+t.test('a native module built for another Node stops the start with one line saying what to run', async (t) => {
+  // A copy of the service whose better-sqlite3 addon is not a loadable library: what a clone built with another Node,
+  // or copied from another platform, meets at dlopen.
+  const root = tempDir(t)
+  cpSync(fromRoot('dist'), join(root, 'dist'), { recursive: true })
+  cpSync(fromRoot('package.json'), join(root, 'package.json'))
+  mkdirSync(join(root, 'node_modules'))
+  for (const name of readdirSync(fromRoot('node_modules'))) {
+    if (name !== 'better-sqlite3') symlinkSync(fromRoot('node_modules', name), join(root, 'node_modules', name))
+  }
+  const addon = join(root, 'node_modules/better-sqlite3')
+  cpSync(fromRoot('node_modules/better-sqlite3/lib'), join(addon, 'lib'), { recursive: true })
+  cpSync(fromRoot('node_modules/better-sqlite3/package.json'), join(addon, 'package.json'))
+  mkdirSync(join(addon, 'build/Release'), { recursive: true })
+  writeFileSync(join(addon, 'build/Release/better_sqlite3.node'), 'not an ELF file')
+  const child = spawn(process.execPath, [join(root, 'dist/server.js')], { env: standInEnv({ PORT: '0', DATA_DIR: join(root, 'data') }), stdio: ['ignore', 'pipe', 'pipe'] })
+  let stderr = ''
+  child.stderr.on('data', (chunk) => (stderr += chunk))
+  child.stdout.resume()
+  const [code] = await once(child, 'exit')
+  t.equal(code, 1)
+  t.match(stderr, /^agent-runner: cannot start: better-sqlite3 cannot load in Node v[\d.]+ \(linux-\w+\): .*Run `npm rebuild better-sqlite3` with this Node, or set RUNS_STORE=memory\n$/)
 })
 
 t.test('.env in the working directory is read, under the real environment', async (t) => {

@@ -106,12 +106,25 @@ t.test('at the deadline the agent and its grandchild are ended as a tree', async
   const pidFile = join(dir, 'grandchild.pid')
   const { status, body } = await postJson(server.base, '/tools/crush_run', { task: `@grandchild ${windowsPath(pidFile)}`, timeout: 1 })
   t.equal(status, 200)
-  t.match(body, { ok: false, timed_out: true, stop_reason: 'timeout' })
+  t.match(body, { ok: false, timed_out: true, stop_reason: 'timeout', processes_may_remain: false })
   t.ok(body.duration_ms >= 1000 + 2 * 300, 'asked twice (taskkill without /F), then forced')
   const grandchild = Number(readFileSync(pidFile, 'utf8'))
   const terminated = readFileSync(killed, 'utf8').split(/\r?\n/)
   t.ok(terminated.includes(String(grandchild)), `taskkill /T /F reached the grandchild ${grandchild}: ${terminated.join(',')}`)
   t.notOk(await windowsProcessAlive(grandchild), 'the grandchild is gone')
+})
+
+t.test('a taskkill that fails: the deadline still answers, the agent ended directly, the run saying what may be left', async (t) => {
+  // Wine's own taskkill (no stand-in first on PATH) refuses /T: the tree cannot be ended the Windows way.
+  const server = await startWindowsServer(t, { WINEPATH: [wine.shims, join(wine.nodeExe, '..')].map(windowsPath).join(';') })
+  const pidFile = join(tempDir(t), 'grandchild.pid')
+  const { status, body } = await postJson(server.base, '/tools/crush_run', { task: `@grandchild ${windowsPath(pidFile)}`, timeout: 1 })
+  t.equal(status, 200)
+  t.match(body, { ok: false, timed_out: true, stop_reason: 'timeout', processes_may_remain: true })
+  // Before, nothing answered: a 3 s deadline was still unanswered after 300 s.
+  t.ok(body.duration_ms < 30_000, `answered, not left waiting on taskkill: ${String(body.duration_ms)} ms`)
+  const grandchild = Number(readFileSync(pidFile, 'utf8'))
+  t.teardown(() => run('wine', ['taskkill', '/PID', String(grandchild), '/F'], { env: wine.env }).catch(() => {}))
 })
 
 t.test('Ctrl-C: the runs in flight are answered, then the service exits 0', async (t) => {

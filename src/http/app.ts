@@ -14,10 +14,12 @@ import { allowedHostNames, requireKnownHost } from './host-check.js'
 import healthRoutes from './routes/health.js'
 import { Metrics } from '../metrics.js'
 import type { ContainmentMode } from '../process/containment.js'
-import { chooseHostContainment } from '../process/host-containment.js'
+import { chooseHostContainment, whatEscapes } from '../process/host-containment.js'
 import { agentReadiness } from '../agents/readiness.js'
 import type { AgentReadiness } from '../schemas/health.js'
 import { RunLedger } from '../process/ledger.js'
+import { claimDataDir } from '../data-dir.js'
+import { isEarlierLife, killMarked, serviceLife } from '../process/run-marks.js'
 import { WslDistros } from '../process/wsl-distros.js'
 import { registerOpenApi } from './openapi.js'
 import toolRoutes from './routes/tools.js'
@@ -61,7 +63,7 @@ declare module 'fastify' {
     slots: SlotLimiter
     /** Each agent as found, for /readyz and the startup log. */
     readiness: () => Promise<AgentReadiness[]>
-    containment: { mode: ContainmentMode; reason: string }
+    containment: { mode: ContainmentMode; reason: string; escapes: string }
   }
 }
 
@@ -123,7 +125,13 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   // Windows has no sudo of its own; WSL runs meet the distro's.
   const sudoShim = process.platform === 'win32' ? undefined : SudoShim.install()
   app.addHook('onClose', () => { sudoShim?.remove() })
-  const host = await chooseHostContainment(config.containment)
+  // Before anything in DATA_DIR is acted on (the ledger's leftovers, the store's lost runs): this service's alone.
+  const dataDir = claimDataDir(config.dataDir)
+  app.addHook('onClose', () => { dataDir.release() })
+  if (dataDir.repaired !== null) app.log.warn(dataDir.repaired)
+  const replica = randomUUID()
+  const life = serviceLife(dataDir.dir, replica)
+  const host = await chooseHostContainment(config.containment, undefined, life)
   app.log.info({ containment: host.containment.mode, reason: host.reason }, `containment: ${host.containment.mode}`)
   const ledger = new RunLedger(config.dataDir)
   // Agents' default directory: theirs alone, not the service's (its .env, its data).
@@ -134,6 +142,9 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   if (leftovers.length > 0) {
     app.log.warn({ leftovers }, `stopped what ${leftovers.length} run(s) of a previous life left running`)
   }
+  // What escaped the ledger (a process that left its run's group) still carries its run's mark.
+  const marked = await killMarked(isEarlierLife(life))
+  if (marked > 0) app.log.warn({ processes: marked }, `stopped ${marked} process(es) a previous life's runs left`)
   const launcher = new RunLauncher({
     config,
     tools,
@@ -145,7 +156,6 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     ledger,
     wslDistros: new WslDistros(config.wslBin, agentEnv)
   })
-  const replica = randomUUID()
   const store = await createRunStore(config, replica, app.log)
   const lost = await store.recover()
   if (lost.length > 0) app.log.warn({ runs: lost }, `${lost.length} run(s) of a previous life ended with it: now lost`)
@@ -193,7 +203,9 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   app.addHook('onClose', () => { probes.abort() })
   const readiness = agentReadiness(Object.values(tools), { signal: probes.signal, bind: host.bindToService })
   app.decorate('readiness', readiness)
-  app.decorate('containment', { mode: host.containment.mode, reason: host.reason })
+  app.decorate('containment', {
+    mode: host.containment.mode, reason: host.reason, escapes: whatEscapes(host.containment.mode)
+  })
   const containment = app.containment
   await app.register(healthRoutes, { tokens: config.apiTokens, readiness, metrics, slots, containment })
   return app

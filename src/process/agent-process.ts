@@ -7,6 +7,7 @@ import { AgentSpawnError } from './spawn-error.js'
 import type { StopReason } from '../schemas/run.js'
 import { HeadTailBuffer } from './head-tail-buffer.js'
 import type { LoopShare } from './loop-share.js'
+import { RUN_MARK_VARIABLE } from './run-marks.js'
 
 /** What is spawned: the agent itself, or the wsl.exe call that runs it. */
 export interface AgentCommand {
@@ -35,6 +36,7 @@ export interface RunHooks {
 }
 
 export interface AgentRunOptions extends RunHooks {
+  runId: string
   command: AgentCommand
   /** How the run's processes are held together and stopped. */
   containment: Containment
@@ -74,6 +76,8 @@ export interface AgentRunOutcome {
   stopReason: StopReason | null
   durationMs: number
   output: HeadTailBuffer
+  /** The containment could not stop the run; its agent was ended directly, and what it started may still run. */
+  containmentFailed: boolean
 }
 
 /** The run was stopped before its agent started (the client left, the service is closing): nothing was spawned. */
@@ -96,13 +100,15 @@ const abortReason = (signal: AbortSignal): StopReason => (signal.reason as StopR
  */
 export async function runAgent(options: AgentRunOptions): Promise<AgentRunOutcome> {
   const { command, signal, containment, env } = options
-  const launch = await containment.launch(command.file, command.args, { env, cwd: command.cwd, user: options.user })
+  const launch = await containment.launch(command.file, command.args, {
+    env, cwd: command.cwd, user: options.user, runId: options.runId
+  })
   // A client that left while the request was checked or queued for a slot: nothing starts.
   if (signal?.aborted) throw new RunAbandoned(abortReason(signal))
   const startedAt = performance.now()
   const child = spawn(launch.file, launch.args, {
     cwd: command.cwd,
-    env,
+    env: launch.mark === undefined ? env : { ...env, [RUN_MARK_VARIABLE]: launch.mark },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: launch.detached,
     ...(launch.uid === undefined ? {} : { uid: launch.uid, gid: launch.gid }),
@@ -113,7 +119,7 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentRunOutcom
     throw new AgentSpawnError(error)
   }
   const pid = child.pid
-  const contained = containment.control(child)
+  const contained = containment.control(child, launch)
   options.ledger?.started(contained.leftover)
   options.onSpawn?.(pid)
 
@@ -157,17 +163,29 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentRunOutcom
   child.stderr.on('data', collect)
 
   let escalation: NodeJS.Timeout | undefined
+  let containmentFailed = false
   const exited = (): boolean => child.exitCode !== null || child.signalCode !== null
+  // The containment's own SIGKILL did not end the agent (taskkill refused /T, wsl.exe failed): no stop waits on a tool
+  // that failed, so the direct child is ended (TerminateProcess on Windows) and the run says what may be left.
+  const endDirectChild = (): void => {
+    if (exited()) return
+    containmentFailed = true
+    child.kill('SIGKILL')
+  }
   const stop = (reason: StopReason): void => {
     if (stopReason !== null || exited()) return
     stopReason = reason
     // A reader that fell behind must not keep a stopping agent blocked on a full pipe.
     resume()
+    const after = (next: () => void): void => { escalation = setTimeout(next, options.killGraceMs) }
     void contained.signal('SIGINT')
-    escalation = setTimeout(() => {
+    after(() => {
       void contained.signal('SIGTERM')
-      escalation = setTimeout(() => void contained.signal('SIGKILL'), options.killGraceMs)
-    }, options.killGraceMs)
+      after(() => {
+        void contained.signal('SIGKILL')
+        after(endDirectChild)
+      })
+    })
   }
   const deadline = setTimeout(() => stop('timeout'), options.timeoutMs)
   const onAbort = (): void => stop(abortReason(signal!))
@@ -183,7 +201,7 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentRunOutcom
     // Nothing is left to slow down: what remains in the pipes (at most their capacity) flows to the reader now.
     resume()
     await waitForPipes(child)
-    return { pid, ...contained.exit(exitCode, exitSignal), stopReason, durationMs, output }
+    return { pid, ...contained.exit(exitCode, exitSignal), stopReason, durationMs, output, containmentFailed }
   } finally {
     clearTimeout(deadline)
     clearTimeout(escalation)

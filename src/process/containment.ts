@@ -8,7 +8,9 @@ export type StopSignal = 'SIGINT' | 'SIGTERM' | 'SIGKILL'
  * How strongly a run's processes are held together, strongest first:
  * - `pid-namespace`: the agent runs in its own PID namespace under an init (tini); when it ends, the kernel kills every
  *   process left in the namespace, whatever session or group it moved to; the service's death ends it too.
- * - `process-group`: the agent leads its own process group; a process that leaves the group (setsid, a daemon) escapes.
+ * - `process-group`: the agent leads its own process group, and every process of the run carries the run's mark in
+ *   its environment: a process that leaves the group (setsid, a daemon) is still found by its mark (Linux's /proc);
+ *   only one that also clears its environment escapes.
  * - `wsl-process-group`: inside a WSL distro, the agent leads a process group that the service signals through wsl.exe.
  * - `windows-tree`: native Windows, the agent's process tree ended with taskkill.
  */
@@ -28,6 +30,8 @@ interface Launch extends Command {
   /** The identity spawn itself switches to, when the containment does not (process-group with AGENT_USER). */
   uid?: number
   gid?: number
+  /** The run's mark (run-marks.ts), for a containment that finds the run's processes by their environment. */
+  mark?: string
 }
 
 /** What the agent will be started with, for a containment that has to look at the host first. */
@@ -36,6 +40,7 @@ interface LaunchContext {
   cwd: string | undefined
   /** AGENT_USER: who the agent runs as, when not the service's own user. */
   user?: AgentUser | undefined
+  runId: string
 }
 
 /** How the agent itself ended, once the containment's own wrappers are seen through. */
@@ -56,8 +61,8 @@ export interface Containment {
   readonly mode: ContainmentMode
   /** May reject with AgentSpawnError, as a spawn that cannot start the agent would. */
   launch(file: string, args: string[], context: LaunchContext): Promise<Launch>
-  /** Takes charge of a spawned run. */
-  control(child: ChildProcess): ContainedRun
+  /** Takes charge of a run spawned as `launch` says. */
+  control(child: ChildProcess, launch: Launch): ContainedRun
 }
 
 export interface ContainedRun {

@@ -1,7 +1,8 @@
-import type { Command, Containment } from './containment.js'
+import type { Command, Containment, ContainmentMode } from './containment.js'
 import { findOnPath } from './find-executable.js'
 import { diesWithService, namespaceWorks, pidNamespace, type NamespaceTools } from './pid-namespace.js'
 import { processGroup } from './process-group.js'
+import type { ServiceLife } from './run-marks.js'
 import { windowsTree } from './windows-tree.js'
 
 export const CONTAINMENT_SETTINGS = ['auto', 'pid-namespace', 'process-group'] as const
@@ -20,6 +21,23 @@ export interface HostContainment {
 
 const unbound = (command: Command): Command => command
 
+/** What a run's processes can do to outlive it in a mode: the guarantee, said plainly for /readyz and the start log. */
+export function whatEscapes(mode: ContainmentMode, platform: NodeJS.Platform = process.platform): string {
+  switch (mode) {
+    case 'pid-namespace':
+      return 'nothing: daemons, setsid and double forks end with the run'
+    case 'process-group':
+      return platform === 'linux'
+        ? 'a process that leaves the agent\'s process group and also clears its environment (setsid env -i, ' +
+          'sudo\'s env_reset); apt-get install tini for pid-namespace, which holds those too'
+        : 'a process that leaves the agent\'s process group (setsid, daemons)'
+    case 'wsl-process-group':
+      return 'a process that leaves the agent\'s process group inside the distro'
+    case 'windows-tree':
+      return 'what the agent leaves when it exits by itself, and its tree when taskkill fails'
+  }
+}
+
 async function namespaceTools(path: string): Promise<NamespaceTools | string> {
   const [setpriv, unshare, tini] = await Promise.all([
     findOnPath('setpriv', path),
@@ -37,11 +55,13 @@ const probes = new Map<string, Promise<boolean>>()
 /**
  * The strongest containment this host offers, probed by running it once: a PID namespace where util-linux, tini and
  * the kernel allow it (root, or unprivileged user namespaces), else the process group. A mode asked for by name that
- * cannot work is an error at start rather than a weaker guarantee than the operator believes.
+ * cannot work is an error at start rather than a weaker guarantee than the operator believes. Given the service's
+ * `life`, process-group mode marks each run's processes so that those leaving the group are found too.
  */
 export async function chooseHostContainment(
   setting: ContainmentSetting,
-  path = process.env['PATH'] ?? ''
+  path = process.env['PATH'] ?? '',
+  life?: ServiceLife
 ): Promise<HostContainment> {
   if (setting === 'pid-namespace' && process.platform !== 'linux') {
     throw new Error(`AGENT_CONTAINMENT=pid-namespace cannot work here: ${process.platform} has no PID namespaces`)
@@ -54,7 +74,7 @@ export async function chooseHostContainment(
     const reason = setting === 'process-group'
       ? 'AGENT_CONTAINMENT=process-group'
       : `no PID namespaces on ${process.platform}`
-    return { containment: processGroup, reason, bindToService: unbound }
+    return { containment: processGroup(life), reason, bindToService: unbound }
   }
   const tools = await namespaceTools(path)
   let failure = typeof tools === 'string' ? tools : undefined
@@ -71,5 +91,5 @@ export async function chooseHostContainment(
       : 'unshare --pid --mount-proc failed (in a container: --cap-add SYS_ADMIN, or a user namespace)'
   }
   if (setting === 'pid-namespace') throw new Error(`AGENT_CONTAINMENT=pid-namespace cannot work here: ${failure!}`)
-  return { containment: processGroup, reason: failure!, bindToService: unbound }
+  return { containment: processGroup(life), reason: failure!, bindToService: unbound }
 }

@@ -21,11 +21,11 @@ export class RunLedger {
 
   constructor(dataDir: string) {
     this.#dir = join(dataDir, 'live')
-    mkdirSync(this.#dir, { recursive: true })
+    mkdirSync(this.#dir, { recursive: true, mode: 0o700 })
   }
 
   started(runId: string, record: LeftoverRecord): void {
-    writeFileSync(join(this.#dir, `${runId}.json`), JSON.stringify(record))
+    writeFileSync(join(this.#dir, `${runId}.json`), JSON.stringify(record), { mode: 0o600 })
   }
 
   ended(runId: string): void {

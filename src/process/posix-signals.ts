@@ -34,6 +34,16 @@ export function exitThroughInit(
   return { exitCode: code, signal }
 }
 
+/** The process group a process is in (field 5 of /proc/PID/stat); null once it is gone, or where /proc is missing. */
+export function processGroupOf(pid: number): number | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2])
+  } catch {
+    return null
+  }
+}
+
 /**
  * When the process started, in clock ticks since boot (field 22 of /proc/PID/stat): with the pid, it names one process
  * for good, so a later life of the service never signals a stranger that reused the pid. null where /proc is missing.

@@ -86,6 +86,7 @@ export async function runPlacedAgent(
   let sudoAsked: Promise<SudoAsked> | undefined
   try {
     const outcome = await runAgent({
+      runId,
       command,
       containment: placement.containment,
       user: placement.user,

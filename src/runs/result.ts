@@ -26,7 +26,8 @@ export function toRunResult(
     output_bytes: outcome.output.totalBytes,
     command: [command.file, ...command.args],
     agent_report: parsed?.report ?? null,
-    sudo
+    sudo,
+    processes_may_remain: outcome.containmentFailed
   }
 }
 

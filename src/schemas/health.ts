@@ -29,7 +29,8 @@ export const Readiness = Type.Object({
   containment: Type.Optional(Type.Object(
     {
       mode: Type.Union(CONTAINMENT_MODES.map((mode) => Type.Literal(mode))),
-      reason: Type.String()
+      reason: Type.String(),
+      escapes: Type.String({ description: 'What, in this mode, can outlive its run.' })
     },
     { description: 'How agents on this host are contained (WSL runs: wsl-process-group), and why not a stronger mode.' }
   ))

@@ -102,7 +102,12 @@ export const RunResult = Type.Object({
   output_bytes: Type.Integer({ description: 'Bytes the agent wrote in all, including any left out of output.' }),
   command: Type.Array(Type.String(), { description: 'The argv that ran.' }),
   agent_report: Type.Union([AgentReport, Type.Null()]),
-  sudo: SudoReport
+  sudo: SudoReport,
+  processes_may_remain: Type.Boolean({
+    description:
+      'The containment could not stop the run (a failed taskkill or wsl.exe call): the agent itself was ended ' +
+      'directly, and processes it started may still run.'
+  })
 }, {
   $id: 'RunResult',
   title: 'RunResult',
@@ -133,7 +138,8 @@ export const RunResult = Type.Object({
         duration_ms: 8011,
         duration_api_ms: 7450
       },
-      sudo: { status: 'passwordless', password_needed: false, message: null }
+      sudo: { status: 'passwordless', password_needed: false, message: null },
+      processes_may_remain: false
     }
   ]
 })

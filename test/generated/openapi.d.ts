@@ -345,7 +345,8 @@ export interface components {
          *         "status": "passwordless",
          *         "password_needed": false,
          *         "message": null
-         *       }
+         *       },
+         *       "processes_may_remain": false
          *     }
          */
         RunResult: {
@@ -383,6 +384,8 @@ export interface components {
                 /** @description What to do about it, in French; null when nothing happened. */
                 message: string | null;
             };
+            /** @description The containment could not stop the run (a failed taskkill or wsl.exe call): the agent itself was ended directly, and processes it started may still run. */
+            processes_may_remain: boolean;
         };
         /**
          * RunEvent
@@ -1755,6 +1758,8 @@ export interface operations {
                         containment?: {
                             mode: "pid-namespace" | "process-group" | "wsl-process-group" | "windows-tree";
                             reason: string;
+                            /** @description What, in this mode, can outlive its run. */
+                            escapes: string;
                         };
                     };
                 };
@@ -1786,6 +1791,8 @@ export interface operations {
                         containment?: {
                             mode: "pid-namespace" | "process-group" | "wsl-process-group" | "windows-tree";
                             reason: string;
+                            /** @description What, in this mode, can outlive its run. */
+                            escapes: string;
                         };
                     };
                 };

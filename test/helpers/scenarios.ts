@@ -38,6 +38,8 @@ export const scenario = {
     task('grandchild', pidFile, options.stubborn === true ? 'stubborn' : 'yielding', ...(options.markers ?? [])),
   /** A daemon in its own session and a double-forked grandchild, each marking `dir` once running; then lives `ms`. */
   daemons: (dir: string, ms: number) => task('daemons', dir, ms),
+  /** A daemon in its own session that clears its environment, marking `dir` once running; then lives `ms`. */
+  scrubbed: (dir: string, ms: number) => task('scrubbed', dir, ms),
   /** A child in its own session holding the agent's stdout; its pid in `pidFile`; the agent exits at once. */
   escape: (pidFile: string) => task('escape', pidFile),
   /** `tick 1`…`tick <count>`, `ms` apart; its own pid in `pidFile` first, when given. */

@@ -30,9 +30,10 @@ function turnCounter(): { now: () => number; stop: () => void } {
 async function mostBytesInOneTurn(t: Test, turnsOfEach: Array<LoopShare | undefined>): Promise<number> {
   const turns = turnCounter()
   const perTurn = new Map<number, number>()
-  const outcomes = await Promise.all(turnsOfEach.map((relayTurns) => runAgent({
+  const outcomes = await Promise.all(turnsOfEach.map((relayTurns, index) => runAgent({
+    runId: `flood-${String(index)}`,
     command: { file: 'crush', args: ['run', '--', scenario.flood(FLOOD_BYTES)], cwd: undefined },
-    containment: processGroup,
+    containment: processGroup(),
     env: standInEnv(),
     timeoutMs: 60_000,
     killGraceMs: 1000,

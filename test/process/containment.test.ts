@@ -1,16 +1,16 @@
 import t, { type Test } from 'tap'
 import { execFileSync, spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { existsSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs'
+import { existsSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { request } from 'node:http'
 import { join } from 'node:path'
 import type { FastifyInstance } from 'fastify'
 import { runAgent } from '#src/process/agent-process.js'
-import { chooseHostContainment } from '#src/process/host-containment.js'
+import { chooseHostContainment, whatEscapes } from '#src/process/host-containment.js'
 import { RunLedger } from '#src/process/ledger.js'
 import { exitThroughInit, processStartTime } from '#src/process/posix-signals.js'
 import { processGroup } from '#src/process/process-group.js'
-import { build, cancelRun, createRun, heldAgent, listen, post, processesLeft, processesMatching, readPidFile, runTool, scenario, standInEnv, tempDir, until, waitFor } from '../helpers/index.js'
+import { build, cancelRun, createRun, heldAgent, listen, post, processesLeft, processesMatching, readPidFile, runTool, scenario, standInEnv, startServer, tempDir, until, waitFor } from '../helpers/index.js'
 
 // Each mode this host offers, and the fallback forced by configuration. Processes are found by a directory in their
 // argv, through /proc (ps): in a PID namespace the pids an agent sees are not the host's.
@@ -24,7 +24,7 @@ const leftovers = (dir: string) => {
 }
 const started = (dir: string) => existsSync(join(dir, 'daemon')) && existsSync(join(dir, 'double'))
 
-/** In process-group mode the daemon escapes by design: the test ends it itself. */
+/** Whatever the outcome, a test ends what it started: a failing one must not leave a daemon to the next. */
 function reapEscapees(t: Test, dir: string): void {
   t.teardown(() => {
     try {
@@ -44,7 +44,11 @@ t.test('the mode in force is chosen at start and reported by /readyz', async (t)
   t.equal(ready.containment.mode, namespaceAvailable ? 'pid-namespace' : 'process-group')
   t.type(ready.containment.reason, 'string')
   const forced = await build(t, { AGENT_CONTAINMENT: 'process-group' })
-  t.match((await forced.inject({ method: 'GET', url: '/readyz' })).json().containment, { mode: 'process-group', reason: 'AGENT_CONTAINMENT=process-group' })
+  t.match((await forced.inject({ method: 'GET', url: '/readyz' })).json().containment, { mode: 'process-group', reason: 'AGENT_CONTAINMENT=process-group', escapes: /leaves the agent's process group and also clears its environment.*apt-get install tini/ })
+  t.match(ready.containment.escapes, namespaceAvailable ? /^nothing/ : /clears its environment/, 'what can outlive a run, said plainly')
+  t.match(whatEscapes('process-group', 'darwin'), /leaves the agent's process group \(setsid, daemons\)$/, 'no /proc to find marks: the group only')
+  t.match(whatEscapes('wsl-process-group'), /inside the distro/)
+  t.match(whatEscapes('windows-tree'), /taskkill fails/)
   await t.rejects(chooseHostContainment('pid-namespace', '/nonexistent'), /AGENT_CONTAINMENT=pid-namespace cannot work here: util-linux setpriv and unshare are not on PATH/)
   t.equal((await chooseHostContainment('auto', '/nonexistent')).containment.mode, 'process-group', 'auto falls back')
 })
@@ -62,12 +66,10 @@ t.test('what an agent started does not outlive its run', { jobs: modes.length },
   for (const mode of modes) {
     t.test(`${mode}: what an agent started does not outlive its run`, async (t) => {
       const app = await build(t, { AGENT_CONTAINMENT: mode, MAX_CRUSH_AGENTS: '4', AGENT_KILL_GRACE_MS: '200' })
-      // The daemon left the agent's group: only a PID namespace holds it.
-      const daemonsLeft = mode === 'pid-namespace' ? 0 : 1
-
+      // The daemon left the agent's group: the namespace holds it, or in process-group mode, its run's mark.
       const expectEnded = async (t: Test, dir: string) => {
-        const left = await until(() => leftovers(dir), (found) => found.double === 0 && found.daemon === daemonsLeft, 5000, 'the run to be swept')
-        t.same(left, { daemon: daemonsLeft, double: 0 }, mode === 'pid-namespace' ? 'nothing is left' : 'only the daemon that left the group is left')
+        const left = await until(() => leftovers(dir), (found) => found.double === 0 && found.daemon === 0, 5000, 'the run to be swept')
+        t.same(left, { daemon: 0, double: 0 }, 'nothing is left')
         t.equal(app.slots.inUse('crush_run'), 0)
       }
 
@@ -121,6 +123,38 @@ t.test('what an agent started does not outlive its run', { jobs: modes.length },
   }
 })
 
+t.test('process-group mode: a daemon that also clears its environment is the one that escapes (docs/operations.md)', async (t) => {
+  const app = await build(t, { AGENT_CONTAINMENT: 'process-group' })
+  const dir = tempDir(t)
+  reapEscapees(t, dir)
+  t.match(await runTool(app, 'crush_run', { task: scenario.scrubbed(dir, 0) }), { ok: true, output: 'scrubbed daemon started\n' })
+  const scrubbed = () => processesMatching(dir).filter((line) => line.includes('"$0/scrubbed"')).length
+  t.equal(scrubbed(), 1, 'it outlived its run: no mark, no group')
+})
+
+t.test('a killed service: the next start stops what its runs left, daemons included, even with no ledger', async (t) => {
+  for (const mode of modes) {
+    await t.test(mode, async (t) => {
+      const dataDir = tempDir(t)
+      const dir = tempDir(t)
+      reapEscapees(t, dir)
+      const first = await startServer(t, { DATA_DIR: dataDir, AGENT_CONTAINMENT: mode })
+      await createRun(first.base, { tool: 'crush_run', task: scenario.daemons(dir, 60000) })
+      await waitFor(() => started(dir), 5000, 'the daemons')
+      const exited = once(first.child, 'exit')
+      first.child.kill('SIGKILL')
+      await exited
+      // The ledger names the agent's group only: what left the group is found by its mark.
+      rmSync(join(dataDir, 'live'), { recursive: true, force: true })
+      if (mode === 'process-group') t.same(leftovers(dir), { daemon: 1, double: 1 }, 'the killed service left them running')
+      const second = await startServer(t, { DATA_DIR: dataDir, AGENT_CONTAINMENT: mode })
+      // In a PID namespace, the service's death already ended the run (its parent-death signal).
+      t.same(await until(() => leftovers(dir), (found) => found.daemon === 0 && found.double === 0, 5000, 'nothing left'), { daemon: 0, double: 0 })
+      if (mode === 'process-group') t.ok(second.logs.some((entry) => /stopped \d+ process\(es\) a previous life's runs left/.test(String(entry['msg']))), 'the start says so')
+    })
+  }
+})
+
 t.test('inside the namespace, ps shows the run\'s own processes under its init', { skip: !namespaceAvailable && 'no PID namespaces here' }, async (t) => {
   const app = await build(t, { AGENT_CONTAINMENT: 'pid-namespace' })
   const { output } = await runTool(app, 'crush_run', { task: scenario.ps() })
@@ -162,7 +196,7 @@ t.test('a run stopped before its agent started spawns nothing: 503 SHUTTING_DOWN
   const controller = new AbortController()
   controller.abort('shutdown')
   await t.rejects(
-    runAgent({ command: { file: 'crush', args: ['run', '--', 'x'], cwd: undefined }, containment: processGroup, env: standInEnv(), timeoutMs: 1000, killGraceMs: 100, outputLimitBytes: 1024, signal: controller.signal }),
+    runAgent({ runId: 'abandoned', command: { file: 'crush', args: ['run', '--', 'x'], cwd: undefined }, containment: processGroup(), env: standInEnv(), timeoutMs: 1000, killGraceMs: 100, outputLimitBytes: 1024, signal: controller.signal }),
     { name: 'RunAbandoned', reason: 'shutdown' }
   )
   // Shutdown while a request waits for its slot (here: the sudo probe): answered, and nothing started.

@@ -67,12 +67,12 @@ t.test('windows-tree: stops are taskkill of the whole tree, asked first, then fo
   const containment = windowsTree(taskkill)
   t.equal(containment.mode, 'windows-tree')
   const env = { PATH: process.env['PATH']!.replaceAll(':', ';'), PATHEXT: '.EXE' }
-  await t.rejects(containment.launch('no-such-agent', [], { env, cwd: dir }), { name: 'AgentSpawnError', errno: 'ENOENT' })
+  await t.rejects(containment.launch('no-such-agent', [], { env, cwd: dir, runId: 'r' }), { name: 'AgentSpawnError', errno: 'ENOENT' })
   writeFileSync(join(dir, 'agent.cmd'), '@echo off\r\necho %*\r\n')
-  await t.rejects(containment.launch('agent.cmd', [], { env, cwd: dir }), { name: 'AgentSpawnError', errno: 'EINVAL', message: /not an npm shim/ })
+  await t.rejects(containment.launch('agent.cmd', [], { env, cwd: dir, runId: 'r' }), { name: 'AgentSpawnError', errno: 'EINVAL', message: /not an npm shim/ })
 
   const child = spawn('sleep', ['5'], { stdio: 'ignore' })
-  const run = containment.control(child)
+  const run = containment.control(child, { file: 'sleep', args: ['5'], detached: false })
   t.same(run.leftover, { kind: 'windows-tree', pid: child.pid })
   await run.signal('SIGINT')
   await run.signal('SIGTERM')

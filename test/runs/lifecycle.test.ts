@@ -28,9 +28,11 @@ t.test('at the deadline the whole group stops: SIGINT lets crush wind down, then
 t.test('an agent ignoring SIGINT and SIGTERM is killed after two grace periods, with its grandchild', async (t) => {
   const pidFile = join(tempDir(t), 'grandchild.pid')
   const app = await build(t, { AGENT_KILL_GRACE_MS: '300' })
-  const result = await runTool(app, 'crush_run', { task: scenario.grandchild(pidFile, { stubborn: true }), timeout: 3 })
+  // The deadline leaves room for a loaded machine (three suites side by side in CI) to start the stand-in and make it
+  // deaf first: 3 s once ended a run still loading, which SIGINT stopped.
+  const result = await runTool(app, 'crush_run', { task: scenario.grandchild(pidFile, { stubborn: true }), timeout: 8 })
   t.match(result, { ok: false, timed_out: true, stop_reason: 'timeout', exit_code: null, signal: 'SIGKILL' })
-  t.ok(result.duration_ms >= 3000 + 2 * 300, 'SIGKILL came only after SIGINT and SIGTERM had their grace')
+  t.ok(result.duration_ms >= 8000 + 2 * 300, 'SIGKILL came only after SIGINT and SIGTERM had their grace')
   const grandchild = await readPidFile(pidFile)
   t.notOk(await gone(grandchild, 'the grandchild to die'), 'no process left behind')
 })

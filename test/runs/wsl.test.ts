@@ -25,7 +25,7 @@ const agentStarts = (log: string): string[][] =>
   existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter((line) => line.startsWith('{"pid"')).map((line) => JSON.parse(line).argv) : []
 
 /** What placeRun needs besides the host and the request. */
-const PLACEMENT = { agentBin: 'crush', agentArgs: ['run', '--', 'task'], wslBin: 'wsl.exe', hostContainment: processGroup, runId: 'r1', env: { PATH: '/bin', ANTHROPIC_API_KEY: 'k' }, defaultCwd: '/agents' }
+const PLACEMENT = { agentBin: 'crush', agentArgs: ['run', '--', 'task'], wslBin: 'wsl.exe', hostContainment: processGroup(), runId: 'r1', env: { PATH: '/bin', ANTHROPIC_API_KEY: 'k' }, defaultCwd: '/agents' }
 
 t.test('placeRun: the WSL shape, once per run', async (t) => {
   const base = PLACEMENT
@@ -45,7 +45,7 @@ t.test('placeRun: the WSL shape, once per run', async (t) => {
   t.same(native.command, { file: 'crush', args: ['run', '--', 'task'], cwd: 'C:\\src' }, 'a Windows host without wsl_distro runs the agent directly')
   const linux = placeRun({ ...base, hostPlatform: 'linux', params: { wsl_distro: 'Ubuntu', wsl_user: 'dev', cwd: '/src' } })
   t.same(linux.command, { file: 'crush', args: ['run', '--', 'task'], cwd: '/src' }, 'other hosts ignore the wsl fields')
-  t.equal(linux.containment, processGroup)
+  t.equal(linux.containment, PLACEMENT.hostContainment, 'the host containment')
   t.equal(placeRun({ ...base, hostPlatform: 'linux', params: {} }).command.cwd, '/agents', 'no cwd: AGENT_WORKDIR, never the service’s own directory')
   t.same(placeRun({ ...base, hostPlatform: 'win32', params: { wsl_distro: 'Ubuntu' } }).command.args.slice(0, 4), ['-d', 'Ubuntu', '--cd', '~'], 'no cwd in WSL: the distro user’s home, not the Windows directory of the service')
 })

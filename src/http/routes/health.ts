@@ -13,7 +13,7 @@ interface HealthRoutesOptions {
   slots: SlotLimiter
   readiness: () => Promise<AgentReadiness[]>
   metrics: Metrics
-  containment: { mode: ContainmentMode; reason: string }
+  containment: { mode: ContainmentMode; reason: string; escapes: string }
 }
 
 /** Whether the request carries one of the tokens, compared in constant time (digests of equal length). */

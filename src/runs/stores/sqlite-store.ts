@@ -1,5 +1,5 @@
 import type BetterSqlite3 from 'better-sqlite3'
-import { mkdirSync } from 'node:fs'
+import { closeSync, mkdirSync, openSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { join } from 'node:path'
 import type { StoredEvent } from '../event-log.js'
@@ -26,6 +26,28 @@ const SCHEMA = `
     PRIMARY KEY (run, id)
   ) WITHOUT ROWID;
 `
+
+/** How a native module built for another Node, platform or architecture fails to load (dlopen, or bindings). */
+const NATIVE_LOAD_FAILURE = new RegExp([
+  'NODE_MODULE_VERSION', 'Could not locate the bindings file', 'invalid ELF header', 'wrong ELF class',
+  'not a valid Win32 application', 'mach-o'
+].join('|'), 'i')
+
+function openDatabase(file: string): BetterSqlite3.Database {
+  try {
+    // Loaded only when chosen: the native module is no cost to a service that keeps runs elsewhere.
+    const Database = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3
+    return new Database(file)
+  } catch (error) {
+    const { code, message } = error as NodeJS.ErrnoException
+    if (code !== 'ERR_DLOPEN_FAILED' && !NATIVE_LOAD_FAILURE.test(message)) throw error
+    throw new Error(
+      `better-sqlite3 cannot load in Node ${process.version} (${process.platform}-${process.arch}): ` +
+      `${message.split('\n')[0]!}. Run \`npm rebuild better-sqlite3\` with this Node, or set RUNS_STORE=memory`,
+      { cause: error }
+    )
+  }
+}
 
 interface RunRow {
   id: string
@@ -73,9 +95,10 @@ export class SqliteRunStore implements RunStore {
 
   constructor(dataDir: string, retention: RetentionOptions) {
     mkdirSync(dataDir, { recursive: true, mode: 0o700 })
-    // Loaded only when chosen: the native module is no cost to a service that keeps runs elsewhere.
-    const Database = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3
-    this.#db = new Database(join(dataDir, 'runs.sqlite'))
+    const file = join(dataDir, 'runs.sqlite')
+    // Tasks and outputs are the callers' own: SQLite gives its -wal and -shm files the database file's mode.
+    closeSync(openSync(file, 'a', 0o600))
+    this.#db = openDatabase(file)
     this.#db.pragma('journal_mode = WAL')
     // WAL with NORMAL survives a crash of the service (not of the machine) without an fsync per write.
     this.#db.pragma('synchronous = NORMAL')

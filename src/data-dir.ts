@@ -1,0 +1,94 @@
+import { chmodSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { join, resolve } from 'node:path'
+import { processStartTime } from './process/posix-signals.js'
+
+/** DATA_DIR, held by this service alone for its whole life. */
+export interface DataDirClaim {
+  dir: string
+  /** What had to be repaired (a directory others could read), for the startup log. */
+  repaired: string | null
+  release(): void
+}
+
+interface Holder {
+  pid: number
+  startTime: string | null
+}
+
+const LOCK_FILE = 'service.lock'
+
+/** The one service that may own DATA_DIR is elsewhere: starting would kill its agents as a previous life's. */
+class DataDirInUse extends Error {
+  constructor(dir: string, holder: Holder) {
+    super(
+      `DATA_DIR ${dir} is in use by another agent-runner (pid ${String(holder.pid)}): ` +
+      'one service per DATA_DIR; stop it, or give this one a DATA_DIR of its own'
+    )
+    this.name = 'DataDirInUse'
+  }
+}
+
+function isAlive(holder: Holder): boolean {
+  try {
+    process.kill(holder.pid, 0)
+  } catch (error) {
+    // EPERM: alive, someone else's.
+    if ((error as NodeJS.ErrnoException).code === 'ESRCH') return false
+  }
+  // The same pid under another start time is a stranger that reused it: the holder is gone.
+  return holder.startTime === null || processStartTime(holder.pid) === holder.startTime
+}
+
+function readHolder(path: string): Holder | null {
+  try {
+    const holder = JSON.parse(readFileSync(path, 'utf8')) as Partial<Holder>
+    return typeof holder.pid === 'number' ? { pid: holder.pid, startTime: holder.startTime ?? null } : null
+  } catch {
+    return null
+  }
+}
+
+/** Private to the service: agents running as another user must not read its runs' tasks and outputs. */
+function makePrivate(dir: string): string | null {
+  mkdirSync(dir, { recursive: true, mode: 0o700 })
+  if (process.platform === 'win32') return null
+  const mode = statSync(dir).mode & 0o777
+  if ((mode & 0o077) === 0) return null
+  chmodSync(dir, 0o700)
+  return `DATA_DIR ${dir} was readable by others (mode ${mode.toString(8)}): now 0700`
+}
+
+/**
+ * Takes DATA_DIR for this service before anything in it is acted on: a second service on the same directory would
+ * otherwise take the first one's running agents for a previous life's leftovers and kill them. The lock is a file
+ * naming the holder by pid and start time, so a holder killed with SIGKILL never locks the directory for good.
+ */
+export function claimDataDir(dataDir: string): DataDirClaim {
+  const dir = resolve(dataDir)
+  const repaired = makePrivate(dir)
+  const path = join(dir, LOCK_FILE)
+  const me: Holder = { pid: process.pid, startTime: processStartTime(process.pid) }
+  for (let attempt = 0; ; attempt++) {
+    try {
+      writeFileSync(path, JSON.stringify(me), { flag: 'wx', mode: 0o600 })
+      break
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
+      const holder = readHolder(path)
+      // Two starts racing for a stale lock: only one removes it and wins the create; the other meets the winner.
+      if (attempt > 0 || (holder !== null && isAlive(holder))) throw new DataDirInUse(dir, holder ?? me)
+      rmSync(path, { force: true })
+    }
+  }
+  let released = false
+  return {
+    dir,
+    repaired,
+    release: () => {
+      if (released) return
+      released = true
+      const holder = readHolder(path)
+      if (holder?.pid === me.pid && holder.startTime === me.startTime) rmSync(path, { force: true })
+    }
+  }
+}

@@ -1,0 +1,70 @@
+import t from 'tap'
+import { execFileSync, spawnSync } from 'node:child_process'
+import { chmodSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { claimDataDir } from '#src/data-dir.js'
+import { build, createRun, isAlive, readPidFile, runTool, scenario, settled, startServer, tempDir, until } from './helpers/index.js'
+import { asRoot, realUser } from './helpers/users.js'
+
+const modeOf = (path: string) => statSync(path).mode & 0o777
+
+t.test('DATA_DIR and every file in it are the service\'s alone: an agent as AGENT_USER cannot read another caller\'s run', { skip: !asRoot && 'needs root (useradd)' }, async (t) => {
+  const user = realUser('ar-isolation', 'nopasswd')
+  // Where operators put it: a directory anyone may cross, DATA_DIR made beforehand with the usual 0755.
+  const parent = tempDir(t)
+  chmodSync(parent, 0o755)
+  const dataDir = join(parent, 'data')
+  mkdirSync(dataDir, { mode: 0o755 })
+  chmodSync(dataDir, 0o755)
+  const app = await build(t, { DATA_DIR: dataDir, AGENT_USER: user.name })
+  const { id } = await createRun(app, { tool: 'crush_run', task: 'the-secret-task' })
+  await settled(app, id)
+  t.equal(modeOf(dataDir), 0o700, 'DATA_DIR repaired to 0700')
+  const files = readdirSync(dataDir).filter((name) => name.startsWith('runs.sqlite'))
+  t.ok(files.length >= 2, `the store and its journal: ${files.join(', ')}`)
+  for (const name of files) t.equal(modeOf(join(dataDir, name)), 0o600, `${name} is 0600`)
+  const asAgentUser = spawnSync('setpriv', ['--reuid', String(user.uid), '--regid', String(user.gid), '--init-groups', '--', 'cat', join(dataDir, 'runs.sqlite')], { encoding: 'utf8' })
+  t.not(asAgentUser.status, 0, 'the agent\'s user cannot read the store')
+  t.notMatch(asAgentUser.stdout, /the-secret-task/)
+  t.match(asAgentUser.stderr, /Permission denied/)
+})
+
+t.test('a second service on the same DATA_DIR refuses to start and leaves the first one\'s agents alone', async (t) => {
+  const dataDir = tempDir(t)
+  const first = await startServer(t, { DATA_DIR: dataDir })
+  const pidFile = join(tempDir(t), 'agent.pid')
+  await createRun(first.base, { tool: 'crush_run', task: scenario.writePid(pidFile, 60000) })
+  const agent = await readPidFile(pidFile)
+  await t.rejects(startServer(t, { DATA_DIR: dataDir }), /server exited with 1/)
+  // In the same process too (a second app built by mistake): refused before anything in DATA_DIR is touched.
+  const app = await build(t)
+  await t.rejects(build(t, { DATA_DIR: dataDir }), { name: 'DataDirInUse', message: /is in use by another agent-runner \(pid \d+\): one service per DATA_DIR/ })
+  t.ok(isAlive(agent), 'the first service\'s agent still runs')
+  t.ok(app, 'another DATA_DIR starts as usual')
+})
+
+t.test('the lock names its holder by pid and start time: a dead holder, or a reused pid, does not hold it', async (t) => {
+  const dataDir = tempDir(t)
+  const dead = execFileSync('sh', ['-c', 'echo $$'], { encoding: 'utf8' }).trim()
+  writeFileSync(join(dataDir, 'service.lock'), JSON.stringify({ pid: Number(dead), startTime: '1' }))
+  const claim = claimDataDir(dataDir)
+  t.throws(() => claimDataDir(dataDir), { name: 'DataDirInUse' }, 'held by this life now')
+  claim.release()
+  writeFileSync(join(dataDir, 'service.lock'), JSON.stringify({ pid: process.pid, startTime: '1' }))
+  const reused = claimDataDir(dataDir)
+  t.equal(reused.repaired, null, 'a private DATA_DIR needs no repair')
+  reused.release()
+  writeFileSync(join(dataDir, 'service.lock'), 'cut sho')
+  claimDataDir(dataDir).release()
+  t.same(readdirSync(dataDir), [], 'released: the lock is gone')
+})
+
+t.test('the service\'s own log says what it repaired', async (t) => {
+  const dataDir = join(tempDir(t), 'data')
+  mkdirSync(dataDir)
+  chmodSync(dataDir, 0o750)
+  const server = await startServer(t, { DATA_DIR: dataDir })
+  t.ok(server.logs.some((entry) => /DATA_DIR .* was readable by others \(mode 750\): now 0700/.test(String(entry['msg']))))
+  await until(() => modeOf(dataDir), (mode) => mode === 0o700, 1000, 'the repair')
+  t.equal((await runTool(server.base, 'crush_run', { task: 'x' })).ok, true, 'and runs as usual')
+})
