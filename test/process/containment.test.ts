@@ -11,6 +11,7 @@ import { RunLedger } from '#src/process/ledger.js'
 import { exitThroughInit, processStartTime } from '#src/process/posix-signals.js'
 import { processGroup } from '#src/process/process-group.js'
 import { build, cancelRun, createRun, heldAgent, listen, post, processesLeft, processesMatching, readPidFile, runTool, scenario, standInEnv, startServer, tempDir, until, waitFor } from '../helpers/index.js'
+import { asRoot, directoryOf, realUser } from '../helpers/users.js'
 
 // Each mode this host offers, and the fallback forced by configuration. Processes are found by a directory in their
 // argv, through /proc (ps): in a PID namespace the pids an agent sees are not the host's.
@@ -153,6 +154,29 @@ t.test('a killed service: the next start stops what its runs left, daemons inclu
       if (mode === 'process-group') t.ok(second.logs.some((entry) => /stopped \d+ process\(es\) a previous life's runs left/.test(String(entry['msg']))), 'the start says so')
     })
   }
+})
+
+t.test('the Docker image\'s setup (a non-root service, process-group forced): daemons end with their run, and with a killed life', { skip: !asRoot && 'needs root (useradd)' }, async (t) => {
+  const user = realUser('ar-image', 'nopasswd')
+  const home = directoryOf(t, user)
+  const dir = join(home, 'marks')
+  execFileSync('install', ['-d', '-o', String(user.uid), '-g', String(user.gid), dir])
+  reapEscapees(t, dir)
+  const env = { DATA_DIR: join(home, 'data'), AGENT_WORKDIR: join(home, 'work'), AGENT_CONTAINMENT: 'process-group', AGENT_KILL_GRACE_MS: '200' }
+  const first = await startServer(t, env, { user })
+  t.match(await runTool(first.base, 'crush_run', { task: scenario.daemons(dir, 0) }), { ok: true, output: 'daemons started\n' })
+  t.same(await until(() => leftovers(dir), (found) => found.daemon === 0 && found.double === 0, 5000, 'the run to be swept'), { daemon: 0, double: 0 }, 'nothing is left after a normal end')
+  rmSync(join(dir, 'daemon'))
+  rmSync(join(dir, 'double'))
+  await createRun(first.base, { tool: 'crush_run', task: scenario.daemons(dir, 60000) })
+  await waitFor(() => started(dir), 5000, 'the daemons')
+  const exited = once(first.child, 'exit')
+  first.child.kill('SIGKILL')
+  await exited
+  rmSync(join(env.DATA_DIR, 'live'), { recursive: true, force: true })
+  t.same(leftovers(dir), { daemon: 1, double: 1 }, 'the killed service left them running')
+  await startServer(t, env, { user })
+  t.same(await until(() => leftovers(dir), (found) => found.daemon === 0 && found.double === 0, 5000, 'nothing left'), { daemon: 0, double: 0 }, 'the next start stopped them')
 })
 
 t.test('inside the namespace, ps shows the run\'s own processes under its init', { skip: !namespaceAvailable && 'no PID namespaces here' }, async (t) => {
