@@ -203,6 +203,13 @@ export const ERROR_CATALOG = {
     example: ['crush', 'EACCES'],
     exposed: true
   },
+  RUN_NOT_RECORDED: {
+    status: 503,
+    when: 'The run could not be recorded under DATA_DIR (disk full, read-only): its agent was killed at once.',
+    message: (reason: string) => `The run could not be recorded, so its agent was stopped: ${reason}`,
+    example: ['ENOSPC: no space left on device, write'],
+    exposed: true
+  },
   SLOTS_UNAVAILABLE: {
     status: 503,
     when: 'SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.',

@@ -2,8 +2,8 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { performance } from 'node:perf_hooks'
 import type { AgentUser } from './agent-user.js'
-import type { Containment, LeftoverRecord } from './containment.js'
-import { AgentSpawnError } from './spawn-error.js'
+import type { ContainedRun, Containment, LeftoverRecord } from './containment.js'
+import { AgentSpawnError, RunNotRecorded } from './spawn-error.js'
 import type { StopReason } from '../schemas/run.js'
 import { HeadTailBuffer } from './head-tail-buffer.js'
 import type { LoopShare } from './loop-share.js'
@@ -120,7 +120,12 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentRunOutcom
   }
   const pid = child.pid
   const contained = containment.control(child, launch)
-  options.ledger?.started(contained.leftover)
+  try {
+    options.ledger?.started(contained.leftover)
+  } catch (error) {
+    await killUnrecorded(child, contained)
+    throw new RunNotRecorded(error as Error)
+  }
   options.onSpawn?.(pid)
 
   const output = new HeadTailBuffer(options.outputLimitBytes)
@@ -207,6 +212,14 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentRunOutcom
     clearTimeout(escalation)
     signal?.removeEventListener('abort', onAbort)
   }
+}
+
+async function killUnrecorded(child: ChildProcess, contained: ContainedRun): Promise<void> {
+  const exit = once(child, 'exit')
+  await contained.sweep()
+  child.kill('SIGKILL')
+  await exit
+  await contained.sweep()
 }
 
 async function waitForPipes(child: ChildProcess): Promise<void> {

@@ -12,3 +12,14 @@ export class AgentSpawnError extends Error {
     return new AgentSpawnError(Object.assign(new Error(`spawn ${file} ENOENT`), { code: 'ENOENT' }))
   }
 }
+
+/**
+ * The agent started but its record could not be written (DATA_DIR full or read-only): a run no later life could find
+ * must not go on, so it was killed at once, before anything was answered.
+ */
+export class RunNotRecorded extends Error {
+  constructor(cause: Error) {
+    super(cause.message, { cause })
+    this.name = 'RunNotRecorded'
+  }
+}

@@ -5,7 +5,7 @@ import { serviceError } from '../errors.js'
 import { RunAbandoned, runAgent, type RunHooks } from '../process/agent-process.js'
 import { LoopShare } from '../process/loop-share.js'
 import type { RunLedger } from '../process/ledger.js'
-import { AgentSpawnError } from '../process/spawn-error.js'
+import { AgentSpawnError, RunNotRecorded } from '../process/spawn-error.js'
 import type { RunParams, RunResult } from '../schemas/run.js'
 import { SudoPasswordDetector } from '../sudo/detector.js'
 import { sudoReport } from '../sudo/message.js'
@@ -136,6 +136,10 @@ export async function runPlacedAgent(
   } catch (error) {
     if (error instanceof RunAbandoned) {
       throw serviceError(error.reason === 'shutdown' ? 'SHUTTING_DOWN' : 'CLIENT_CLOSED_REQUEST')
+    }
+    if (error instanceof RunNotRecorded) {
+      log.error({ tool: tool.name, run: runId, err: error }, 'run not recorded: its agent was killed at once')
+      throw serviceError('RUN_NOT_RECORDED', error.message)
     }
     if (!(error instanceof AgentSpawnError)) throw error
     // spawn says ENOENT both for a missing binary and for a directory removed since it was checked.

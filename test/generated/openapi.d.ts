@@ -493,7 +493,7 @@ export interface components {
              */
             error: string;
             /**
-             * @description Machine-readable error code: VALIDATION_ERROR, INVALID_JSON, INVALID_CONTENT_LENGTH, MALFORMED_REQUEST, BAD_URL, CWD_NOT_FOUND, CWD_NOT_A_DIRECTORY, WSL_DISTRO_NOT_FOUND, WSL_ARGUMENT_UNSAFE, COMMAND_LINE_TOO_LONG, UNAUTHORIZED, HOST_NOT_ALLOWED, FORBIDDEN_PATH, ORIGIN_NOT_ALLOWED, ROUTE_NOT_FOUND, RUN_NOT_FOUND, METHOD_NOT_ALLOWED, REQUEST_TIMEOUT, BODY_TOO_LARGE, URL_TOO_LONG, UNSUPPORTED_MEDIA_TYPE, AGENT_LIMIT_REACHED, HEADERS_TOO_LARGE, INTERNAL_ERROR, AGENT_NOT_INSTALLED, AGENT_SPAWN_FAILED, SLOTS_UNAVAILABLE, RUNS_UNAVAILABLE, SHUTTING_DOWN.
+             * @description Machine-readable error code: VALIDATION_ERROR, INVALID_JSON, INVALID_CONTENT_LENGTH, MALFORMED_REQUEST, BAD_URL, CWD_NOT_FOUND, CWD_NOT_A_DIRECTORY, WSL_DISTRO_NOT_FOUND, WSL_ARGUMENT_UNSAFE, COMMAND_LINE_TOO_LONG, UNAUTHORIZED, HOST_NOT_ALLOWED, FORBIDDEN_PATH, ORIGIN_NOT_ALLOWED, ROUTE_NOT_FOUND, RUN_NOT_FOUND, METHOD_NOT_ALLOWED, REQUEST_TIMEOUT, BODY_TOO_LARGE, URL_TOO_LONG, UNSUPPORTED_MEDIA_TYPE, AGENT_LIMIT_REACHED, HEADERS_TOO_LARGE, INTERNAL_ERROR, AGENT_NOT_INSTALLED, AGENT_SPAWN_FAILED, RUN_NOT_RECORDED, SLOTS_UNAVAILABLE, RUNS_UNAVAILABLE, SHUTTING_DOWN.
              * @example AGENT_LIMIT_REACHED
              */
             code: string;
@@ -570,6 +570,7 @@ export interface operations {
             /**
              * @description - `AGENT_NOT_INSTALLED`: The agent's executable is not on the service's PATH.
              *     - `AGENT_SPAWN_FAILED`: The agent's executable exists but could not be started.
+             *     - `RUN_NOT_RECORDED`: The run could not be recorded under DATA_DIR (disk full, read-only): its agent was killed at once.
              *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
              *     - `RUNS_UNAVAILABLE`: RUNS_STORE=redis and Redis does not answer: the run cannot be stored, read or reached.
              *     - `SHUTTING_DOWN`: The service began shutting down before the agent started; nothing was started.
@@ -689,6 +690,7 @@ export interface operations {
             /**
              * @description - `AGENT_NOT_INSTALLED`: The agent's executable is not on the service's PATH.
              *     - `AGENT_SPAWN_FAILED`: The agent's executable exists but could not be started.
+             *     - `RUN_NOT_RECORDED`: The run could not be recorded under DATA_DIR (disk full, read-only): its agent was killed at once.
              *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
              *     - `RUNS_UNAVAILABLE`: RUNS_STORE=redis and Redis does not answer: the run cannot be stored, read or reached.
              *     - `SHUTTING_DOWN`: The service began shutting down before the agent started; nothing was started.
@@ -808,6 +810,7 @@ export interface operations {
             /**
              * @description - `AGENT_NOT_INSTALLED`: The agent's executable is not on the service's PATH.
              *     - `AGENT_SPAWN_FAILED`: The agent's executable exists but could not be started.
+             *     - `RUN_NOT_RECORDED`: The run could not be recorded under DATA_DIR (disk full, read-only): its agent was killed at once.
              *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
              *     - `RUNS_UNAVAILABLE`: RUNS_STORE=redis and Redis does not answer: the run cannot be stored, read or reached.
              *     - `SHUTTING_DOWN`: The service began shutting down before the agent started; nothing was started.
@@ -927,6 +930,7 @@ export interface operations {
             /**
              * @description - `AGENT_NOT_INSTALLED`: The agent's executable is not on the service's PATH.
              *     - `AGENT_SPAWN_FAILED`: The agent's executable exists but could not be started.
+             *     - `RUN_NOT_RECORDED`: The run could not be recorded under DATA_DIR (disk full, read-only): its agent was killed at once.
              *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
              *     - `RUNS_UNAVAILABLE`: RUNS_STORE=redis and Redis does not answer: the run cannot be stored, read or reached.
              *     - `SHUTTING_DOWN`: The service began shutting down before the agent started; nothing was started.
@@ -1046,6 +1050,7 @@ export interface operations {
             /**
              * @description - `AGENT_NOT_INSTALLED`: The agent's executable is not on the service's PATH.
              *     - `AGENT_SPAWN_FAILED`: The agent's executable exists but could not be started.
+             *     - `RUN_NOT_RECORDED`: The run could not be recorded under DATA_DIR (disk full, read-only): its agent was killed at once.
              *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
              *     - `RUNS_UNAVAILABLE`: RUNS_STORE=redis and Redis does not answer: the run cannot be stored, read or reached.
              *     - `SHUTTING_DOWN`: The service began shutting down before the agent started; nothing was started.
@@ -1165,6 +1170,7 @@ export interface operations {
             /**
              * @description - `AGENT_NOT_INSTALLED`: The agent's executable is not on the service's PATH.
              *     - `AGENT_SPAWN_FAILED`: The agent's executable exists but could not be started.
+             *     - `RUN_NOT_RECORDED`: The run could not be recorded under DATA_DIR (disk full, read-only): its agent was killed at once.
              *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
              *     - `RUNS_UNAVAILABLE`: RUNS_STORE=redis and Redis does not answer: the run cannot be stored, read or reached.
              *     - `SHUTTING_DOWN`: The service began shutting down before the agent started; nothing was started.
@@ -1326,6 +1332,7 @@ export interface operations {
             /**
              * @description - `AGENT_NOT_INSTALLED`: The agent's executable is not on the service's PATH.
              *     - `AGENT_SPAWN_FAILED`: The agent's executable exists but could not be started.
+             *     - `RUN_NOT_RECORDED`: The run could not be recorded under DATA_DIR (disk full, read-only): its agent was killed at once.
              *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
              *     - `RUNS_UNAVAILABLE`: RUNS_STORE=redis and Redis does not answer: the run cannot be stored, read or reached.
              *     - `SHUTTING_DOWN`: The service began shutting down before the agent started; nothing was started.
