@@ -1,7 +1,7 @@
 import envSchema from 'env-schema'
 import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { homedir } from 'node:os'
 import { join } from 'node:path'
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { BUILT_IN_AGENTS } from './agents/catalog.js'
@@ -139,6 +139,8 @@ export function loadConfig(
     schema: envSchemaFor(agents),
     ...(source === undefined ? { dotenv: { quiet: true } } : { env: false, data: source })
   })
+  const agentUser = env.AGENT_USER === '' ? undefined : resolveAgentUser(env.AGENT_USER)
+  // Out of the shared temporary directory, where any local user could make it first.
   const config: Config = {
     host: env.HOST,
     apiTokens: parseApiTokens(splitList(secretValue(env, 'API_TOKENS'))),
@@ -149,8 +151,10 @@ export function loadConfig(
     hostPlatform: env.AGENT_HOST_PLATFORM ?? process.platform,
     containment: env.AGENT_CONTAINMENT,
     dataDir: env.DATA_DIR,
-    agentWorkdir: env.AGENT_WORKDIR === '' ? join(tmpdir(), 'agent-runner-workspace') : env.AGENT_WORKDIR,
-    agentUser: env.AGENT_USER === '' ? undefined : resolveAgentUser(env.AGENT_USER),
+    agentWorkdir: env.AGENT_WORKDIR === ''
+      ? join(agentUser?.home ?? homedir(), 'agent-runner-workspace')
+      : env.AGENT_WORKDIR,
+    agentUser,
     killGraceMs: env.AGENT_KILL_GRACE_MS,
     outputLimitBytes: env.AGENT_OUTPUT_LIMIT_BYTES,
     sudoProbeTtlMs: env.SUDO_PROBE_TTL_MS,

@@ -1,6 +1,8 @@
 import t from 'tap'
-import { readFileSync } from 'node:fs'
-import { createRun, scenario, settled, startServer } from '../test/helpers/index.js'
+import { existsSync, readFileSync } from 'node:fs'
+import { connect } from 'node:net'
+import { join } from 'node:path'
+import { createRun, scenario, settled, startServer, tempDir, until } from '../test/helpers/index.js'
 
 // What a run keeps is bounded by the output limit, whatever its agent wrote, and a finished run lives in the store (on
 // disk with SQLite), not in the service's memory: the service does not grow with runs.
@@ -29,4 +31,29 @@ t.test('20 async runs each writing 64 MiB: the service stays within a bound that
   t.equal(listed.runs.length, 20, 'and still keeps all 20 runs, with their results and events')
   t.comment(`peak RSS: ${peak.toFixed(0)} MiB`)
   t.ok(peak < 256, `${peak.toFixed(0)} MiB at most, within the documented 256 MiB for this configuration`)
+})
+
+t.test('an MCP client that never reads its progress: the service stays flat while the agent writes 1 GiB', async (t) => {
+  const dir = tempDir(t)
+  const { child, base } = await startServer(t, {})
+  const { port } = new URL(base)
+  const countFile = join(dir, 'count')
+  const gigabyte = 1 << 30
+  const body = JSON.stringify({
+    jsonrpc: '2.0',
+    id: 1,
+    method: 'tools/call',
+    params: { name: 'crush_run', arguments: { task: scenario.floodCounted(countFile, gigabyte), timeout: 300 }, _meta: { progressToken: 'p' } }
+  })
+  // A raw socket that sends its call and never reads a byte of the answer.
+  const socket = connect(Number(port), '127.0.0.1')
+  t.teardown(() => socket.destroy())
+  socket.pause()
+  socket.write(`POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\ncontent-type: application/json\r\n` +
+    `accept: application/json, text/event-stream\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`)
+  const written = () => (existsSync(countFile) ? Number(readFileSync(countFile, 'utf8') || '0') : 0)
+  await until(written, (bytes) => bytes >= gigabyte, 240_000, 'the agent to write its gigabyte')
+  const peak = Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.pid!}/status`, 'utf8'))![1]) / 1024
+  t.comment(`peak RSS: ${peak.toFixed(0)} MiB`)
+  t.ok(peak < 256, `${peak.toFixed(0)} MiB at most while 1 GiB went to progress nobody read (it grew past 1.3 GiB in 14 s before)`)
 })

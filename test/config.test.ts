@@ -2,7 +2,7 @@ import t from 'tap'
 import { loggerOptions } from '#src/http/app.js'
 import { loadConfig, parseApiTokens } from '#src/config.js'
 import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { homedir, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { build, echoed, runTool } from './helpers/index.js'
 
@@ -136,7 +136,7 @@ t.test('API_TOKENS_FILE and REDIS_URL_FILE: secrets read from files, one source 
 })
 
 t.test('agents run in AGENT_WORKDIR by default, never in the service directory', async (t) => {
-  t.equal(loadConfig({}).agentWorkdir, join(tmpdir(), 'agent-runner-workspace'))
+  t.equal(loadConfig({}).agentWorkdir, join(homedir(), 'agent-runner-workspace'), 'under the home of whoever agents run as, out of the shared /tmp')
   const workdir = join(mkdtempSync(join(tmpdir(), 'agent-runner-work-')), 'agents')
   t.teardown(() => rmSync(workdir, { recursive: true, force: true }))
   const app = await build(t, { AGENT_WORKDIR: workdir })

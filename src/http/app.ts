@@ -1,7 +1,6 @@
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { randomUUID } from 'node:crypto'
-import { chownSync, mkdirSync } from 'node:fs'
 import { closeConnectionsWhenIdle } from './connections.js'
 import { defineTools } from '../agents/tools.js'
 import { buildAgentEnv } from '../agents/environment.js'
@@ -18,6 +17,7 @@ import { chooseHostContainment, whatEscapes } from '../process/host-containment.
 import { agentReadiness } from '../agents/readiness.js'
 import type { AgentReadiness } from '../schemas/health.js'
 import { RunLedger } from '../process/ledger.js'
+import { prepareWorkdir } from '../process/workdir.js'
 import { claimDataDir } from '../data-dir.js'
 import { isEarlierLife, killMarked, serviceLife } from '../process/run-marks.js'
 import { WslDistros } from '../process/wsl-distros.js'
@@ -135,10 +135,9 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   app.log.info({ containment: host.containment.mode, reason: host.reason }, `containment: ${host.containment.mode}`)
   const ledger = new RunLedger(config.dataDir)
   // Agents' default directory: theirs alone, not the service's (its .env, its data).
-  mkdirSync(config.agentWorkdir, { recursive: true, mode: 0o700 })
-  if (config.agentUser !== undefined) chownSync(config.agentWorkdir, config.agentUser.uid, config.agentUser.gid)
+  prepareWorkdir(config.agentWorkdir, config.agentUser)
   // Before anything runs: what a previous life of the service left running (it was killed) is stopped now.
-  const leftovers = await ledger.stopLeftovers(agentEnv)
+  const leftovers = await ledger.stopLeftovers({ env: agentEnv, life, wslBin: config.wslBin })
   if (leftovers.length > 0) {
     app.log.warn({ leftovers }, `stopped what ${leftovers.length} run(s) of a previous life left running`)
   }

@@ -52,7 +52,7 @@ interface AgentExit {
 /** What a later life of the service needs to stop a run this one left behind (see ledger.ts). */
 export type LeftoverRecord =
   | { kind: 'host-group'; pid: number; startTime: string | null }
-  | { kind: 'wsl-group'; wslBin: string; distro: string; user: string | undefined; runId: string }
+  | { kind: 'wsl-group'; distro: string; user: string | undefined; runId: string }
   /** Windows reuses pids quickly and keeps no start time a later life could check: recorded, never acted on. */
   | { kind: 'windows-tree'; pid: number }
 

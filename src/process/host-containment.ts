@@ -83,7 +83,7 @@ export async function chooseHostContainment(
     if (!probes.has(key)) probes.set(key, namespaceWorks(tools))
     if (await probes.get(key)!) {
       const reason = 'PID namespaces work here'
-      return { containment: pidNamespace(tools), reason, bindToService: diesWithService(tools) }
+      return { containment: pidNamespace(tools, life), reason, bindToService: diesWithService(tools) }
     }
     failure = tools.userNamespace
       ? 'this user may not create a user and PID namespace ' +

@@ -5,6 +5,7 @@ import { findOnPath } from './find-executable.js'
 import { AgentSpawnError } from './spawn-error.js'
 import { exitThroughInit } from './posix-signals.js'
 import { groupControl } from './process-group.js'
+import { runMark, type ServiceLife } from './run-marks.js'
 
 /** The programs that build the namespace, found once on the service's own PATH. */
 export interface NamespaceTools {
@@ -52,13 +53,21 @@ function namespaceCommand(tools: NamespaceTools, file: string, args: string[], u
   })
 }
 
-export function pidNamespace(tools: NamespaceTools): Containment {
+/**
+ * Given the service's life, runs are marked here too: not to find their processes (the namespace holds them all) but
+ * so that a later life can prove a ledger record names one of its runs.
+ */
+export function pidNamespace(tools: NamespaceTools, life?: ServiceLife): Containment {
   return {
     mode: 'pid-namespace',
-    launch: async (file, args, { env, cwd, user }) => {
+    launch: async (file, args, { env, cwd, user, runId }) => {
       // The wrapper would start and only then fail to find the agent: say it before, the way spawn would have.
       if ((await findOnPath(file, env['PATH'] ?? '', cwd)) === undefined) throw AgentSpawnError.notFound(file)
-      return { ...namespaceCommand(tools, file, args, user), detached: true }
+      return {
+        ...namespaceCommand(tools, file, args, user),
+        detached: true,
+        ...(life === undefined ? {} : { mark: runMark(life, runId) })
+      }
     },
     // tini reports the agent's death by signal N as 128 + N.
     control: (child) => groupControl(child, exitThroughInit)

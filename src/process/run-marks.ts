@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto'
 import { readdir, readFile } from 'node:fs/promises'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { processGroupOf } from './posix-signals.js'
 
 /**
  * The variable every process of a run inherits in process-group mode, the way Jenkins' ProcessTreeKiller marks a
@@ -71,6 +72,11 @@ async function markedProcesses(matches: (mark: string) => boolean): Promise<numb
     if (mark !== undefined && matches(mark)) found.push(pid)
   }
   return found
+}
+
+/** Whether a process of group `pgid` carries a mark `matches` accepts. */
+export async function groupCarriesMark(pgid: number, matches: (mark: string) => boolean): Promise<boolean> {
+  return (await markedProcesses(matches)).some((pid) => processGroupOf(pid) === pgid)
 }
 
 function send(pid: number, signal: NodeJS.Signals): void {

@@ -12,21 +12,29 @@ export interface WslTarget {
 
 /**
  * Inside the distro: the caller's fixed prelude (its sudo shim), then record the pid of a new session (setsid made it
- * the leader of its own process group) where the service can find it by run id, then become the agent. Fixed text:
- * the run id and the agent's argv arrive as positional parameters, so nothing from a request is ever read by a shell.
+ * the leader of its own process group) and its start time in a directory of the run's own, made private by the run
+ * itself (a directory someone else made first fails the run rather than steer its stops), then become the agent.
+ * Fixed text: the run id and the agent's argv arrive as positional parameters, so nothing from a request is ever read
+ * by a shell.
  */
-const startScript = (prelude: string): string => `${prelude}echo $$ > "/tmp/agent-runner-$1.pid" && shift && exec "$@"`
+const startScript = (prelude: string): string =>
+  `${prelude}d="/tmp/agent-runner-$1.run"; mkdir -m 700 "$d" || exit 125; ` +
+  'echo "$$ $(cut -d" " -f22 /proc/$$/stat)" > "$d/pid" && shift && exec "$@"'
 
 /**
  * Signals the group recorded for a run id. A stop may come before the start script wrote the file: wait for it up to
- * $3 tenths of a second. SIGKILL is the last word, so it also removes the record.
+ * $3 tenths of a second. Acted on only when the directory is the run user's own, the pid a plain number above 1, and
+ * the process under it (while there is one) the one that started then. SIGKILL is the last word: the record goes.
  */
 const SIGNAL_SCRIPT = [
-  'f="/tmp/agent-runner-$1.pid"; i=0',
+  'd="/tmp/agent-runner-$1.run"; f="$d/pid"; i=0',
   'while [ ! -s "$f" ] && [ "$i" -lt "$3" ]; do sleep 0.1; i=$((i + 1)); done',
-  '[ -s "$f" ] || exit 0',
-  'kill -s "$2" -- "-$(cat "$f")" 2>/dev/null',
-  '[ "$2" != KILL ] || rm -f "$f"'
+  '[ -O "$d" ] && [ -s "$f" ] || exit 0',
+  'read -r p t < "$f"',
+  'case "$p" in ""|*[!0-9]*|0|1) exit 0;; esac',
+  's=$(cut -d" " -f22 "/proc/$p/stat" 2>/dev/null)',
+  '[ -z "$s" ] || [ "$s" = "$t" ] && kill -s "$2" -- "-$p" 2>/dev/null',
+  '[ "$2" != KILL ] || rm -rf "$d"'
 ].join('\n')
 
 /** How long a stop waits for a run that has just started to record itself, in tenths of a second. */
@@ -124,9 +132,7 @@ export function wslProcessGroup(target: WslTarget, runId: string, env: NodeJS.Pr
     // The argv is already the wsl.exe call (wslCommand); on the Windows side there is nothing to wrap.
     launch: async (file, args) => ({ file, args, detached: false }),
     control: (child: ChildProcess): ContainedRun => {
-      const leftover: LeftoverRecord = {
-        kind: 'wsl-group', wslBin: target.wslBin, distro: target.distro, user: target.user, runId
-      }
+      const leftover: LeftoverRecord = { kind: 'wsl-group', distro: target.distro, user: target.user, runId }
       const killWsl = (): void => {
         if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
       }

@@ -1,14 +1,13 @@
 import t, { type Test } from 'tap'
-import { execFileSync, spawn } from 'node:child_process'
+import { execFileSync } from 'node:child_process'
 import { once } from 'node:events'
-import { existsSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { existsSync, readdirSync, rmSync, symlinkSync } from 'node:fs'
 import { request } from 'node:http'
 import { join } from 'node:path'
 import type { FastifyInstance } from 'fastify'
 import { runAgent } from '#src/process/agent-process.js'
 import { chooseHostContainment, whatEscapes } from '#src/process/host-containment.js'
-import { RunLedger } from '#src/process/ledger.js'
-import { exitThroughInit, processStartTime } from '#src/process/posix-signals.js'
+import { exitThroughInit } from '#src/process/posix-signals.js'
 import { processGroup } from '#src/process/process-group.js'
 import { build, cancelRun, createRun, heldAgent, listen, post, processesLeft, processesMatching, readPidFile, runTool, scenario, standInEnv, startServer, tempDir, until, waitFor } from '../helpers/index.js'
 import { asRoot, directoryOf, realUser } from '../helpers/users.js'
@@ -232,31 +231,6 @@ t.test('a run stopped before its agent started spawns nothing: 503 SHUTTING_DOWN
   t.equal(app.slots.inUse('crush_run'), 0)
   t.equal(existsSync(log), answer.status === 200, 'an agent started only when the answer says it ran')
   await closing
-})
-
-t.test('the ledger at start: only the recorded group is killed, never a stranger that reused the pid', async (t) => {
-  const dataDir = tempDir(t)
-  const ledger = new RunLedger(dataDir)
-  const group = spawn('sh', ['-c', 'sleep 60 & sleep 60; exit 0'], { detached: true, stdio: 'ignore' })
-  ledger.started('live-run', { kind: 'host-group', pid: group.pid!, startTime: processStartTime(group.pid!) })
-  // The same pid, recorded with another start time: what a reused pid looks like.
-  ledger.started('reused-pid', { kind: 'host-group', pid: process.pid, startTime: '1' })
-  ledger.started('no-start-time', { kind: 'host-group', pid: process.pid, startTime: null })
-  writeFileSync(join(dataDir, 'live', 'cut-short.json'), '{"kind":"host-')
-  const leftovers = await new RunLedger(dataDir).stopLeftovers({})
-  t.same(leftovers.map(({ runId, stopped }) => ({ runId, stopped })).sort((a, b) => a.runId.localeCompare(b.runId)), [
-    { runId: 'live-run', stopped: true },
-    { runId: 'no-start-time', stopped: false },
-    { runId: 'reused-pid', stopped: false }
-  ])
-  await once(group, 'exit')
-  t.same(readdirSync(join(dataDir, 'live')), [], 'every record is forgotten, the unreadable one too')
-  t.same(await new RunLedger(dataDir).stopLeftovers({}), [])
-  // A group whose every process is gone: nothing to stop.
-  const finished = spawn('true', { detached: true })
-  await once(finished, 'exit')
-  ledger.started('gone', { kind: 'host-group', pid: finished.pid!, startTime: '1' })
-  t.match(await new RunLedger(dataDir).stopLeftovers({}), [{ runId: 'gone', stopped: false }])
 })
 
 t.test('auto falls back when the namespace chain fails to run, and says why', async (t) => {

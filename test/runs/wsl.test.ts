@@ -1,7 +1,7 @@
 import t from 'tap'
 import fc from 'fast-check'
-import { execFileSync, spawn } from 'node:child_process'
-import { existsSync, mkdirSync, readFileSync } from 'node:fs'
+import { execFileSync, spawn, spawnSync } from 'node:child_process'
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { request } from 'node:http'
 import { join } from 'node:path'
 import { randomUUID } from 'node:crypto'
@@ -9,10 +9,12 @@ import { placeRun } from '#src/runs/placement.js'
 import { wslCwdProblem } from '#src/runs/windows-checks.js'
 import { RunLedger } from '#src/process/ledger.js'
 import { processGroup } from '#src/process/process-group.js'
-import { wslCommand } from '#src/process/wsl-group.js'
+import { signalWslRun, wslCommand } from '#src/process/wsl-group.js'
+import { processStartTime } from '#src/process/posix-signals.js'
+import { serviceLife } from '#src/process/run-marks.js'
 import { windowsCommandLine } from '#src/process/windows-command-line.js'
 import { commandLineToArgv, parseWslCommandLine } from '#fixtures/agents/wsl-command-line.mjs'
-import { build, cancelRun, createRun, echoed, FIXTURE_BIN, listen, post, processesLeft, processesMatching, refused, runTool, scenario, standInEnv, tempDir, until, waitFor } from '../helpers/index.js'
+import { build, cancelRun, createRun, echoed, FIXTURE_BIN, isAlive, listen, post, processesLeft, processesMatching, refused, runTool, scenario, standInEnv, tempDir, until, waitFor } from '../helpers/index.js'
 
 const WINDOWS = { AGENT_HOST_PLATFORM: 'win32' }
 
@@ -232,11 +234,61 @@ t.test('a WSL run left by a killed service is stopped inside the distro at the n
   const { file, args } = wslCommand(target, runId, 'sh', ['-c', 'sleep 60; exit 0', token])
   // What a service killed mid-run leaves: its record, and the agent running in the distro.
   spawn(file, args, { stdio: 'ignore', env: standInEnv() }).unref()
-  new RunLedger(dataDir).started(runId, { kind: 'wsl-group', wslBin: target.wslBin, distro: target.distro, user: undefined, runId })
+  new RunLedger(dataDir).started(runId, { kind: 'wsl-group', distro: target.distro, user: undefined, runId })
   // Running inside the distro once its start script has recorded it.
-  await waitFor(() => existsSync(`/tmp/agent-runner-${runId}.pid`) && readFileSync(`/tmp/agent-runner-${runId}.pid`, 'utf8') !== '', 15_000, 'the leftover agent')
-  const leftovers = await new RunLedger(dataDir).stopLeftovers(standInEnv())
+  const pidFile = `/tmp/agent-runner-${runId}.run/pid`
+  await waitFor(() => existsSync(pidFile) && readFileSync(pidFile, 'utf8') !== '', 15_000, 'the leftover agent')
+  // The program that stops it is this start's WSL_BIN, never one a record names.
+  const context = { env: standInEnv(), life: serviceLife(dataDir, 'now'), wslBin: target.wslBin }
+  const leftovers = await new RunLedger(dataDir).stopLeftovers(context)
   t.match(leftovers, [{ runId, record: { kind: 'wsl-group', distro: 'Ubuntu' }, stopped: true }])
   t.same(await until(() => processesMatching(token), (left) => left.length === 0, 15_000, 'the leftover to stop'), [], 'it was stopped inside the distro')
-  t.same(await new RunLedger(dataDir).stopLeftovers(standInEnv()), [], 'and it is forgotten')
+  t.notOk(existsSync(pidFile), 'its record inside the distro is gone')
+  t.same(await new RunLedger(dataDir).stopLeftovers(context), [], 'and it is forgotten')
+})
+
+t.test('a WSL run\'s record inside the distro steers nothing it did not write: another user\'s, a stranger under the pid', async (t) => {
+  const wslBin = join(FIXTURE_BIN, 'wsl')
+  const target = { wslBin, distro: 'Ubuntu', user: undefined }
+  /** A process group of the test's own, standing for whatever a forged record would aim at. */
+  const victim = () => {
+    const child = spawn('sleep', ['60'], { detached: true, stdio: 'ignore' })
+    t.teardown(() => { child.kill('SIGKILL') })
+    return child.pid!
+  }
+  const plant = (runId: string, content: string, owner?: number) => {
+    const dir = `/tmp/agent-runner-${runId}.run`
+    mkdirSync(dir, { mode: 0o700 })
+    writeFileSync(join(dir, 'pid'), content)
+    if (owner !== undefined) execFileSync('chown', ['-R', String(owner), dir])
+    t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  }
+  const stop = (runId: string) => signalWslRun(target, runId, 'SIGKILL', standInEnv(), 0)
+
+  const planted = victim()
+  const byOther = randomUUID()
+  plant(byOther, `${planted} ${processStartTime(planted)!}\n`, 65534)
+  await stop(byOther)
+  t.ok(isAlive(planted), 'a directory another user made is not acted on')
+  const { file, args } = wslCommand({ ...target, cwd: undefined }, byOther, 'sh', ['-c', 'echo started'])
+  const run = spawnSync(file, args, { env: standInEnv(), encoding: 'utf8' })
+  t.equal(run.status, 125, 'and a run whose directory someone made first does not start')
+  t.notMatch(run.stdout, /started/)
+
+  const stranger = randomUUID()
+  plant(stranger, `${planted} 1\n`)
+  await stop(stranger)
+  t.ok(isAlive(planted), 'a pid whose process started at another time is a stranger')
+
+  for (const pid of ['1', '0', '-1', '1 2', 'x']) {
+    const odd = randomUUID()
+    plant(odd, `${pid}\n`)
+    await stop(odd)
+  }
+  t.ok(isAlive(process.pid), 'no pid of 1 or below, nor text, reaches kill')
+
+  const recorded = randomUUID()
+  plant(recorded, `${planted} ${processStartTime(planted)!}\n`)
+  await stop(recorded)
+  t.notOk(await until(() => isAlive(planted), (alive) => !alive, 5000, 'the recorded group to end'), 'the same record, the run user\'s own, is acted on')
 })

@@ -35,6 +35,44 @@ async function importSdk() {
 
 /** Progress carries the agent's output as it comes, at most this often. */
 const PROGRESS_EVERY_MS = 250
+/**
+ * Progress is a live view, not the record (the result carries the output): what waits for the next notification keeps
+ * at most its last this many bytes, and nothing is sent while the client has not taken the last ones in.
+ */
+const PROGRESS_PENDING_BYTES = 64 * 1024
+
+/**
+ * The newest output not sent yet, at most PROGRESS_PENDING_BYTES of it (whole chunks are dropped from the front, as
+ * bytes: nothing is decoded that will not be sent), and how many bytes were left out before it.
+ */
+class PendingOutput {
+  #chunks: Buffer[] = []
+  #bytes = 0
+  #skipped = 0
+
+  push(chunk: Buffer): void {
+    this.#chunks.push(chunk)
+    this.#bytes += chunk.length
+    while (this.#bytes - this.#chunks[0]!.length >= PROGRESS_PENDING_BYTES) {
+      const dropped = this.#chunks.shift()!
+      this.#bytes -= dropped.length
+      this.#skipped += dropped.length
+    }
+  }
+
+  get empty(): boolean {
+    return this.#bytes === 0
+  }
+
+  take(): string {
+    const text = Buffer.concat(this.#chunks).toString('utf8')
+    const message = this.#skipped === 0 ? text : `…[${String(this.#skipped)} bytes of output not shown]…\n${text}`
+    this.#chunks = []
+    this.#bytes = 0
+    this.#skipped = 0
+    return message
+  }
+}
 
 const toolError = (message: string): CallToolResult => ({ isError: true, content: [{ type: 'text', text: message }] })
 
@@ -69,7 +107,8 @@ const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, { tools, regis
   const serverFor = (
     { Server, CallToolRequestSchema, ListToolsRequestSchema }: Sdk,
     caller: string,
-    runs: Set<Run>
+    runs: Set<Run>,
+    clientBehind: () => boolean
   ): Server => {
     const server = new Server({ name: 'agent-runner', version }, { capabilities: { tools: {} } })
     server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: Object.values(tools).map(mcpToolOf) }))
@@ -83,14 +122,18 @@ const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, { tools, regis
       inFlight.set(key, run)
       runs.add(run)
       const progressToken = request.params._meta?.progressToken
-      let pending = ''
+      const pending = new PendingOutput()
       let sent = 0
       let timer: NodeJS.Timeout | undefined
-      const flush = async (): Promise<void> => {
+      const flush = async (final = false): Promise<void> => {
         timer = undefined
-        if (pending === '' || progressToken === undefined) return
-        const message = pending
-        pending = ''
+        if (pending.empty || progressToken === undefined) return
+        // A client that does not read gets nothing more until it does: the output waits, bounded, for the next turn.
+        if (clientBehind() && !final) {
+          timer = setTimeout(() => void flush(), PROGRESS_EVERY_MS)
+          return
+        }
+        const message = pending.take()
         try {
           await extra.sendNotification({
             method: 'notifications/progress',
@@ -106,12 +149,12 @@ const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, { tools, regis
             progressToken === undefined
               ? undefined
               : (chunk) => {
-                  pending += chunk.toString('utf8')
+                  pending.push(chunk)
                   timer ??= setTimeout(() => void flush(), PROGRESS_EVERY_MS)
                 }
         })
         clearTimeout(timer)
-        await flush()
+        await flush(true)
         return { content: [{ type: 'text', text: result.output }], structuredContent: result, isError: !result.ok }
       } catch (error) {
         clearTimeout(timer)
@@ -162,7 +205,8 @@ const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, { tools, regis
       }
       const runs = new Set<Run>()
       const loaded = await (sdk ??= importSdk())
-      const server = serverFor(loaded, request.caller, runs)
+      // Behind: what was written to the client is still in the socket's buffer, more than a notification or two.
+      const server = serverFor(loaded, request.caller, runs, () => reply.raw.writableLength > PROGRESS_PENDING_BYTES)
       const transport = new loaded.StreamableHTTPServerTransport({ sessionIdGenerator: undefined })
       reply.hijack()
       reply.raw.on('close', () => {
