@@ -236,6 +236,10 @@ export function parseApiTokens(entries: string[]): ApiToken[] {
     if (token.secret === '') throw new Error(`API_TOKENS: the token named ${token.name} has an empty secret`)
   }
   const names = tokens.map((token) => token.name)
+  // Without tokens every caller is `anonymous`: a token by that name would own their runs, and they its.
+  if (names.includes('anonymous')) {
+    throw new Error('API_TOKENS: the name anonymous is reserved for callers without a token')
+  }
   const repeated = names.find((name, index) => names.indexOf(name) !== index)
   if (repeated !== undefined) throw new Error(`API_TOKENS: the name ${repeated} is given to two tokens`)
   return tokens

@@ -2,7 +2,7 @@ import bearerAuth from '@fastify/bearer-auth'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { ApiToken } from '../config.js'
 
-/** Who calls when no token is configured: everyone is the same caller. */
+/** Who calls when no token is configured: everyone is the same caller (a name no token may take). */
 const ANONYMOUS = 'anonymous'
 
 declare module 'fastify' {
@@ -12,8 +12,12 @@ declare module 'fastify' {
   }
 }
 
+/**
+ * The secret exactly as @fastify/bearer-auth reads it to compare (after `Bearer `, trimmed of every Unicode blank):
+ * naming the caller any other way would let a secret that authenticated go by another name, or by none.
+ */
 const presentedSecret = (request: FastifyRequest): string =>
-  (request.headers.authorization ?? '').replace(/^Bearer\s+/i, '')
+  (request.headers.authorization ?? '').substring('Bearer '.length).trim()
 
 /**
  * Requires `Authorization: Bearer <token>` on every route of the scope it is registered in. Tokens are compared in

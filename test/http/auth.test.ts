@@ -65,3 +65,15 @@ t.test("a named token's name, never its secret, tags the run's log lines", async
   t.notOk(lines.join('').includes(TOKEN), 'no secret in any log line')
   t.ok(entries.every((entry) => !('pid' in entry) || entry.pid === process.pid), "the agent's pid never takes pino's `pid` key")
 })
+
+t.test('a token is named by the very reading that authenticated it; `anonymous` is no token\'s name', async (t) => {
+  const app = await build(t, { API_TOKENS: `studio:${TOKEN},other:other-secret` })
+  // bearer-auth trims every Unicode blank around the secret: so must the name lookup, or this run would be nobody's.
+  const created = await app.inject({ method: 'POST', url: '/runs', payload: { tool: 'crush_run', task: 'x' }, headers: { authorization: `Bearer ${TOKEN}\u00a0` } })
+  t.equal(created.statusCode, 202)
+  const mine = await app.inject({ method: 'GET', url: `/runs/${created.json().id}`, headers: { authorization: `Bearer ${TOKEN}` } })
+  t.equal(mine.statusCode, 200, 'the run is studio\'s')
+  const theirs = await app.inject({ method: 'GET', url: `/runs/${created.json().id}`, headers: { authorization: 'Bearer other-secret' } })
+  t.equal(theirs.statusCode, 404, 'and not another token\'s')
+  t.throws(() => testConfig({ API_TOKENS: 'anonymous:s3cret' }), /the name anonymous is reserved for callers without a token/)
+})

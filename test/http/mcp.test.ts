@@ -64,6 +64,9 @@ t.test('refusals are tool errors with the REST message: bad arguments, unknown t
     t.match(invalid, { isError: true, content: [{ type: 'text', text: rest.body.message }] }, `${JSON.stringify(args)}: word for word the REST message`)
   }
   t.match(await client.callTool({ name: 'nope_run', arguments: { task: 'x' } }), { isError: true, content: [{ text: 'Unknown tool: nope_run' }] })
+  for (const name of ['constructor', '__proto__', 'toString', 'hasOwnProperty']) {
+    t.match(await client.callTool({ name, arguments: { task: 'x' } }), { isError: true, content: [{ text: `Unknown tool: ${name}` }] }, `${name}: not a tool, whatever the prototype holds`)
+  }
 
   const held = heldAgent(t)
   const holder = runTool(app, 'crush_run', { task: held.task })
@@ -129,6 +132,24 @@ t.test('a notifications/cancelled in another POST (stateless) stops the call it 
   const after = await until(() => ({ alive: isAlive(agent), slots: app.slots.inUse('crush_run') }), (state) => !state.alive && state.slots === 0, 10_000, 'the named call to stop')
   t.same(after, { alive: false, slots: 0 }, 'the agent stopped and its slot came back')
   await (await call).text().catch(() => '')
+})
+
+t.test('two calls under one id: a cancellation of that id reaches both, the one that ended first displaces nothing', async (t) => {
+  const app = await build(t, { MAX_CRUSH_AGENTS: '2' })
+  const base = await listen(t, app)
+  const dir = tempDir(t)
+  const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }
+  const callWithId7 = (task: string) => fetch(`${base}/mcp`, {
+    method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'crush_run', arguments: { task } } })
+  })
+  const long = callWithId7(scenario.drip(1000, 50, join(dir, 'long.pid')))
+  const agent = await readPidFile(join(dir, 'long.pid'))
+  // A second call under the same id comes and goes while the first runs.
+  t.match(await (await callWithId7('quick')).text(), /"isError":false/)
+  const cancelled = await fetch(`${base}/mcp`, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 7 } }) })
+  t.equal(cancelled.status, 202)
+  t.same(await until(() => isAlive(agent), (alive) => !alive, 10_000, 'the first call to stop'), false, 'the first call was still reachable')
+  await (await long).text().catch(() => '')
 })
 
 t.test('the real Claude Code, as an MCP client, connects with the token and fails without it', async (t) => {

@@ -102,7 +102,7 @@ function cancelledIds(body: unknown): unknown[] {
 const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, { tools, registry, version }) => {
   // Stateless: the cancellation of a call arrives in another POST, to another server instance, so calls in flight are
   // found here by who asked and the request's id.
-  const inFlight = new Map<string, Run>()
+  const inFlight = new Map<string, Set<Run>>()
 
   const serverFor = (
     { Server, CallToolRequestSchema, ListToolsRequestSchema }: Sdk,
@@ -113,13 +113,16 @@ const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, { tools, regis
     const server = new Server({ name: 'agent-runner', version }, { capabilities: { tools: {} } })
     server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: Object.values(tools).map(mcpToolOf) }))
     server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
-      const tool = tools[request.params.name]
+      // Own names only: `constructor` or `__proto__` are not tools.
+      const tool = Object.hasOwn(tools, request.params.name) ? tools[request.params.name] : undefined
       if (tool === undefined) return toolError(`Unknown tool: ${request.params.name}`)
       const params = paramsOf(request.params.arguments)
       if (typeof params === 'string') return toolError(params)
       const run = registry.open('sync', tool.name, caller)
       const key = callKey(caller, extra.requestId)
-      inFlight.set(key, run)
+      // A caller reusing an id in flight: its cancellation reaches every call of that id, none is left unreachable.
+      const sameId = inFlight.get(key) ?? new Set<Run>()
+      inFlight.set(key, sameId.add(run))
       runs.add(run)
       const progressToken = request.params._meta?.progressToken
       const pending = new PendingOutput()
@@ -160,7 +163,8 @@ const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, { tools, regis
         clearTimeout(timer)
         return toolError((error as Error).message)
       } finally {
-        inFlight.delete(key)
+        sameId.delete(run)
+        if (sameId.size === 0 && inFlight.get(key) === sameId) inFlight.delete(key)
         runs.delete(run)
       }
     })
@@ -201,7 +205,7 @@ const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, { tools, regis
     },
     async (request, reply) => {
       for (const requestId of cancelledIds(request.body)) {
-        inFlight.get(callKey(request.caller, requestId))?.stop('cancelled')
+        for (const run of inFlight.get(callKey(request.caller, requestId)) ?? []) run.stop('cancelled')
       }
       const runs = new Set<Run>()
       const loaded = await (sdk ??= importSdk())
