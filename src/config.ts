@@ -122,6 +122,8 @@ export interface Config {
   /** Where async runs are kept: an SQLite file under dataDir, this process's memory, or the fleet's Redis. */
   runsStore: 'sqlite' | 'memory' | 'redis'
   agentEnvRule: AgentEnvRule
+  /** Secrets read from files (API_TOKENS_FILE, REDIS_URL_FILE): files an agent of the same user could read too. */
+  secretFiles: string[]
   wslBin: string
   /** The agents to run, each with its settings. */
   agents: Array<{ spec: AgentSpec; settings: AgentSettings }>
@@ -167,6 +169,7 @@ export function loadConfig(
     runsStore: runsStore(env),
     agentEnvRule: { allow: splitList(env.AGENT_ENV_ALLOW), deny: splitList(env.AGENT_ENV_DENY) },
     wslBin: env.WSL_BIN,
+    secretFiles: [env.API_TOKENS_FILE, env.REDIS_URL_FILE].filter((file) => file !== undefined),
     agents: agents.map((spec) => ({ spec, settings: agentSettings(spec, env) }))
   }
   assertSafeExposure(config, env.ALLOW_UNAUTHENTICATED)

@@ -19,6 +19,7 @@ import type { AgentReadiness } from '../schemas/health.js'
 import { RunLedger } from '../process/ledger.js'
 import { prepareWorkdir } from '../process/workdir.js'
 import { claimDataDir } from '../data-dir.js'
+import { whatAgentsCanReach } from '../isolation.js'
 import { isEarlierLife, killMarked, serviceLife } from '../process/run-marks.js'
 import { WslDistros } from '../process/wsl-distros.js'
 import { registerOpenApi } from './openapi.js'
@@ -206,6 +207,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     mode: host.containment.mode, reason: host.reason, escapes: whatEscapes(host.containment.mode)
   })
   const containment = app.containment
-  await app.register(healthRoutes, { tokens: config.apiTokens, readiness, metrics, slots, containment })
+  const isolation = { agents_can_reach: whatAgentsCanReach(config, host.containment.mode) }
+  for (const reach of isolation.agents_can_reach) app.log.warn(`agents can reach ${reach}`)
+  await app.register(healthRoutes, { tokens: config.apiTokens, readiness, metrics, slots, containment, isolation })
   return app
 }

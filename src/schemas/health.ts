@@ -33,6 +33,14 @@ export const Readiness = Type.Object({
       escapes: Type.String({ description: 'What, in this mode, can outlive its run.' })
     },
     { description: 'How agents on this host are contained (WSL runs: wsl-process-group), and why not a stronger mode.' }
+  )),
+  isolation: Type.Optional(Type.Object(
+    {
+      agents_can_reach: Type.Array(Type.String(), {
+        description: 'What an agent can reach that is not its own in this setup (empty: nothing known to be open).'
+      })
+    },
+    { description: 'Who agents run as decides what they can read: AGENT_USER closes most of this list.' }
   ))
 }, { description: 'With API_TOKENS set, only `status` unless the request carries a valid token.' })
 export type AgentReadiness = Static<typeof AgentReadiness>

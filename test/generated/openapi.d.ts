@@ -1768,6 +1768,11 @@ export interface operations {
                             /** @description What, in this mode, can outlive its run. */
                             escapes: string;
                         };
+                        /** @description Who agents run as decides what they can read: AGENT_USER closes most of this list. */
+                        isolation?: {
+                            /** @description What an agent can reach that is not its own in this setup (empty: nothing known to be open). */
+                            agents_can_reach: string[];
+                        };
                     };
                 };
             };
@@ -1800,6 +1805,11 @@ export interface operations {
                             reason: string;
                             /** @description What, in this mode, can outlive its run. */
                             escapes: string;
+                        };
+                        /** @description Who agents run as decides what they can read: AGENT_USER closes most of this list. */
+                        isolation?: {
+                            /** @description What an agent can reach that is not its own in this setup (empty: nothing known to be open). */
+                            agents_can_reach: string[];
                         };
                     };
                 };

@@ -24,15 +24,20 @@ for (const mode of modes) {
   t.test(`${mode}: an agent run as AGENT_USER cannot read the service's environment`, { skip: !asRoot && 'only as root' }, async (t) => {
     const ask = async (env: Record<string, string>) => {
       const workdir = tempDir(t)
-      chownSync(workdir, 65534, 65534)
+      // The agents' own directory: a service refuses one that belongs to anyone else.
+      if (env['AGENT_USER'] !== undefined) chownSync(workdir, 65534, 65534)
       const { base } = await startServer(t, { API_TOKENS: `studio:${SECRET}`, AGENT_CONTAINMENT: mode, AGENT_WORKDIR: workdir, ...env })
       const { output } = await runTool(base, 'crush_run', { task: scenario.whoami() }, { authorization: `Bearer ${SECRET}` })
-      return { raw: output, seen: JSON.parse(output.split('\n').find((line) => line.startsWith('{"uid"'))!) }
+      const ready = await (await fetch(`${base}/readyz`, { headers: { authorization: `Bearer ${SECRET}` } })).json() as { isolation: { agents_can_reach: string[] } }
+      return { raw: output, seen: JSON.parse(output.split('\n').find((line) => line.startsWith('{"uid"'))!), reach: ready.isolation.agents_can_reach }
     }
     // Two services side by side: the agent run as AGENT_USER, and (in process-group mode) the same without it.
-    const [{ raw, seen }, exposed] = await Promise.all([ask({ AGENT_USER: 'nobody' }), mode === 'process-group' ? ask({}) : undefined])
+    const [{ raw, seen, reach }, exposed] = await Promise.all([ask({ AGENT_USER: 'nobody' }), mode === 'process-group' ? ask({}) : undefined])
     // Guards the guard: as the service's own user, the agent reads the service's environment and its tokens.
     if (exposed !== undefined) t.ok(exposed.raw.includes(SECRET), 'without AGENT_USER the token is within reach')
+    // What /readyz says is what the agent met: the environment named where it was read, nothing where it was not.
+    if (exposed !== undefined) t.match(exposed.reach, [/^the service's secrets: the service's environment \(\/proc\/<pid>\/environ\)/, /every caller's runs/])
+    t.same(reach, [], 'with AGENT_USER, nothing known to be open')
     t.match(seen, { uid: 65534, home: '/nonexistent', user: 'nobody' })
     t.notOk(raw.includes(SECRET), "the service's token is out of reach")
     if (mode === 'process-group') t.equal(seen.parentEnvironment, 'EACCES', 'its parent, the service, is not its to read')

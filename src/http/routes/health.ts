@@ -14,6 +14,7 @@ interface HealthRoutesOptions {
   readiness: () => Promise<AgentReadiness[]>
   metrics: Metrics
   containment: { mode: ContainmentMode; reason: string; escapes: string }
+  isolation: { agents_can_reach: string[] }
 }
 
 /** Whether the request carries one of the tokens, compared in constant time (digests of equal length). */
@@ -28,7 +29,7 @@ function holdsToken(authorization: string | undefined, tokens: ApiToken[]): bool
 
 const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (
   app,
-  { tokens, readiness, metrics, slots, containment }
+  { tokens, readiness, metrics, slots, containment, isolation }
 ) => {
   app.get('/healthz', {
     schema: {
@@ -70,7 +71,7 @@ const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (
       if (tokens.length > 0 && !holdsToken(request.headers.authorization, tokens)) {
         return reply.code(code).send({ status })
       }
-      return reply.code(code).send({ status, agents, slots: slotsHealth, containment })
+      return reply.code(code).send({ status, agents, slots: slotsHealth, containment, isolation })
     }
   )
 
