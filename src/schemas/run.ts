@@ -1,11 +1,12 @@
 import { Type, type Static } from '@sinclair/typebox'
+import { Value } from '@sinclair/typebox/value'
 
 /**
  * Linux refuses a single argv string over 128 KiB (MAX_ARG_STRLEN). A character takes at most 4 bytes in UTF-8, so
  * 30,000 characters stay under 120,000 bytes whatever the script.
  */
 export const TASK_MAX_CHARS = 30_000
-const TIMEOUT_MAX_SECONDS = 1800
+export const TIMEOUT_MAX_SECONDS = 1800
 
 const WslName = (description: string) =>
   Type.String({ pattern: '^[a-zA-Z0-9._-]+$', maxLength: 64, description })
@@ -104,6 +105,8 @@ export const RunResult = Type.Object({
   agent_report: Type.Union([AgentReport, Type.Null()]),
   sudo: SudoReport,
   processes_may_remain: Type.Boolean({
+    // Results stored before this field existed read back as false (resultFromStore).
+    default: false,
     description:
       'The containment could not stop the run (a failed taskkill or wsl.exe call): the agent itself was ended ' +
       'directly, and processes it started may still run.'
@@ -144,3 +147,8 @@ export const RunResult = Type.Object({
   ]
 })
 export type RunResult = Static<typeof RunResult>
+
+/** A result read back from a store, with the fields added since it was written given their defaults. */
+export function resultFromStore(value: unknown): unknown {
+  return Value.Default(RunResult, value)
+}

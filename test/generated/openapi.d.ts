@@ -384,8 +384,11 @@ export interface components {
                 /** @description What to do about it, in French; null when nothing happened. */
                 message: string | null;
             };
-            /** @description The containment could not stop the run (a failed taskkill or wsl.exe call): the agent itself was ended directly, and processes it started may still run. */
-            processes_may_remain: boolean;
+            /**
+             * @description The containment could not stop the run (a failed taskkill or wsl.exe call): the agent itself was ended directly, and processes it started may still run.
+             * @default false
+             */
+            processes_may_remain?: boolean;
         };
         /**
          * RunEvent

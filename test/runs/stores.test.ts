@@ -38,7 +38,25 @@ const finished = (run: RunRecord, status: RunRecord['status'] = 'succeeded'): Ru
   ...run,
   status,
   finishedAt: new Date().toISOString(),
-  result: { tool: run.tool, ok: true, output: 'done', duration: null } as unknown as RunResult
+  result: resultOf(run.tool)
+})
+
+/** A whole result, as a run ends with: stores that check what they read back take nothing less. */
+const resultOf = (tool: string): RunResult => ({
+  tool,
+  ok: true,
+  exit_code: 0,
+  signal: null,
+  timed_out: false,
+  stop_reason: null,
+  duration_ms: 12,
+  output: 'done',
+  output_truncated: false,
+  output_bytes: 4,
+  command: ['crush', 'run', '--', 'x'],
+  agent_report: null,
+  sudo: { status: 'passwordless', password_needed: false, message: null },
+  processes_may_remain: false
 })
 
 type Open = (t: Test, retention: RetentionOptions) => Promise<RunStore>
@@ -221,4 +239,51 @@ t.test('redis: Redis away is a 503 RUNS_UNAVAILABLE, not a hang', { skip: NO_RED
   t.teardown(() => store.close())
   t.same(await store.recover(), [], 'starting is not refused')
   await t.rejects(store.get('any'), { code: 'RUNS_UNAVAILABLE', message: /Redis/ })
+})
+
+t.test('redis: every key expires, a running run\'s too; what this service did not write is skipped, never a 503', { skip: NO_REDIS }, async (t) => {
+  const { url } = await startRedis(t)
+  const { REDIS_URL, SLOTS_KEY_PREFIX } = redisEnv(url)
+  const store = new RedisRunStore({ retentionMs: 60_000, maxFinished: 10, url: REDIS_URL, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 10_000, replica: REPLICA, log })
+  t.teardown(() => store.close())
+  await store.recover()
+  const redis = new Redis(REDIS_URL)
+  t.teardown(() => redis.disconnect())
+  const running = record('alice')
+  await store.create(running)
+  await store.saveEvents(running.id, [output(0, 'hello')], undefined)
+  const ttls = async (...keys: string[]) => Promise.all(keys.map((key) => redis.pttl(`${SLOTS_KEY_PREFIX}${key}`)))
+  for (const ttl of await ttls(`run:${running.id}`, `run:${running.id}:events`, 'runs:owner:alice')) {
+    t.ok(ttl > 1800_000, `a running run's key outlives the longest run, then expires: ${String(ttl)} ms`)
+  }
+  const done = record('alice')
+  await store.create(done)
+  await store.finish(finished(done))
+  for (const ttl of await ttls(`run:${done.id}`, `run:${done.id}:result`, 'runs:finished')) t.ok(ttl > 0 && ttl <= 60_000, 'a finished run\'s, its retention')
+
+  // Written by something else: garbage, a shape of its own, another owner's record slipped into alice's index.
+  const garbage = randomUUID()
+  const alien = randomUUID()
+  const bob = record('bob')
+  await redis.set(`${SLOTS_KEY_PREFIX}run:${garbage}`, '{"id":')
+  await redis.set(`${SLOTS_KEY_PREFIX}run:${alien}`, JSON.stringify({ id: alien, owner: 'alice', status: 'pwned' }))
+  await store.create(bob)
+  await redis.zadd(`${SLOTS_KEY_PREFIX}runs:owner:alice`, Date.now() + 10_000, garbage, Date.now() + 10_000, alien, Date.now() + 10_000, bob.id)
+  t.same((await store.list('alice')).map((run) => run.id).sort(), [running.id, done.id].sort(), 'alice sees her runs, and only hers')
+  t.equal(await store.get(garbage), undefined, 'a record that does not parse is not found')
+  t.equal(await store.get(alien), undefined, 'nor one of a shape of its own')
+  await redis.set(`${SLOTS_KEY_PREFIX}run:${done.id}:result`, JSON.stringify({ ok: 'yes' }))
+  t.match(await store.get(done.id), { status: 'succeeded', result: null }, 'a result that is not one: the run without it')
+})
+
+t.test('a result stored before processes_may_remain existed reads back with it false, in every store that outlives a version', async (t) => {
+  const { processes_may_remain: _added, ...before } = resultOf('crush_run')
+  // The memory store holds only what this very process ran.
+  for (const [kind, open] of Object.entries(stores).filter(([kind]) => kind !== 'memory')) {
+    const store = await open(t, { retentionMs: 60_000, maxFinished: 10 })
+    const run = record('alice')
+    await store.create(run)
+    await store.finish({ ...finished(run), result: before as RunResult })
+    t.match(await store.get(run.id), { result: { ok: true, processes_may_remain: false } }, kind)
+  }
 })

@@ -1,7 +1,11 @@
+import { Type, type Static, type TSchema } from '@sinclair/typebox'
+import { Value } from '@sinclair/typebox/value'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Redis } from 'ioredis'
 import { serviceError } from '../../errors.js'
 import { createRedis, whenConnected } from '../../redis-client.js'
+import { RunResult, resultFromStore, TIMEOUT_MAX_SECONDS } from '../../schemas/run.js'
+import { RunStatus } from '../../schemas/runs.js'
 import type { StoredEvent } from '../event-log.js'
 import type { RetentionOptions, RunListing, RunRecord, RunStore } from './run-store.js'
 
@@ -33,6 +37,27 @@ function listingOf({ result: _result, ...listing }: RunRecord): RunListing {
 
 function decodeMember(id: number, member: Buffer): StoredEvent {
   return { id, offset: member.readDoubleBE(0), end: member.readDoubleBE(8), frame: member.subarray(HEADER_BYTES) }
+}
+
+const RunListingShape = Type.Object({
+  id: Type.String(),
+  owner: Type.String(),
+  tool: Type.String(),
+  status: RunStatus,
+  createdAt: Type.String(),
+  finishedAt: Type.Union([Type.String(), Type.Null()]),
+  replica: Type.String()
+})
+
+/** The parsed value, if it is what this service writes; a record anything else wrote is skipped, never obeyed. */
+function parsedAs<S extends TSchema>(shape: S, text: string): Static<S> | undefined {
+  try {
+    const parsed: unknown = JSON.parse(text)
+    const value = (shape as TSchema) === RunResult ? resultFromStore(parsed) : parsed
+    return Value.Check(shape, value) ? value : undefined
+  } catch {
+    return undefined
+  }
 }
 
 /** A subscription refused (the connection flushed its queue) is asked for again this long after. */
@@ -77,12 +102,23 @@ export class RedisRunStore implements RunStore {
     return []
   }
 
+  /**
+   * Every key expires: a running run's keys outlive the longest run and its retention, so a run whose replica died and
+   * that nobody ever reads again does not stay in Redis for good.
+   */
+  get #runningTtlMs(): number {
+    return TIMEOUT_MAX_SECONDS * 1000 + this.#options.retentionMs
+  }
+
   async create(record: RunRecord): Promise<void> {
+    const ttl = this.#runningTtlMs
     await this.#call(() =>
       this.#redis
         .multi()
-        .set(this.#runKey(record.id), JSON.stringify(listingOf(record)))
+        .set(this.#runKey(record.id), JSON.stringify(listingOf(record)), 'PX', ttl)
         .zadd(this.#ownerKey(record.owner), Date.parse(record.createdAt), record.id)
+        // Each new run pushes its owner's index past the end of every run in it.
+        .pexpire(this.#ownerKey(record.owner), ttl)
         .exec()
     )
   }
@@ -97,6 +133,7 @@ export class RedisRunStore implements RunStore {
       const batch = this.#redis.multi()
       if (dropped !== undefined) batch.zremrangebyscore(key, `(${dropped.after}`, `(${dropped.before}`)
       if (events.length > 0) batch.zadd(key, ...events.flatMap((event) => [event.id, encodeMember(event)] as const))
+      batch.pexpire(key, this.#runningTtlMs)
       return batch.exec()
     })
   }
@@ -110,6 +147,7 @@ export class RedisRunStore implements RunStore {
         .set(this.#resultKey(record.id), JSON.stringify(record.result), 'PX', retentionMs)
         .pexpire(this.#eventsKey(record.id), retentionMs)
         .zadd(this.#finishedKey(), Date.parse(record.finishedAt!), record.id)
+        .pexpire(this.#finishedKey(), retentionMs)
         .exec()
       // The oldest finished runs past the count go (those past their age expire by themselves).
       const excess = (await this.#redis.zcard(this.#finishedKey())) - maxFinished
@@ -124,13 +162,13 @@ export class RedisRunStore implements RunStore {
 
   async get(id: string): Promise<RunRecord | undefined> {
     return this.#call(async () => {
-      const [listing, result] = await this.#redis.mget(this.#runKey(id), this.#resultKey(id))
-      if (listing === null || listing === undefined) return undefined
-      const known = await this.#unlessLost(JSON.parse(listing) as RunListing)
-      return {
-        ...known,
-        result: result === null || result === undefined ? null : (JSON.parse(result) as RunRecord['result'])
-      }
+      const [stored, result] = await this.#redis.mget(this.#runKey(id), this.#resultKey(id))
+      if (stored === null || stored === undefined) return undefined
+      const listing = this.#valid(RunListingShape, stored, id)
+      if (listing === undefined) return undefined
+      const known = await this.#unlessLost(listing)
+      const parsed = result === null || result === undefined ? null : this.#valid(RunResult, result, id)
+      return { ...known, result: parsed ?? null }
     })
   }
 
@@ -143,9 +181,11 @@ export class RedisRunStore implements RunStore {
       // Runs past retention have expired: their ids leave the owner's index too.
       const expired = ids.filter((_, index) => stored[index] === null)
       if (expired.length > 0) await this.#redis.zrem(ownerKey, ...expired)
-      const listings = stored
-        .filter((value): value is string => value !== null)
-        .map((value) => JSON.parse(value) as RunListing)
+      // Only what this service wrote, and only the owner's: an entry someone else put in the index shows nothing.
+      const listings = stored.flatMap((value, index) => {
+        const listing = value === null ? undefined : this.#valid(RunListingShape, value, ids[index]!)
+        return listing?.owner === owner ? [listing] : []
+      })
       return Promise.all(listings.map((listing) => this.#unlessLost(listing)))
     })
   }
@@ -206,6 +246,14 @@ export class RedisRunStore implements RunStore {
     this.#options.log.warn({ run: listing.id, replica: listing.replica }, 'run lost: its replica is gone')
     await this.finish(lost)
     return listingOf(lost)
+  }
+
+  #valid<S extends TSchema>(shape: S, text: string, id: string): Static<S> | undefined {
+    const value = parsedAs(shape, text)
+    if (value === undefined) {
+      this.#options.log.warn({ run: id }, 'a record in Redis is not one this service wrote: skipped')
+    }
+    return value
   }
 
   async #call<T>(operation: () => Promise<T>): Promise<T> {

@@ -2,6 +2,7 @@ import type BetterSqlite3 from 'better-sqlite3'
 import { closeSync, mkdirSync, openSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { join } from 'node:path'
+import { resultFromStore } from '../../schemas/run.js'
 import type { StoredEvent } from '../event-log.js'
 import type { RetentionOptions, RunListing, RunRecord, RunStore } from './run-store.js'
 
@@ -67,7 +68,7 @@ const toRecord = (row: RunRow): RunRecord => ({
   status: row.status,
   createdAt: row.created_at,
   finishedAt: row.finished_at,
-  result: row.result === null ? null : (JSON.parse(row.result) as RunRecord['result']),
+  result: row.result === null ? null : (resultFromStore(JSON.parse(row.result)) as RunRecord['result']),
   replica: row.replica
 })
 
