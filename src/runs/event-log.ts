@@ -19,9 +19,10 @@ export const encodeEvent = (event: RunEvent): Buffer => Buffer.from(formatEvent(
 
 /**
  * The events of one async run while it runs, for followers who arrive late or reconnect (Last-Event-ID). Each event is
- * encoded once, as the bytes of its SSE frame, and the same bytes go to every follower. Output is kept within the
- * per-run limit the way the result's output is: the first half and the latest half, so memory stays bounded however
- * much the agent writes; what was dropped in between shows to a follower as a gap (see `withGaps`).
+ * encoded once, as the bytes of its SSE frame, and the same bytes go to every follower. Frames are kept within the
+ * per-run limit the way the result's output is: the first half and the latest half, so memory (and a store's rows)
+ * stays bounded however much the agent writes, however it splits its writes; what was dropped in between shows to a
+ * follower as a gap (see `withGaps`).
  */
 export class RunEventLog {
   readonly #headLimit: number
@@ -55,7 +56,8 @@ export class RunEventLog {
     this.#encoded++
     const end = event.id!
     const stored = { id: end, offset: event.offset, end, frame: encodeEvent(event) }
-    const bytes = end - event.offset
+    // Counted as what is kept, its frame: a one-byte write costs a frame of sixty, and JSON escapes grow text sixfold.
+    const bytes = stored.frame.length
     if (this.#headBytes < this.#headLimit) {
       this.#head.push(stored)
       this.#headBytes += bytes
@@ -109,7 +111,7 @@ export class RunEventLog {
   #evictTail(): void {
     while (this.#tail.length - this.#tailStart > 1 && this.#tailBytes > this.#tailLimit) {
       const dropped = this.#tail[this.#tailStart++]!
-      this.#tailBytes -= dropped.end - dropped.offset
+      this.#tailBytes -= dropped.frame.length
     }
     // Compact once the dropped events are as many as the kept ones: they never hold more than the tail itself does.
     if (this.#tailStart * 2 > this.#tail.length) {

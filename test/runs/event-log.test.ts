@@ -34,34 +34,44 @@ t.test('within the limit every event is kept; an id is where its output ends, so
   t.equal(log.dropped(), undefined, 'nothing dropped')
 })
 
-t.test('many small events past the limit: head and tail kept, a gap between, memory compacted', async (t) => {
-  const log = new RunEventLog(200)
+t.test('many small events past the limit: head and tail kept by their frames\' bytes, a gap between, memory compacted', async (t) => {
+  const limit = 20_000
+  const log = new RunEventLog(limit)
   const output = new OutputEvents()
   let calls = 0
   const unsubscribe = log.subscribe(() => calls++)
-  write(log, output, Array.from({ length: 5000 }, () => 'x'))
-  t.equal(calls, 5000, 'subscribers hear each event')
+  write(log, output, Array.from({ length: 30_000 }, () => 'x'))
+  t.equal(calls, 30_000, 'subscribers hear each event')
   unsubscribe()
   const kept = log.after(0)
-  t.equal(kept.length, 200, 'one-byte events: the first 100 (half the limit) and the last 100')
-  t.equal(gapOf(framesOf(kept)), 5000 - kept.length, 'the gap counts what was dropped')
-  t.same(log.dropped(), { after: 100, before: kept[100]!.id }, 'the dropped ids lie between the head and the tail')
-  const near = log.after(4990)
-  t.equal(outputs(framesOf(near, 4990)).length, 10, 'resuming near the end needs no gap')
-  t.equal(gapOf(framesOf(near, 4990)), undefined)
+  const frameBytes = kept.reduce((sum, event) => sum + event.frame.length, 0)
+  const oneFrame = kept[0]!.frame.length
+  // 30,000 one-byte writes once kept 29,061 events: bounded by output bytes, each costing a frame of some sixty.
+  t.ok(frameBytes <= limit + oneFrame, `${String(kept.length)} events kept, ${String(frameBytes)} bytes of frames: within the limit`)
+  const head = kept.findIndex((event, index) => event.id !== index + 1)
+  const headBytes = kept.slice(0, head).reduce((sum, event) => sum + event.frame.length, 0)
+  t.ok(headBytes >= limit / 2 && headBytes < limit / 2 + oneFrame + 10, `the first half: the first ${String(head)} events, ${String(headBytes)} bytes of frames`)
+  t.equal(kept.at(-1)!.id, 30_000, 'the latest half: up to the last')
+  t.equal(gapOf(framesOf(kept)), 30_000 - kept.length, 'the gap counts what was dropped')
+  t.same(log.dropped(), { after: head, before: kept[head]!.id }, 'the dropped ids lie between the head and the tail')
+  const near = log.after(29_990)
+  t.equal(outputs(framesOf(near, 29_990)).length, 10, 'resuming near the end needs no gap')
+  t.equal(gapOf(framesOf(near, 29_990)), undefined)
   log.end(null, output.totalBytes)
   t.ok(log.ended, 'a run that failed without a result still releases its followers')
-  t.equal(log.after(5000).length, 0)
+  t.equal(log.after(30_000).length, 0)
 })
 
 t.test('the gap is exact for every follower, wherever it stopped reading, its last event dropped or not', async (t) => {
-  const log = new RunEventLog(200)
+  const log = new RunEventLog(6000)
   const output = new OutputEvents()
-  write(log, output, Array.from({ length: 1150 }, () => 'x'))
-  const firstTail = log.after(100)[0]!
-  for (const readUpTo of [0, 50, 100, 120, 700, firstTail.offset]) {
+  write(log, output, Array.from({ length: 11_500 }, () => 'x'))
+  // One-byte events: the head ends at the id (and byte) where the first half of the frames ends.
+  const headEnd = log.dropped()!.after
+  const firstTail = log.after(headEnd)[0]!
+  for (const readUpTo of [0, Math.floor(headEnd / 2), headEnd, headEnd + 20, 7000, firstTail.offset]) {
     const frames = framesOf(log.after(readUpTo), readUpTo)
-    const expected = Math.max(0, firstTail.offset - Math.max(readUpTo, 100))
+    const expected = Math.max(0, firstTail.offset - Math.max(readUpTo, headEnd))
     t.equal(gapOf(frames) ?? 0, expected, `read up to ${readUpTo}: ${expected} bytes missed`)
   }
 })
