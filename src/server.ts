@@ -1,6 +1,10 @@
 import closeWithGrace from 'close-with-grace'
 import { buildApp } from './http/app.js'
 import { loadConfig, type Config } from './config.js'
+import { closeInheritedDescriptors } from './process/inherited-descriptors.js'
+
+// Before anything else opens a descriptor: what the service was started with must not reach its agents.
+const inherited = closeInheritedDescriptors()
 
 let config: Config
 try {
@@ -30,6 +34,10 @@ closeWithGrace({ delay: config.killGraceMs * 2 + 5000, logger: app.log }, async 
 // Windows never delivers SIGTERM: Ctrl-C arrives as SIGINT, Ctrl-Break (and a service manager's stop, through
 // GenerateConsoleCtrlEvent) as SIGBREAK, which close-with-grace does not listen to. Both close gracefully.
 process.on('SIGBREAK', () => process.emit('SIGINT', 'SIGINT'))
+
+if (inherited.length > 0) {
+  app.log.info({ fds: inherited }, 'closed descriptors inherited at start: agents get stdio only')
+}
 
 let address: string
 try {

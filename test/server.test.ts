@@ -1,10 +1,10 @@
 import t from 'tap'
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { cpSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs'
+import { closeSync, cpSync, mkdirSync, openSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs'
 import { connect } from 'node:net'
 import { join } from 'node:path'
-import { call, createRun, isAlive, readPidFile, scenario, SERVER, standInEnv, startServer, tempDir, waitFor } from './helpers/index.js'
+import { call, createRun, isAlive, readPidFile, runTool, scenario, SERVER, standInEnv, startServer, tempDir, waitFor } from './helpers/index.js'
 import { fromRoot } from './helpers/root.js'
 
 const postJson = (base: string, path: string, body: unknown) =>
@@ -88,6 +88,19 @@ t.test('a native module built for another Node stops the start with one line say
   const [code] = await once(child, 'exit')
   t.equal(code, 1)
   t.match(stderr, /^agent-runner: cannot start: better-sqlite3 cannot load in Node v[\d.]+ \(linux-\w+\): .*Run `npm rebuild better-sqlite3` with this Node, or set RUNS_STORE=memory\n$/)
+})
+
+t.test('a descriptor the service was started with (a shell\'s 200>file) never reaches an agent', async (t) => {
+  const secrets = join(tempDir(t), 'secrets.log')
+  writeFileSync(secrets, 'what the shell that started the service was writing\n')
+  const fd = openSync(secrets, 'a')
+  t.teardown(() => closeSync(fd))
+  const { base, logs } = await startServer(t, {}, { inherit: fd })
+  const { output } = await runTool(base, 'crush_run', { task: scenario.fds() })
+  const targets = JSON.parse(output.split('\n').find((line) => line.startsWith('['))!) as string[]
+  t.ok(targets.length > 0, `the agent's descriptors: ${targets.join(', ')}`)
+  t.notOk(targets.includes(secrets), 'not the file the service inherited')
+  t.ok(logs.some((entry) => entry['msg'] === 'closed descriptors inherited at start: agents get stdio only'), 'the start says so')
 })
 
 t.test('.env in the working directory is read, under the real environment', async (t) => {

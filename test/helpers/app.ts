@@ -1,10 +1,11 @@
 import type { FastifyInstance } from 'fastify'
-import { spawn, type ChildProcess } from 'node:child_process'
+import { spawn, type ChildProcess, type ChildProcessByStdio } from 'node:child_process'
 import { once } from 'node:events'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Test } from 'tap'
+import type { Readable } from 'node:stream'
 import { DEFAULT_AGENT_ENV_ALLOW } from '#src/agents/environment.js'
 import { buildApp } from '#src/http/app.js'
 import { loadConfig, type Config } from '#src/config.js'
@@ -92,15 +93,21 @@ export interface ServerOptions {
    * CLI written in Node (gemini) then fails writing tap's records as another user. No coverage from such a service.
    */
   untraced?: boolean
+  /**
+   * A descriptor it starts with as its fd 200, as a shell's `200>file` would leave it (Node itself closes low ones to
+   * its children, not those).
+   */
+  inherit?: number
 }
 
 /** The service as its own process (`node dist/server.js`), on a free port, stopped when the test ends. */
 export async function startServer(t: Test, env: NodeJS.ProcessEnv, options: ServerOptions = {}): Promise<Started> {
-  const { cwd, user, untraced = false } = options
+  const { cwd, user, untraced = false, inherit } = options
+  const extra = inherit === undefined ? [] : [...Array<'ignore'>(197).fill('ignore'), inherit]
   const defaults = { PORT: '0', AGENT_CONTAINMENT: 'process-group', ...ownDirectories(t) }
   const asUser = user === undefined ? [] : ['setpriv', '--reuid', String(user.uid), '--regid', String(user.gid), '--init-groups', '--']
   const [file, ...args] = [...(untraced ? ['env', '-u', 'NODE_OPTIONS'] : []), ...asUser, process.execPath, SERVER]
-  const child = spawn(file, args, { env: standInEnv({ ...defaults, ...env }), cwd, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(file, args, { env: standInEnv({ ...defaults, ...env }), cwd, stdio: ['ignore', 'pipe', 'pipe', ...extra] }) as ChildProcessByStdio<null, Readable, Readable>
   // SIGTERM first, as a service manager does: the service closes and ends what it started (agents, --version probes).
   // A SIGKILL straight away left those probes running with no parent.
   t.teardown(async () => {

@@ -59,6 +59,8 @@ export const scenario = {
   sudo: (...argv: string[]) => task('sudo', ...argv),
   /** What `ps -eo pid,args` shows the agent. */
   ps: () => task('ps'),
+  /** What each of its file descriptors points at (readlink of /proc/self/fd/N). */
+  fds: () => task('fds'),
   /** Its uid, HOME, USER, and whether it can read its parent's environment. */
   whoami: () => task('whoami'),
   /** Its whole environment, as JSON. */
