@@ -58,7 +58,7 @@ export const ERROR_CATALOG = {
   },
   CWD_NOT_FOUND: {
     status: 400,
-    when: '`cwd` does not exist on this host.',
+    when: '`cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.',
     message: (path: string) => `body/cwd: ${path} does not exist`,
     example: ['/srv/project']
   },

@@ -3,7 +3,7 @@ import { execFileSync, spawnSync } from 'node:child_process'
 import { chmodSync, chownSync, mkdirSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { claimDataDir } from '#src/data-dir.js'
-import { build, createRun, isAlive, readPidFile, runTool, scenario, settled, startServer, tempDir, until } from './helpers/index.js'
+import { build, createRun, isAlive, post, readPidFile, runTool, scenario, settled, startServer, tempDir, until } from './helpers/index.js'
 import { asRoot, realUser } from './helpers/users.js'
 
 const modeOf = (path: string) => statSync(path).mode & 0o777
@@ -91,4 +91,26 @@ t.test('AGENT_WORKDIR is the agents\' own: a symbolic link or a directory someon
   await build(t, { AGENT_WORKDIR: own, AGENT_USER: agent.name })
   t.match(statSync(own), { uid: agent.uid, gid: agent.gid }, 'made, and given to AGENT_USER')
   t.equal(modeOf(own), 0o700)
+})
+
+t.test('cwd is checked as the user agents run as: a root-only directory answers as one that does not exist', { skip: !asRoot && 'needs root (useradd)' }, async (t) => {
+  const user = realUser('ar-isolation', 'nopasswd')
+  const parent = tempDir(t)
+  chmodSync(parent, 0o755)
+  const rootOnly = join(parent, 'root-only')
+  mkdirSync(join(rootOnly, 'inside'), { recursive: true, mode: 0o700 })
+  const open = join(parent, 'open')
+  mkdirSync(open)
+  chownSync(open, user.uid, user.gid)
+  const file = join(open, 'file')
+  writeFileSync(file, '')
+  const app = await build(t, { AGENT_USER: user.name })
+  const missing = await post(app, 'crush_run', { task: 'x', cwd: join(parent, 'nowhere') })
+  t.match(missing, { status: 400, body: { code: 'CWD_NOT_FOUND' } })
+  for (const cwd of [rootOnly, join(rootOnly, 'inside')]) {
+    const hidden = await post(app, 'crush_run', { task: 'x', cwd })
+    t.match(hidden, { status: 400, body: { code: 'CWD_NOT_FOUND', message: `body/cwd: ${cwd} does not exist` } }, `${cwd}: root sees it, the agent's user does not: the same answer as nowhere`)
+  }
+  t.match(await post(app, 'crush_run', { task: 'x', cwd: file }), { status: 400, body: { code: 'CWD_NOT_A_DIRECTORY' } })
+  t.match(await post(app, 'crush_run', { task: 'where am I', cwd: open }), { status: 200, body: { ok: true } }, 'a directory the user may enter runs')
 })

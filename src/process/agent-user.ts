@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process'
+import { execFile, execFileSync } from 'node:child_process'
 
 /** The account agents run as, when the service (root) runs them as someone else. */
 export interface AgentUser {
@@ -31,4 +31,28 @@ export function resolveAgentUser(name: string): AgentUser {
 /** The agent's own identity in its environment, so its tools write under its home, not the service's. */
 export function asAgentUser(env: NodeJS.ProcessEnv, user: AgentUser | undefined): NodeJS.ProcessEnv {
   return user === undefined ? env : { ...env, HOME: user.home, USER: user.name, LOGNAME: user.name }
+}
+
+/** What a path is to a user: fixed text, the path one of its positional parameters, never read as shell syntax. */
+const LOOK_SCRIPT = '[ -d "$1" ] && [ -x "$1" ] && exit 0; [ -e "$1" ] && [ ! -d "$1" ] && exit 3; exit 2'
+
+/**
+ * What `path` is to `user` (with its groups), looked at as that user: a directory it may enter, something else, or
+ * nothing it can see. The service (root) sees everything; asking as itself would tell a caller which root-only paths
+ * exist. undefined when util-linux's setpriv is not there to ask with.
+ */
+export function pathAsUser(
+  path: string,
+  user: AgentUser
+): Promise<'directory' | 'not-directory' | 'missing' | undefined> {
+  const identity = ['--reuid', String(user.uid), '--regid', String(user.gid), '--init-groups']
+  const args = [...identity, '--', 'sh', '-c', LOOK_SCRIPT, 'sh', path]
+  return new Promise((resolve) => {
+    execFile('setpriv', args, { timeout: 5000 }, (error) => {
+      if (error === null) return resolve('directory')
+      // execFile puts the exit status in `code` (a number), and spawn's own failure there (a string: ENOENT).
+      const status: unknown = error.code
+      resolve(status === 3 ? 'not-directory' : status === 2 ? 'missing' : undefined)
+    })
+  })
 }

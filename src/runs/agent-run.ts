@@ -143,7 +143,7 @@ export async function runPlacedAgent(
     }
     if (!(error instanceof AgentSpawnError)) throw error
     // spawn says ENOENT both for a missing binary and for a directory removed since it was checked.
-    if (error.errno === 'ENOENT' && command.cwd !== undefined) await assertHostDirectory(command.cwd)
+    if (error.errno === 'ENOENT' && command.cwd !== undefined) await assertHostDirectory(command.cwd, placement.user)
     log.warn({ tool: tool.name, file: command.file, err: error }, 'agent could not be started')
     throw error.errno === 'ENOENT'
       ? serviceError('AGENT_NOT_INSTALLED', tool.agent, command.file)

@@ -89,6 +89,6 @@ export class RunLauncher {
 
   async #assertPlaceable(placement: Placement, params: RunParams): Promise<void> {
     if (this.#deps.config.hostPlatform === 'win32') await assertRunnableOnWindows(placement, this.#deps.wslDistros)
-    if (placement.where === 'host' && params.cwd !== undefined) await assertHostDirectory(params.cwd)
+    if (placement.where === 'host' && params.cwd !== undefined) await assertHostDirectory(params.cwd, placement.user)
   }
 }

@@ -618,7 +618,7 @@ export interface operations {
              *     - `INVALID_CONTENT_LENGTH`: The content-length header does not match the body.
              *     - `MALFORMED_REQUEST`: Not valid HTTP/1.1 (a bad header byte, Content-Length with Transfer-Encoding…); the connection is closed.
              *     - `BAD_URL`: The URL cannot be decoded.
-             *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host.
+             *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
              *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
              *     - `WSL_ARGUMENT_UNSAFE`: Windows hosts: `cwd` would be misread by wsl.exe's own command-line parser (a `"`, or a blank with a trailing `\`).
@@ -738,7 +738,7 @@ export interface operations {
              *     - `INVALID_CONTENT_LENGTH`: The content-length header does not match the body.
              *     - `MALFORMED_REQUEST`: Not valid HTTP/1.1 (a bad header byte, Content-Length with Transfer-Encoding…); the connection is closed.
              *     - `BAD_URL`: The URL cannot be decoded.
-             *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host.
+             *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
              *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
              *     - `WSL_ARGUMENT_UNSAFE`: Windows hosts: `cwd` would be misread by wsl.exe's own command-line parser (a `"`, or a blank with a trailing `\`).
@@ -858,7 +858,7 @@ export interface operations {
              *     - `INVALID_CONTENT_LENGTH`: The content-length header does not match the body.
              *     - `MALFORMED_REQUEST`: Not valid HTTP/1.1 (a bad header byte, Content-Length with Transfer-Encoding…); the connection is closed.
              *     - `BAD_URL`: The URL cannot be decoded.
-             *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host.
+             *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
              *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
              *     - `WSL_ARGUMENT_UNSAFE`: Windows hosts: `cwd` would be misread by wsl.exe's own command-line parser (a `"`, or a blank with a trailing `\`).
@@ -978,7 +978,7 @@ export interface operations {
              *     - `INVALID_CONTENT_LENGTH`: The content-length header does not match the body.
              *     - `MALFORMED_REQUEST`: Not valid HTTP/1.1 (a bad header byte, Content-Length with Transfer-Encoding…); the connection is closed.
              *     - `BAD_URL`: The URL cannot be decoded.
-             *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host.
+             *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
              *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
              *     - `WSL_ARGUMENT_UNSAFE`: Windows hosts: `cwd` would be misread by wsl.exe's own command-line parser (a `"`, or a blank with a trailing `\`).
@@ -1098,7 +1098,7 @@ export interface operations {
              *     - `INVALID_CONTENT_LENGTH`: The content-length header does not match the body.
              *     - `MALFORMED_REQUEST`: Not valid HTTP/1.1 (a bad header byte, Content-Length with Transfer-Encoding…); the connection is closed.
              *     - `BAD_URL`: The URL cannot be decoded.
-             *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host.
+             *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
              *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
              *     - `WSL_ARGUMENT_UNSAFE`: Windows hosts: `cwd` would be misread by wsl.exe's own command-line parser (a `"`, or a blank with a trailing `\`).
@@ -1260,7 +1260,7 @@ export interface operations {
              *     - `INVALID_CONTENT_LENGTH`: The content-length header does not match the body.
              *     - `MALFORMED_REQUEST`: Not valid HTTP/1.1 (a bad header byte, Content-Length with Transfer-Encoding…); the connection is closed.
              *     - `BAD_URL`: The URL cannot be decoded.
-             *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host.
+             *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
              *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
              *     - `WSL_ARGUMENT_UNSAFE`: Windows hosts: `cwd` would be misread by wsl.exe's own command-line parser (a `"`, or a blank with a trailing `\`).
@@ -1493,7 +1493,7 @@ export interface operations {
              *     - `INVALID_CONTENT_LENGTH`: The content-length header does not match the body.
              *     - `MALFORMED_REQUEST`: Not valid HTTP/1.1 (a bad header byte, Content-Length with Transfer-Encoding…); the connection is closed.
              *     - `BAD_URL`: The URL cannot be decoded.
-             *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host.
+             *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
              *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
              *     - `WSL_ARGUMENT_UNSAFE`: Windows hosts: `cwd` would be misread by wsl.exe's own command-line parser (a `"`, or a blank with a trailing `\`).
