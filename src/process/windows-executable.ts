@@ -29,9 +29,10 @@ async function exists(path: string): Promise<boolean> {
 }
 
 /**
- * Where Windows would find `name`: a path as given, or the working directory then each PATH directory (libuv's order),
- * each tried with each PATHEXT extension (libuv tries only .com and .exe, which is why a bare `claude` installed by
- * npm, a `claude.cmd`, is not found by spawn).
+ * Where `name` is: a path as given, or each PATH directory, each tried with each PATHEXT extension (libuv tries only
+ * .com and .exe, which is why a bare `claude` installed by npm, a `claude.cmd`, is not found by spawn). Never the
+ * working directory first, as Windows itself would: that is the caller's `cwd`, where a `claude.cmd` of anyone's making
+ * would run instead of the agent.
  */
 export async function findWindowsExecutable(
   name: string,
@@ -43,7 +44,7 @@ export async function findWindowsExecutable(
   const extensions = extname(name) === '' ? pathext.toLowerCase().split(';').filter(Boolean) : ['']
   const bases = isAbsolute(name) || win32.isAbsolute(name) || /[\\/]/.test(name)
     ? [resolve(cwd, name)]
-    : [cwd, ...path.split(';').filter(Boolean)].map((dir) => join(dir, name))
+    : path.split(';').filter(Boolean).map((dir) => join(dir, name))
   for (const base of bases) {
     for (const extension of extensions) {
       if (await exists(base + extension)) return base + extension

@@ -45,6 +45,13 @@ t.test('npm .cmd shims are read for what they start', async (t) => {
   const env = { PATH: `${join(dir, 'missing')};${dir}`, PATHEXT: '.COM;.EXE;.BAT;.CMD' }
   t.equal(await findWindowsExecutable('claude', env.PATH, env.PATHEXT, dir), join(dir, 'claude.cmd'), 'PATHEXT finds the shim by its bare name')
   t.equal(await findWindowsExecutable('nothing', env.PATH, env.PATHEXT, dir), undefined)
+  // A request's cwd holding a claude.cmd of someone's making: PATH decides, never the directory the agent runs in.
+  const requestCwd = join(dir, 'project')
+  mkdirSync(requestCwd)
+  writeFileSync(join(requestCwd, 'claude.cmd'), '@echo off\r\necho planted\r\n')
+  t.equal(await findWindowsExecutable('claude', env.PATH, env.PATHEXT, requestCwd), join(dir, 'claude.cmd'), 'the cwd is not searched')
+  writeFileSync(join(requestCwd, 'only-here.cmd'), '@echo off\r\n')
+  t.equal(await findWindowsExecutable('only-here', env.PATH, env.PATHEXT, requestCwd), undefined, 'what only the cwd holds is not found')
   t.same(await resolveWindowsCommand('claude', ['-p', '%PATH% & echo'], env, dir), {
     file: 'node',
     args: [join(dir, 'node_modules\\agent\\cli.js'), '-p', '%PATH% & echo']
@@ -66,7 +73,7 @@ t.test('windows-tree: stops are taskkill of the whole tree, asked first, then fo
   chmodSync(taskkill, 0o755)
   const containment = windowsTree(taskkill)
   t.equal(containment.mode, 'windows-tree')
-  const env = { PATH: process.env['PATH']!.replaceAll(':', ';'), PATHEXT: '.EXE' }
+  const env = { PATH: `${dir};${process.env['PATH']!.replaceAll(':', ';')}`, PATHEXT: '.EXE' }
   await t.rejects(containment.launch('no-such-agent', [], { env, cwd: dir, runId: 'r' }), { name: 'AgentSpawnError', errno: 'ENOENT' })
   writeFileSync(join(dir, 'agent.cmd'), '@echo off\r\necho %*\r\n')
   await t.rejects(containment.launch('agent.cmd', [], { env, cwd: dir, runId: 'r' }), { name: 'AgentSpawnError', errno: 'EINVAL', message: /not an npm shim/ })
