@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process'
+import { asAgentUser, type AgentUser } from '../process/agent-user.js'
 import type { Command } from '../process/containment.js'
 import { resolveWindowsCommand } from '../process/windows-executable.js'
 
@@ -8,10 +9,15 @@ async function versionCommand(file: string, env: NodeJS.ProcessEnv): Promise<Com
   return resolveWindowsCommand(file, ['--version'], env, process.cwd()).catch(() => undefined)
 }
 
-/** How a probe is tied to the service: `signal` ends it when the service closes, `bind` when the service dies. */
+/**
+ * How a probe is tied to the service: `signal` ends it when the service closes, `bind` when the service dies. `user`:
+ * AGENT_USER, whom the probe runs as, as the agent will: a CLI run as root with the agent's HOME would leave files
+ * there (a log, a database) that the agent then may not open.
+ */
 export interface ProbeOwner {
   signal: AbortSignal
   bind: (command: Command) => Command
+  user?: AgentUser | undefined
 }
 
 /**
@@ -25,8 +31,15 @@ export async function versionOf(file: string, env: NodeJS.ProcessEnv, owner: Pro
   const command = owner.bind(found)
   return new Promise((resolve) => {
     // A version probe holds no work worth a grace period: SIGKILL also ends a CLI that traps SIGTERM.
+    const { user } = owner
     const options = {
-      env, signal, timeout: 5000, killSignal: 'SIGKILL' as const, maxBuffer: 64 * 1024, windowsHide: true
+      env: asAgentUser(env, user),
+      signal,
+      timeout: 5000,
+      killSignal: 'SIGKILL' as const,
+      maxBuffer: 64 * 1024,
+      windowsHide: true,
+      ...(user === undefined ? {} : { uid: user.uid, gid: user.gid })
     }
     execFile(command.file, command.args, options, (error, stdout) => {
       const firstLine = stdout.split('\n')[0]?.trim()

@@ -201,7 +201,9 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   })
   const probes = new AbortController()
   app.addHook('onClose', () => { probes.abort() })
-  const readiness = agentReadiness(Object.values(tools), { signal: probes.signal, bind: host.bindToService })
+  const readiness = agentReadiness(Object.values(tools), {
+    signal: probes.signal, bind: host.bindToService, user: config.agentUser
+  })
   app.decorate('readiness', readiness)
   app.decorate('containment', {
     mode: host.containment.mode, reason: host.reason, escapes: whatEscapes(host.containment.mode)

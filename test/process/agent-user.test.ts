@@ -1,8 +1,11 @@
 import t from 'tap'
-import { chownSync } from 'node:fs'
+import { execFileSync } from 'node:child_process'
+import { chownSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { loadConfig } from '#src/config.js'
 import { chooseHostContainment } from '#src/process/host-containment.js'
-import { runTool, scenario, startServer, tempDir } from '../helpers/index.js'
+import { build, runTool, scenario, startServer, tempDir } from '../helpers/index.js'
+import { directoryOf, realUser } from '../helpers/users.js'
 
 // AGENT_USER: the service (root) runs agents as another user, so its memory, files and secrets are not theirs.
 
@@ -43,3 +46,21 @@ for (const mode of modes) {
     if (mode === 'process-group') t.equal(seen.parentEnvironment, 'EACCES', 'its parent, the service, is not its to read')
   })
 }
+
+t.test('the version probe runs as AGENT_USER, as the agent will: what the CLI writes in its HOME stays the user\'s', { skip: !asRoot && 'only as root' }, async (t) => {
+  const user = realUser('ar-probe', 'nopasswd')
+  const dir = directoryOf(t, user)
+  // A CLI that writes under HOME when asked its version, as opencode writes its log: root's file there would lock the
+  // agent out of it.
+  const cli = join(dir, 'crush')
+  writeFileSync(cli, '#!/bin/sh\nmkdir -p "$HOME/.local/share/cli" && id -u >> "$HOME/.local/share/cli/probe.log"\necho "crush v9"\n', { mode: 0o755 })
+  chownSync(cli, user.uid, user.gid)
+  const home = execFileSync('getent', ['passwd', user.name], { encoding: 'utf8' }).split(':')[5]!
+  rmSync(join(home, '.local/share/cli'), { recursive: true, force: true })
+  const app = await build(t, { AGENT_USER: user.name, AGENT_WORKDIR: join(dir, 'work'), CRUSH_BIN: cli })
+  const ready = (await app.inject({ method: 'GET', url: '/readyz' })).json()
+  t.match(ready.agents.find((agent: { tool: string }) => agent.tool === 'crush_run'), { version: 'crush v9' })
+  const log = join(home, '.local/share/cli/probe.log')
+  t.equal(readFileSync(log, 'utf8').trim(), String(user.uid), 'it ran as the user')
+  t.equal(statSync(log).uid, user.uid, 'and what it wrote is the user\'s')
+})
