@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
-import { runOutcome } from './runs/result.js'
+import { finishedStatus } from './runs/result.js'
+import { isEnd as isEndPhase, RUN_PHASES, type RunPhase } from './runs/run-phase.js'
 import type { RunResult } from './schemas/run.js'
 import type { SlotLimiter } from './slots/limiter.js'
 
@@ -18,6 +19,7 @@ export class Metrics {
   readonly #runs: Counter<'tool' | 'outcome'>
   readonly #duration: Histogram<'tool'>
   readonly #rejections: Counter<'tool' | 'reason'>
+  #phases: () => RunPhase[] = () => []
 
   constructor(tools: readonly string[], slots: SlotLimiter) {
     collectDefaultMetrics({ register: this.registry })
@@ -41,6 +43,20 @@ export class Metrics {
       labelNames: ['tool', 'reason'],
       registers
     })
+    const phases = (): RunPhase[] => this.#phases()
+    // eslint-disable-next-line no-new -- registered on construction; its collect() reads the runs at each scrape
+    new Gauge({
+      name: 'agent_runner_runs',
+      help: 'Runs of this replica not yet ended, by phase: a run stuck waiting_for_slot or stopping shows here',
+      labelNames: ['phase'],
+      registers,
+      collect() {
+        const now = phases()
+        for (const phase of RUN_PHASES.filter((each) => !isEndPhase(each))) {
+          this.set({ phase }, now.filter((each) => each === phase).length)
+        }
+      }
+    })
     // eslint-disable-next-line no-new -- registered on construction; its collect() reads the slots at each scrape
     new Gauge({
       name: 'agent_runner_slots_in_use',
@@ -53,8 +69,13 @@ export class Metrics {
     })
   }
 
+  /** Where this replica's runs are now: read at each scrape. */
+  countRunsBy(phases: () => RunPhase[]): void {
+    this.#phases = phases
+  }
+
   observeRun(result: RunResult): void {
-    this.#runs.inc({ tool: result.tool, outcome: runOutcome(result) })
+    this.#runs.inc({ tool: result.tool, outcome: finishedStatus(result) })
     this.#duration.observe({ tool: result.tool }, result.duration_ms / 1000)
   }
 

@@ -151,7 +151,6 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     slots,
     sudoProbe,
     sudoShim,
-    metrics,
     hostContainment: host.containment,
     ledger,
     wslDistros: new WslDistros(config.wslBin, agentEnv)
@@ -161,6 +160,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   if (lost.length > 0) app.log.warn({ runs: lost }, `${lost.length} run(s) of a previous life ended with it: now lost`)
   const registry = new RunRegistry({
     launcher,
+    metrics,
     replica,
     store,
     outputLimitBytes: config.outputLimitBytes,
@@ -195,9 +195,9 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     if (config.apiTokens.length === 0) {
       requireKnownHost(authenticated, allowedHostNames(config.host, config.allowedHosts))
     }
-    await authenticated.register(toolRoutes, { config, tools, slots, registry })
+    await authenticated.register(toolRoutes, { config, tools, slots, registry, launcher })
     await authenticated.register(runRoutes, { registry, toolNames, heartbeatMs: config.heartbeatMs })
-    await authenticated.register(mcpRoute, { tools, registry, version })
+    await authenticated.register(mcpRoute, { tools, registry, launcher, version })
   })
   const probes = new AbortController()
   app.addHook('onClose', () => { probes.abort() })

@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http'
 import type { RunEvent } from '../schemas/events.js'
-import { formatEvent, streamHeaders, type StreamFormat } from '../runs/events.js'
+import { formatEvent, type StreamFormat } from '../runs/events.js'
+import { streamHeaders } from './stream-format.js'
 
 /**
  * Writes run events to one HTTP response, and a heartbeat whenever the agent has been quiet for a while, so that

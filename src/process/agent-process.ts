@@ -30,6 +30,8 @@ const DRAIN_AFTER_EXIT_MS = 1000
  */
 export interface RunHooks {
   onSpawn?: (pid: number) => void
+  /** Its stop has begun (asked for, or its deadline): told once, before the first signal. */
+  onStopping?: (reason: StopReason) => void
   onOutput?: (chunk: Buffer) => void
   /** A reader of the live output that may fall behind: while it does, the agent's pipes pause (and the agent). */
   sink?: OutputSink
@@ -69,7 +71,8 @@ interface OutputSink {
   onDrain(resume: () => void): void
 }
 
-export interface AgentRunOutcome {
+/** How the agent's process ended, and what it printed. */
+export interface AgentEnd {
   pid: number
   exitCode: number | null
   signal: NodeJS.Signals | null
@@ -98,7 +101,7 @@ const abortReason = (signal: AbortSignal): StopReason => (signal.reason as StopR
  * signal crush traps to wind down) → SIGTERM → SIGKILL, a grace period apart; once the agent exits, whatever it left is
  * killed before the run ends.
  */
-export async function runAgent(options: AgentRunOptions): Promise<AgentRunOutcome> {
+export async function runAgent(options: AgentRunOptions): Promise<AgentEnd> {
   const { command, signal, containment, env } = options
   const launch = await containment.launch(command.file, command.args, {
     env, cwd: command.cwd, user: options.user, runId: options.runId
@@ -180,6 +183,7 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentRunOutcom
   const stop = (reason: StopReason): void => {
     if (stopReason !== null || exited()) return
     stopReason = reason
+    options.onStopping?.(reason)
     // A reader that fell behind must not keep a stopping agent blocked on a full pipe.
     resume()
     const after = (next: () => void): void => { escalation = setTimeout(next, options.killGraceMs) }

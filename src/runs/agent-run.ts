@@ -17,6 +17,7 @@ import { wslScriptOutput } from '../process/wsl-group.js'
 import { findOnPath } from '../process/find-executable.js'
 import type { Placement } from './placement.js'
 import { toRunResult } from './result.js'
+import { stopRefusal } from './run.js'
 import { assertHostDirectory } from './workspace.js'
 
 export interface AgentRunContext {
@@ -28,6 +29,8 @@ export interface AgentRunContext {
   sudoShim: SudoShim | undefined
   signal: AbortSignal
   log: FastifyBaseLogger
+  /** Someone follows the output as it comes: its relay shares the event loop's turns with the other live runs. */
+  live: boolean
   /** onSpawn: from here on the run answers 200, whatever happens. */
   hooks: RunHooks
 }
@@ -67,8 +70,8 @@ async function watchSudo(placement: Placement, shim: SudoShim | undefined, runId
 }
 
 /**
- * Runs the agent where the placement says, holding a slot, and maps its end to the result (or a start failure to an
- * error).
+ * The agent's own part of a launch, its slot held: started where the placement says with sudo watched, logged, and
+ * its end made the result (or its failure to start, the caller's error).
  */
 export async function runPlacedAgent(
   tool: AgentTool,
@@ -80,7 +83,6 @@ export async function runPlacedAgent(
   const { command } = placement
   const sudoStatus = await context.sudoProbe.status(placement.sudo)
   const sudoFailure = new SudoPasswordDetector()
-  const live = context.hooks.onOutput !== undefined || context.hooks.sink !== undefined
   const hooks = observedBy(context.hooks, sudoFailure.push)
   const sudoWatch = await watchSudo(placement, context.sudoShim, runId)
   let sudoAsked: Promise<SudoAsked> | undefined
@@ -95,7 +97,7 @@ export async function runPlacedAgent(
       timeoutMs: params.timeout * 1000,
       killGraceMs: config.killGraceMs,
       outputLimitBytes: config.outputLimitBytes,
-      ...(live ? { turns: LIVE_RELAY_TURNS } : {}),
+      ...(context.live ? { turns: LIVE_RELAY_TURNS } : {}),
       signal: context.signal,
       ...hooks,
       onSpawn: (pid) => {
@@ -134,9 +136,7 @@ export async function runPlacedAgent(
     )
     return result
   } catch (error) {
-    if (error instanceof RunAbandoned) {
-      throw serviceError(error.reason === 'shutdown' ? 'SHUTTING_DOWN' : 'CLIENT_CLOSED_REQUEST')
-    }
+    if (error instanceof RunAbandoned) throw serviceError(stopRefusal(error.reason))
     if (error instanceof RunNotRecorded) {
       log.error({ tool: tool.name, run: runId, err: error }, 'run not recorded: its agent was killed at once')
       throw serviceError('RUN_NOT_RECORDED', error.message)

@@ -2,8 +2,6 @@ import type { RunEvent } from '../schemas/events.js'
 import { formatEvent } from './events.js'
 import type { OutputEvent } from './output-events.js'
 
-type ResultEvent = Extract<RunEvent, { type: 'result' }>
-
 /**
  * A kept event as followers receive it: its SSE frame, encoded once, and the range of the agent's output it carries
  * (`offset` to `end`; for the result, both are the output's total). Ids only grow; an output event's id is its `end`.
@@ -69,12 +67,15 @@ export class RunEventLog {
     this.#notify()
   }
 
-  /** The last event; null when the run failed without a result (followers are released all the same). */
-  end(result: ResultEvent['result'] | null, totalBytes: number): void {
-    if (result !== null) {
-      this.#encoded++
-      const id = totalBytes + 1
-      this.#result = { id, offset: totalBytes, end: totalBytes, frame: encodeEvent({ type: 'result', id, result }) }
+  /** The run's closing events (OutputEvents.closing): no event follows them; followers are released. */
+  close(closing: RunEvent[]): void {
+    for (const event of closing) {
+      if (event.type === 'output') this.appendOutput(event)
+      else if (event.type === 'result') {
+        this.#encoded++
+        const end = event.id! - 1
+        this.#result = { id: event.id!, offset: end, end, frame: encodeEvent(event) }
+      }
     }
     this.#closed = true
     this.#notify()

@@ -2,7 +2,6 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { AgentTool, ToolName } from '../agents/tools.js'
 import type { Config } from '../config.js'
 import { serviceError } from '../errors.js'
-import type { Metrics } from '../metrics.js'
 import type { RunHooks } from '../process/agent-process.js'
 import type { Containment } from '../process/containment.js'
 import type { RunLedger } from '../process/ledger.js'
@@ -13,6 +12,7 @@ import type { SudoProbe } from '../sudo/probe.js'
 import type { SudoShim } from '../sudo/shim.js'
 import { runPlacedAgent } from './agent-run.js'
 import { placeRun, type Placement } from './placement.js'
+import type { Run } from './run.js'
 import { assertRunnableOnWindows } from './windows-checks.js'
 import { assertHostDirectory } from './workspace.js'
 
@@ -22,25 +22,18 @@ export interface LauncherDeps {
   slots: SlotLimiter
   sudoProbe: SudoProbe
   sudoShim: SudoShim | undefined
-  metrics: Metrics
   hostContainment: Containment
   ledger: RunLedger
   wslDistros: WslDistros
 }
 
-export interface LaunchContext {
-  runId: string
-  signal: AbortSignal
-  log: FastifyBaseLogger
-  hooks: RunHooks
-}
-
-/** Someone follows the output as it comes (a stream, an async run), so progress events are worth printing. */
-const isLive = (hooks: RunHooks): boolean => hooks.onOutput !== undefined || hooks.sink !== undefined
+/** Someone follows the output as it comes (a stream, an async run, an MCP call with progress). */
+const followedLive = (hooks: RunHooks): boolean => hooks.onOutput !== undefined || hooks.sink !== undefined
 
 /**
- * The steps every way of running shares — synchronous, streamed, asynchronous: decide where the run goes, check the
- * request against that place, hold a slot for exactly the life of the run, run, count.
+ * The one way a run of any kind goes from opened to its end: the agent accepts the task, the run is placed and the
+ * place checked, a slot is taken, the agent runs and is watched, the slot goes back. Each step is a phase of the run
+ * (run-phase.ts); whatever fails or stops it before its agent starts refuses it, with the caller's 4xx or 503.
  */
 export class RunLauncher {
   readonly #deps: LauncherDeps
@@ -49,39 +42,65 @@ export class RunLauncher {
     this.#deps = deps
   }
 
-  /**
-   * A run's whole life: everything that can refuse a valid body before an agent starts (where it would run: 400; a
-   * slot: 429), then the agent, holding the slot for exactly as long as it runs and giving it back whatever happens.
-   */
-  async execute(name: ToolName, params: RunParams, context: LaunchContext): Promise<RunResult> {
-    const { config, slots, sudoProbe, sudoShim, metrics, ledger } = this.#deps
-    const tool = this.#deps.tools[name]!
+  async launch(run: Run, params: RunParams, log: FastifyBaseLogger, hooks: RunHooks = {}): Promise<RunResult> {
+    try {
+      const result = await this.#launch(run, params, log, hooks)
+      run.finish(result)
+      return result
+    } catch (error) {
+      run.abort()
+      throw error
+    }
+  }
+
+  async #launch(run: Run, params: RunParams, log: FastifyBaseLogger, hooks: RunHooks): Promise<RunResult> {
+    const { config, slots, sudoProbe, sudoShim, ledger } = this.#deps
+    const tool = this.#deps.tools[run.tool]!
     const refusal = tool.refuseTask(params.task)
     if (refusal !== null) throw serviceError('VALIDATION_ERROR', `body/task: ${refusal}`)
-    const placement = this.#place(tool, params, context)
+    const live = followedLive(hooks)
+    const placement = this.#place(tool, params, run.id, live)
     await this.#assertPlaceable(placement, params)
-    const lease = await slots.acquire(name)
-    if (lease === null) throw serviceError('AGENT_LIMIT_REACHED', slots.limit(name))
+    run.advance('placed')
+    run.advance('waiting_for_slot')
+    const lease = await slots.acquire(run.tool)
+    if (lease === null) throw serviceError('AGENT_LIMIT_REACHED', slots.limit(run.tool))
     try {
-      const result = await runPlacedAgent(tool, placement, params, { config, sudoProbe, sudoShim, ledger, ...context })
-      metrics.observeRun(result)
-      return result
+      run.advance('starting')
+      return await runPlacedAgent(tool, placement, params, {
+        config,
+        sudoProbe,
+        sudoShim,
+        ledger,
+        runId: run.id,
+        signal: run.signal,
+        log,
+        live,
+        hooks: {
+          ...hooks,
+          onSpawn: (pid) => {
+            run.agentStarted()
+            hooks.onSpawn?.(pid)
+          },
+          onStopping: () => run.stopping()
+        }
+      })
     } finally {
       lease.release()
     }
   }
 
-  #place(tool: AgentTool, params: RunParams, context: LaunchContext): Placement {
+  #place(tool: AgentTool, params: RunParams, runId: string, live: boolean): Placement {
     const { config, hostContainment } = this.#deps
     return placeRun({
       params,
       agentBin: tool.bin,
-      agentArgs: tool.agentArgs(params.task, isLive(context.hooks)),
+      agentArgs: tool.agentArgs(params.task, live),
       hostPlatform: config.hostPlatform,
       wslBin: config.wslBin,
       hostContainment,
       env: tool.env,
-      runId: context.runId,
+      runId,
       defaultCwd: config.agentWorkdir,
       user: config.agentUser
     })

@@ -1,6 +1,8 @@
 import type { RunEvent } from '../schemas/events.js'
+import type { RunResult } from '../schemas/run.js'
 
 export type OutputEvent = Extract<RunEvent, { type: 'output' }>
+type ResultEvent = Extract<RunEvent, { type: 'result' }>
 
 /**
  * How many leading bytes of `bytes` end on a character boundary: a UTF-8 sequence cut by the end of a chunk is held
@@ -39,6 +41,17 @@ export class OutputEvents {
     const event = this.#event(this.#pending)
     this.#pending = Buffer.alloc(0)
     return event
+  }
+
+  /**
+   * The last events of every stream of a run, live or kept: a character the agent left unfinished, then the result
+   * (none for a run that failed without one), its id one past the last output byte.
+   */
+  closing(result: RunResult | null): Array<OutputEvent | ResultEvent> {
+    const unfinished = this.end()
+    const events: Array<OutputEvent | ResultEvent> = unfinished === null ? [] : [unfinished]
+    if (result !== null) events.push({ type: 'result', id: this.#offset + 1, result })
+    return events
   }
 
   /** Every byte the agent wrote so far, the held-back ones included. */

@@ -1,30 +1,19 @@
 import type { FastifyBaseLogger } from 'fastify'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { ToolName } from '../agents/tools.js'
-import { runOutcome } from './result.js'
-import type { RunHooks } from '../process/agent-process.js'
-import type { RunParams, RunResult } from '../schemas/run.js'
+import type { Metrics } from '../metrics.js'
+import type { RunParams } from '../schemas/run.js'
 import type { RunState, RunSummary } from '../schemas/runs.js'
-import { OutputEvents } from './output-events.js'
-import { RunEventLog } from './event-log.js'
 import { follow, logSource, storeSource, type Feed } from './follow.js'
 import type { RunLauncher } from './launcher.js'
 import { Run, type RunKind } from './run.js'
+import { isEnd } from './run-phase.js'
+import { RunRecorder } from './run-recorder.js'
 import type { RunRecord, RunStore } from './stores/run-store.js'
-
-/** An async run of this replica while its agent runs: what only this process holds besides the Run itself. */
-interface LocalRun {
-  readonly run: Run
-  record: RunRecord
-  readonly log: RunEventLog
-  /** Settles once the agent has ended and the run is stored as finished. */
-  done: Promise<void>
-  savedUpTo: number
-  saving: Promise<void>
-}
 
 export interface RegistryOptions {
   launcher: RunLauncher
+  metrics: Metrics
   /** This process, among the replicas sharing a store. */
   replica: string
   store: RunStore
@@ -36,37 +25,34 @@ export interface RegistryOptions {
 }
 
 /**
- * Every run of this replica, from the request that opened it until its agent has ended, whatever its kind; async runs
- * also in the store (finished ones only there), so that any replica and any later life can answer for them. An async
- * run belongs to no HTTP connection: it outlives its caller, and only DELETE, its deadline or shutdown stop it.
+ * Every run of this replica, from the request that opened it to its end, whatever its kind; async runs also in the
+ * store (finished ones only there), so that any replica and any later life can answer for them. An async run belongs
+ * to no HTTP connection: it outlives its caller, and only DELETE, its deadline or shutdown stop it.
  */
 export class RunRegistry {
   readonly #options: RegistryOptions
-  readonly #active = new Map<string, Run>()
-  readonly #local = new Map<string, LocalRun>()
+  readonly #open = new Map<string, Run>()
+  readonly #recorded = new Map<string, RunRecorder>()
   #shuttingDown = false
 
   constructor(options: RegistryOptions) {
     this.#options = options
-    options.store.onCancelRequest((id) => this.#local.get(id)?.run.stop('cancelled'))
+    options.store.onCancelRequest((id) => this.#recorded.get(id)?.run.stop('cancelled'))
+    options.metrics.countRunsBy(() => [...this.#open.values()].map((run) => run.phase))
   }
 
-  /** A new run, stoppable (by shutdown, by its caller) from now on; listed once its agent runs. */
-  open(kind: RunKind, tool: ToolName, owner: string): Run {
+  /** A new run, stoppable (by shutdown, by its caller) from now on; listed once its agent runs, gone at its end. */
+  open(kind: RunKind, tool: ToolName, owner: string, log: FastifyBaseLogger): Run {
     const run = new Run(kind, tool, owner)
-    this.#active.set(run.id, run)
+    this.#open.set(run.id, run)
+    run.watch((moved, from) => {
+      log.debug({ run: moved.id, tool: moved.tool, kind: moved.kind, from, phase: moved.phase }, 'run phase')
+      if (moved.phase === 'finished') this.#options.metrics.observeRun(moved.result!)
+      if (isEnd(moved.phase)) this.#open.delete(moved.id)
+    })
     // A request that got past routing as shutdown began: its run ends before any agent starts.
     if (this.#shuttingDown) run.stop('shutdown')
     return run
-  }
-
-  /** Runs an opened run to its end (or refusal), then forgets it. */
-  async execute(run: Run, params: RunParams, log: FastifyBaseLogger, hooks?: RunHooks): Promise<RunResult> {
-    try {
-      return await run.execute(this.#options.launcher, params, log, hooks)
-    } finally {
-      this.#active.delete(run.id)
-    }
   }
 
   /**
@@ -74,76 +60,32 @@ export class RunRegistry {
    * would.
    */
   async start(tool: ToolName, params: RunParams, log: FastifyBaseLogger, owner: string): Promise<RunState> {
-    const { outputLimitBytes, store } = this.#options
-    const run = this.open('async', tool, owner)
-    const record: RunRecord = {
-      id: run.id,
-      owner,
-      tool,
-      status: 'running',
-      createdAt: run.createdAt.toISOString(),
-      finishedAt: null,
-      result: null,
-      replica: this.#options.replica
-    }
-    const local: LocalRun = {
-      run,
-      record,
-      log: new RunEventLog(outputLimitBytes),
-      done: Promise.resolve(),
-      savedUpTo: 0,
-      saving: Promise.resolve()
-    }
-    const runLog = log.child({ run: record.id })
-    const output = new OutputEvents()
-    let saver: NodeJS.Timeout | undefined
-    const started = new Promise<void>((resolve, reject) => {
-      local.done = this.execute(run, params, runLog, {
-        onSpawn: () => {
-          this.#local.set(record.id, local)
-          local.saving = store.create(record)
-          saver = setInterval(() => void this.#save(local, runLog), this.#options.saveEveryMs)
-          // Answered once stored, so that any replica can already find it.
-          resolve(
-            local.saving.catch((error: unknown) => {
-              run.stop('cancelled')
-              throw error
-            })
-          )
-        },
-        // No reader can slow the agent down here: the log keeps what it may, bounded.
-        onOutput: (chunk) => {
-          const event = output.next(chunk)
-          if (event !== null) local.log.appendOutput(event)
-        }
-      })
-        .then(
-          (result) => this.#end(local, output, result),
-          (error: unknown) => {
-            if (!run.spawned) return reject(error)
-            runLog.error({ err: error }, 'async run failed after its agent started')
-            return this.#end(local, output, null)
-          }
-        )
-        .finally(() => clearInterval(saver))
-        .then(() => this.#storeFinished(local, runLog))
+    const { launcher, store, replica, outputLimitBytes, saveEveryMs } = this.#options
+    const run = this.open('async', tool, owner, log)
+    const runLog = log.child({ run: run.id })
+    const recorder = new RunRecorder(run, { store, replica, outputLimitBytes, saveEveryMs, log: runLog })
+    this.#recorded.set(run.id, recorder)
+    void recorder.done.then(() => this.#recorded.delete(run.id))
+    launcher.launch(run, params, runLog, recorder.hooks).catch((error: unknown) => {
+      if (run.phase === 'refused') recorder.refused(error)
+      else runLog.error({ err: error }, 'async run failed after its agent started')
     })
-    await started
-    return stateOf(record)
+    await recorder.stored
+    return stateOf(recorder.record)
   }
 
   /** A run of this caller's; undefined for an unknown run and for another caller's alike. */
   async state(id: string, owner: string): Promise<RunState | undefined> {
     const live = this.#liveRun(id)
     if (live !== undefined) return live.owner === owner ? liveState(live) : undefined
-    const record = this.#local.get(id)?.record ?? (await this.#options.store.get(id))
+    const record = this.#recorderOf(id)?.record ?? (await this.#options.store.get(id))
     return record?.owner === owner ? stateOf(record) : undefined
   }
 
   /** This caller's runs, newest first: async ones, and synchronous or streamed ones while they run. */
   async list(owner: string): Promise<RunSummary[]> {
     const stored = (await this.#options.store.list(owner)).map((listing) => stateOf({ ...listing, result: null }))
-    const live = [...this.#active.values()].filter((run) => run.owner === owner && isLive(run)).map(liveState)
+    const live = [...this.#open.values()].filter((run) => run.owner === owner && run.listedLive).map(liveState)
     return [...live, ...stored]
       .sort((a, b) => b.created_at.localeCompare(a.created_at))
       .map(({ result: _result, ...summary }) => summary)
@@ -151,9 +93,10 @@ export class RunRegistry {
 
   /** The events of an async run of this caller's, for a follower; undefined when there is none to follow. */
   async feed(id: string, owner: string): Promise<Feed | undefined> {
-    const local = this.#local.get(id)
-    if (local !== undefined) {
-      return local.record.owner === owner ? (lastId, signal) => follow(logSource(local.log), lastId, signal) : undefined
+    const recorder = this.#recorderOf(id)
+    if (recorder !== undefined) {
+      const { events } = recorder
+      return recorder.record.owner === owner ? (lastId, signal) => follow(logSource(events), lastId, signal) : undefined
     }
     const record = await this.#options.store.get(id)
     if (record?.owner !== owner) return undefined
@@ -171,12 +114,12 @@ export class RunRegistry {
       // Its result went to its own caller; here, only that it was cancelled.
       return { ...liveState(live), status: 'cancelled', finished_at: new Date().toISOString() }
     }
-    const local = this.#local.get(id)
-    if (local !== undefined) {
-      if (local.record.owner !== owner) return undefined
-      local.run.stop('cancelled')
-      await local.done
-      return stateOf(local.record)
+    const recorder = this.#recorderOf(id)
+    if (recorder !== undefined) {
+      if (recorder.record.owner !== owner) return undefined
+      recorder.run.stop('cancelled')
+      await recorder.done
+      return stateOf(recorder.record)
     }
     const record = await this.#options.store.get(id)
     if (record?.owner !== owner) return undefined
@@ -187,54 +130,23 @@ export class RunRegistry {
   /** Stops every run and any opened later, and resolves once each has ended and every async one is stored. */
   async shutdown(): Promise<void> {
     this.#shuttingDown = true
-    const stopping = [...this.#active.values()].map((run) => {
+    const stopping = [...this.#open.values()].map((run) => {
       run.stop('shutdown')
       return run.ended()
     })
-    await Promise.all([...stopping, ...[...this.#local.values()].map((local) => local.done)])
+    await Promise.all([...stopping, ...[...this.#recorded.values()].map((recorder) => recorder.done)])
   }
 
   /** A synchronous or streamed run whose agent runs: the only kind listed from memory. */
   #liveRun(id: string): Run | undefined {
-    const run = this.#active.get(id)
-    return run !== undefined && isLive(run) ? run : undefined
+    const run = this.#open.get(id)
+    return run?.listedLive === true ? run : undefined
   }
 
-  #end(run: LocalRun, output: OutputEvents, result: RunResult | null): void {
-    const unfinished = output.end()
-    if (unfinished !== null) run.log.appendOutput(unfinished)
-    run.log.end(result, output.totalBytes)
-    // Stopped by DELETE or by shutdown, a run was cancelled; a caller that vanished cannot stop an async run.
-    run.record = {
-      ...run.record,
-      status: result === null ? 'failed' : runOutcome(result),
-      finishedAt: new Date().toISOString(),
-      result
-    }
-  }
-
-  /** Saves what the log kept since the last save; saves run one after another, never two at once. */
-  #save(run: LocalRun, log: FastifyBaseLogger): Promise<void> {
-    run.saving = run.saving
-      .then(async () => {
-        const events = run.log.after(run.savedUpTo)
-        if (events.length === 0) return
-        run.savedUpTo = events.at(-1)!.id
-        await this.#options.store.saveEvents(run.record.id, events, run.log.dropped())
-      })
-      .catch((error: unknown) => log.error({ err: error }, 'could not save the run’s events'))
-    return run.saving
-  }
-
-  async #storeFinished(run: LocalRun, log: FastifyBaseLogger): Promise<void> {
-    await this.#save(run, log)
-    try {
-      await this.#options.store.finish(run.record)
-    } catch (error) {
-      log.error({ err: error }, 'could not store the run’s end')
-    } finally {
-      this.#local.delete(run.record.id)
-    }
+  /** An async run of this replica's whose agent started (before, nobody was given its id). */
+  #recorderOf(id: string): RunRecorder | undefined {
+    const recorder = this.#recorded.get(id)
+    return recorder?.storing === true ? recorder : undefined
   }
 
   /**
@@ -264,8 +176,6 @@ function stateOf(record: RunRecord): RunState {
     result: record.result
   }
 }
-
-const isLive = (run: Run): boolean => run.kind !== 'async' && run.spawned
 
 function liveState(run: Run): RunState {
   return {

@@ -1,12 +1,13 @@
 import type { RunResult, SudoReport } from '../schemas/run.js'
-import type { AgentCommand, AgentRunOutcome } from '../process/agent-process.js'
+import type { RunStatus } from '../schemas/runs.js'
+import type { AgentCommand, AgentEnd } from '../process/agent-process.js'
 import type { AgentTool } from '../agents/tools.js'
 
 /** The response of a run that started, whatever its end. */
 export function toRunResult(
   tool: AgentTool,
   command: AgentCommand,
-  outcome: AgentRunOutcome,
+  outcome: AgentEnd,
   sudo: SudoReport
 ): RunResult {
   const printed = outcome.output.toString()
@@ -31,10 +32,10 @@ export function toRunResult(
   }
 }
 
-export type RunOutcome = 'succeeded' | 'failed' | 'timed_out' | 'cancelled'
-
-/** How a run ended, in one word: the metrics label (and the status a poller would read). */
-export function runOutcome(result: Pick<RunResult, 'ok' | 'stop_reason'>): RunOutcome {
+/** How a run ended, in one word: the status a poller reads, and the metrics label. */
+export function finishedStatus(
+  result: Pick<RunResult, 'ok' | 'stop_reason'>
+): Exclude<RunStatus, 'running' | 'lost'> {
   if (result.stop_reason === 'timeout') return 'timed_out'
   if (result.stop_reason !== null) return 'cancelled'
   return result.ok ? 'succeeded' : 'failed'

@@ -3,6 +3,7 @@ import type { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import type { AgentTool, ToolName } from '../../agents/tools.js'
 import type { RunRegistry } from '../../runs/registry.js'
+import type { RunLauncher } from '../../runs/launcher.js'
 import type { Run } from '../../runs/run.js'
 import { serviceError } from '../../errors.js'
 import { errorResponses } from '../../schemas/shared.js'
@@ -11,6 +12,7 @@ import { mcpToolOf, paramsOf } from './tools.js'
 interface McpRouteOptions {
   tools: Record<ToolName, AgentTool>
   registry: RunRegistry
+  launcher: RunLauncher
   version: string
 }
 
@@ -99,7 +101,7 @@ function cancelledIds(body: unknown): unknown[] {
  * same slots, containment and deadline as POST /tools/{tool}; stopping it (notifications/cancelled, or the connection
  * closing) stops its agent.
  */
-const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, { tools, registry, version }) => {
+const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, { tools, registry, launcher, version }) => {
   // Stateless: the cancellation of a call arrives in another POST, to another server instance, so calls in flight are
   // found here by who asked and the request's id.
   const inFlight = new Map<string, Set<Run>>()
@@ -118,7 +120,7 @@ const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, { tools, regis
       if (tool === undefined) return toolError(`Unknown tool: ${request.params.name}`)
       const params = paramsOf(request.params.arguments)
       if (typeof params === 'string') return toolError(params)
-      const run = registry.open('sync', tool.name, caller)
+      const run = registry.open('sync', tool.name, caller, app.log)
       const key = callKey(caller, extra.requestId)
       // A caller reusing an id in flight: its cancellation reaches every call of that id, none is left unreachable.
       const sameId = inFlight.get(key) ?? new Set<Run>()
@@ -147,7 +149,7 @@ const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, { tools, regis
         }
       }
       try {
-        const result = await registry.execute(run, params, app.log, {
+        const result = await launcher.launch(run, params, app.log, {
           onOutput:
             progressToken === undefined
               ? undefined

@@ -7,8 +7,9 @@ import { RunParams } from '../../schemas/run.js'
 import { ref } from '../../schemas/ref.js'
 import { errorResponses, runResponse } from '../../schemas/shared.js'
 import type { SlotLimiter } from '../../slots/limiter.js'
+import type { RunLauncher } from '../../runs/launcher.js'
 import { EventWriter } from '../event-writer.js'
-import { negotiateStream } from '../../runs/events.js'
+import { negotiateStream } from '../stream-format.js'
 import { OutputEvents } from '../../runs/output-events.js'
 import { stopWhenClientLeaves } from './client-gone.js'
 
@@ -17,6 +18,7 @@ interface ToolRoutesOptions {
   tools: Record<ToolName, AgentTool>
   slots: SlotLimiter
   registry: RunRegistry
+  launcher: RunLauncher
 }
 
 const ToolStatus = Type.Object({
@@ -27,7 +29,8 @@ const ToolStatus = Type.Object({
   free: Type.Integer()
 })
 
-const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { config, tools, slots, registry }) => {
+const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, options) => {
+  const { config, tools, slots, registry, launcher } = options
   app.get(
     '/tools',
     {
@@ -80,14 +83,14 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { c
         const params = request.body
         const format = negotiateStream(request.headers.accept)
         // Listed in GET /runs once its agent runs, and DELETE stops it like an async run.
-        const run = registry.open(format === null ? 'sync' : 'stream', name, request.caller)
+        const run = registry.open(format === null ? 'sync' : 'stream', name, request.caller, request.log)
         const stopWatching = stopWhenClientLeaves(reply, run)
         try {
-          if (format === null) return await registry.execute(run, params, request.log)
+          if (format === null) return await launcher.launch(run, params, request.log)
           // The stream opens only once the agent runs, so every refusal before it is the same JSON error as without it.
           const writer = new EventWriter(reply.raw, format, config.heartbeatMs)
           const events = new OutputEvents()
-          const result = await registry.execute(run, params, request.log, {
+          const result = await launcher.launch(run, params, request.log, {
             onSpawn: () => {
               reply.hijack()
               writer.open(reply.getHeaders())
@@ -103,9 +106,7 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, { c
               onDrain: (resume) => writer.onDrain(resume)
             }
           })
-          const unfinished = events.end()
-          if (unfinished !== null) writer.send({ ...unfinished, id: undefined })
-          writer.send({ type: 'result', result })
+          for (const { id: _id, ...event } of events.closing(result)) writer.send(event)
           writer.close()
           // Fastify's word for "answered already": awaiting the reply (a thenable) would wait for the socket instead.
           // eslint-disable-next-line @typescript-eslint/return-await

@@ -1,0 +1,131 @@
+import type { FastifyBaseLogger } from 'fastify'
+import type { RunHooks } from '../process/agent-process.js'
+import { RunEventLog } from './event-log.js'
+import { OutputEvents } from './output-events.js'
+import { finishedStatus } from './result.js'
+import type { Run } from './run.js'
+import type { RunRecord, RunStore } from './stores/run-store.js'
+
+export interface RecorderOptions {
+  store: RunStore
+  replica: string
+  outputLimitBytes: number
+  /** How often the run's new events are saved (what a crash can lose, what other replicas lag). */
+  saveEveryMs: number
+  log: FastifyBaseLogger
+}
+
+/**
+ * What an async run leaves behind, written as its phases come: stored once its agent runs (so that any replica can
+ * find it), its events kept in a bounded log and saved as they come, its end stored with its result. It belongs to no
+ * connection: only its own run's phases drive it.
+ */
+export class RunRecorder {
+  readonly run: Run
+  readonly events: RunEventLog
+  record: RunRecord
+  readonly #options: RecorderOptions
+  readonly #output = new OutputEvents()
+  /** Its agent started, and its record went to the store. */
+  storing = false
+  #savedUpTo = 0
+  #saving: Promise<void> = Promise.resolve()
+  #saver: NodeJS.Timeout | undefined
+  #stored: (() => void) | undefined
+  #refused: ((error: unknown) => void) | undefined
+  /** Resolves once the run is stored as running; rejects as its launch did when it never ran, or the store failed. */
+  readonly stored: Promise<void>
+  #finished: () => void = () => undefined
+  /** Resolves once the run's end is stored (or could not be). */
+  readonly done = new Promise<void>((resolve) => { this.#finished = resolve })
+
+  constructor(run: Run, options: RecorderOptions) {
+    this.run = run
+    this.#options = options
+    this.events = new RunEventLog(options.outputLimitBytes)
+    this.record = {
+      id: run.id,
+      owner: run.owner,
+      tool: run.tool,
+      status: 'running',
+      createdAt: run.createdAt.toISOString(),
+      finishedAt: null,
+      result: null,
+      replica: options.replica
+    }
+    this.stored = new Promise((resolve, reject) => {
+      this.#stored = resolve
+      this.#refused = reject
+    })
+    run.watch(() => this.#enter())
+  }
+
+  /** No reader can slow the agent down here: the log keeps what it may, bounded. */
+  readonly hooks: RunHooks = {
+    onOutput: (chunk) => {
+      const event = this.#output.next(chunk)
+      if (event !== null) this.events.appendOutput(event)
+    }
+  }
+
+  /** The launch's refusal, for the caller of POST /runs (the run never ran, nothing was stored). */
+  refused(error: unknown): void {
+    this.#refused?.(error)
+    this.#finished()
+  }
+
+  #enter(): void {
+    const { phase } = this.run
+    if (phase === 'running') this.#store()
+    else if (phase === 'finished' || phase === 'failed') void this.#end()
+  }
+
+  #store(): void {
+    const { store, saveEveryMs } = this.#options
+    this.storing = true
+    this.#saving = store.create(this.record)
+    this.#saver = setInterval(() => void this.#save(), saveEveryMs)
+    this.#saving.then(
+      () => this.#stored?.(),
+      (error: unknown) => {
+        // Answered with the store's error: a run nobody could find again must not run on.
+        this.run.stop('cancelled')
+        this.#refused?.(error)
+      }
+    )
+  }
+
+  async #end(): Promise<void> {
+    clearInterval(this.#saver)
+    const { result } = this.run
+    this.events.close(this.#output.closing(result))
+    // Stopped by DELETE or by shutdown, a run was cancelled; a caller that vanished cannot stop an async run.
+    this.record = {
+      ...this.record,
+      status: result === null ? 'failed' : finishedStatus(result),
+      finishedAt: new Date().toISOString(),
+      result
+    }
+    await this.#save()
+    try {
+      await this.#options.store.finish(this.record)
+    } catch (error) {
+      this.#options.log.error({ err: error }, 'could not store the run’s end')
+    } finally {
+      this.#finished()
+    }
+  }
+
+  /** Saves what the log kept since the last save; saves run one after another, never two at once. */
+  #save(): Promise<void> {
+    this.#saving = this.#saving
+      .then(async () => {
+        const events = this.events.after(this.#savedUpTo)
+        if (events.length === 0) return
+        this.#savedUpTo = events.at(-1)!.id
+        await this.#options.store.saveEvents(this.record.id, events, this.events.dropped())
+      })
+      .catch((error: unknown) => this.#options.log.error({ err: error }, 'could not save the run’s events'))
+    return this.#saving
+  }
+}

@@ -1,0 +1,151 @@
+import t, { type Test } from 'tap'
+import { Writable } from 'node:stream'
+import type { FastifyInstance } from 'fastify'
+import { buildApp } from '#src/http/app.js'
+import { Run } from '#src/runs/run.js'
+import { IllegalTransition, RUN_PHASES, TRANSITIONS, isEnd, nextPhase, type RunPhase } from '#src/runs/run-phase.js'
+import {
+  build, cancelRun, createRun, heldAgent, listRuns, post, readPidFile, refused, runTool, scenario, settled,
+  standInEnv, tempDir, testConfig, until
+} from '../helpers/index.js'
+
+t.test('the table: every phase reachable from opened, every path reaches an end, an end is final', async (t) => {
+  const reachable = new Set<RunPhase>(['opened'])
+  for (const phase of reachable) for (const next of TRANSITIONS[phase]) reachable.add(next)
+  t.same([...reachable].sort(), [...RUN_PHASES].sort(), 'no phase is unreachable')
+  const reachesEnd = (phase: RunPhase, seen = new Set<RunPhase>()): boolean =>
+    isEnd(phase) || TRANSITIONS[phase].some((next) => !seen.has(next) && reachesEnd(next, new Set([...seen, phase])))
+  for (const phase of RUN_PHASES) t.ok(reachesEnd(phase), `${phase} leads to an end`)
+  t.same(RUN_PHASES.filter(isEnd), ['finished', 'refused', 'failed'])
+  for (const from of RUN_PHASES) {
+    for (const to of RUN_PHASES) {
+      if (TRANSITIONS[from].includes(to)) t.equal(nextPhase(from, to), to)
+      else t.throws(() => nextPhase(from, to), IllegalTransition, `${from} → ${to} is refused`)
+    }
+  }
+})
+
+t.test('a Run moves only as the table allows, tells each watcher each phase once, and settles at its end', async (t) => {
+  const run = new Run('sync', 'crush_run', 'anonymous')
+  const seen: Array<[RunPhase, RunPhase]> = []
+  run.watch((moved, from) => seen.push([from, moved.phase]))
+  let ended = false
+  void run.ended().then(() => { ended = true })
+  run.advance('placed')
+  t.throws(() => run.agentStarted(), IllegalTransition, 'no agent without a slot')
+  run.advance('waiting_for_slot')
+  run.advance('starting')
+  run.agentStarted()
+  t.ok(run.listedLive, 'listed once its agent exists')
+  t.throws(() => run.advance('placed'), IllegalTransition, 'never back')
+  run.stopping()
+  run.finish({ tool: 'crush_run' } as never)
+  await run.ended()
+  t.ok(ended)
+  t.notOk(run.listedLive, 'not listed once ended')
+  t.throws(() => run.abort(), IllegalTransition, 'an end is final')
+  t.same(seen, [
+    ['opened', 'placed'], ['placed', 'waiting_for_slot'], ['waiting_for_slot', 'starting'],
+    ['starting', 'running'], ['running', 'stopping'], ['stopping', 'finished']
+  ])
+})
+
+t.test('a run stopped before its agent goes no further: its next step refuses, with its stopper\'s code', async (t) => {
+  for (const [reason, code] of [['shutdown', 'SHUTTING_DOWN'], ['client_gone', 'CLIENT_CLOSED_REQUEST']] as const) {
+    const run = new Run('stream', 'crush_run', 'anonymous')
+    run.advance('placed')
+    run.stop(reason)
+    t.throws(() => run.advance('waiting_for_slot'), { code }, `${reason}: ${code}`)
+    t.equal(run.phase, 'placed', 'the refused step was not taken')
+    run.abort()
+    t.equal(run.phase, 'refused')
+  }
+  const started = new Run('async', 'crush_run', 'anonymous')
+  for (const step of ['placed', 'waiting_for_slot', 'starting'] as const) started.advance(step)
+  started.agentStarted()
+  started.abort()
+  t.equal(started.phase, 'failed', 'an error after the agent started: failed, not refused')
+  t.notOk(started.listedLive, 'an async run is never listed from memory')
+})
+
+/** The service with its debug log kept: each phase a run enters is one `run phase` line. */
+async function withPhaseLog(t: Test, overrides: Record<string, string> = {}) {
+  const lines: Array<{ msg: string; run?: string; from?: RunPhase; phase?: RunPhase }> = []
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      for (const line of chunk.toString().split('\n').filter(Boolean)) lines.push(JSON.parse(line))
+      done()
+    }
+  })
+  const dir = tempDir(t)
+  const config = testConfig({ DATA_DIR: `${dir}/data`, AGENT_WORKDIR: `${dir}/work`, ...overrides })
+  const app: FastifyInstance = await buildApp(config, { logger: { level: 'debug', stream }, agentEnv: standInEnv() })
+  t.teardown(() => app.close())
+  /** Each run's walk, in the order the runs were opened. */
+  const walks = (): Map<string, RunPhase[]> => {
+    const byRun = new Map<string, RunPhase[]>()
+    for (const line of lines.filter(({ msg }) => msg === 'run phase')) {
+      const walk = byRun.get(line.run!) ?? [line.from!]
+      byRun.set(line.run!, [...walk, line.phase!])
+    }
+    return byRun
+  }
+  const walkOf = (id: string): RunPhase[] | undefined => walks().get(id)
+  const lastWalk = (): RunPhase[] | undefined => [...walks().values()].at(-1)
+  return { app, walkOf, lastWalk }
+}
+
+const WHOLE_WALK: RunPhase[] = ['opened', 'placed', 'waiting_for_slot', 'starting', 'running']
+
+t.test('through the service: each way a run ends is its walk through the phases, in the log', async (t) => {
+  const { app, walkOf, lastWalk } = await withPhaseLog(t, { MAX_CRUSH_AGENTS: '1' })
+  const ended = await runTool(app, 'crush_run', { task: 'hello' })
+  t.same(lastWalk(), [...WHOLE_WALK, 'finished'], 'a run that ends on its own')
+  t.equal(ended.stop_reason, null)
+
+  const badCwd = await refused(app, 'crush_run', { task: 'x', cwd: '/nowhere/at/all' })
+  t.equal(badCwd.body.code, 'CWD_NOT_FOUND')
+  t.same(lastWalk(), ['opened', 'refused'], 'a place that does not exist: refused before anything')
+
+  const held = heldAgent(t)
+  const holding = runTool(app, 'crush_run', { task: held.task })
+  await readPidFile(held.pidFile)
+  t.equal((await refused(app, 'crush_run', { task: 'one too many' })).status, 429)
+  t.same(lastWalk(), ['opened', 'placed', 'waiting_for_slot', 'refused'], 'no slot: refused while waiting for one')
+  const [live] = await listRuns(app)
+  t.match(live, { status: 'running', kind: 'sync' }, 'the held run is listed: its agent exists')
+  await cancelRun(app, live!.id)
+  const cancelled = await holding
+  t.equal(cancelled.stop_reason, 'cancelled')
+  t.same(walkOf(live!.id), [...WHOLE_WALK, 'stopping', 'finished'], 'DELETE: stopping, then finished')
+
+  const timedOut = await runTool(app, 'crush_run', { task: scenario.sleep(30_000), timeout: 1 })
+  t.equal(timedOut.stop_reason, 'timeout')
+  t.same(lastWalk(), [...WHOLE_WALK, 'stopping', 'finished'], 'the deadline is a stop like any other')
+})
+
+t.test('an async run is stored from its phases: running when its agent runs, its end when it finishes', async (t) => {
+  const { app, walkOf } = await withPhaseLog(t)
+  const held = heldAgent(t)
+  const run = await createRun(app, { tool: 'crush_run', task: held.task })
+  t.same(walkOf(run.id), WHOLE_WALK, 'answered once running (and stored)')
+  held.release()
+  t.match(await settled(app, run.id), { status: 'succeeded', result: { output: /released/ } })
+  t.same(walkOf(run.id), [...WHOLE_WALK, 'finished'])
+})
+
+t.test('/metrics shows where the runs are: one running while its agent runs, none once it ends', async (t) => {
+  const app = await build(t)
+  const runsIn = async (phase: RunPhase): Promise<number> => {
+    const text = (await app.inject({ method: 'GET', url: '/metrics' })).body
+    return Number(new RegExp(`^agent_runner_runs\\{phase="${phase}"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? NaN)
+  }
+  t.equal(await runsIn('running'), 0)
+  const held = heldAgent(t)
+  const pending = post(app, 'crush_run', { task: held.task })
+  t.equal(await until(() => runsIn('running'), (count) => count === 1, 5000, 'a running run'), 1)
+  t.equal(await runsIn('waiting_for_slot'), 0)
+  held.release()
+  await pending
+  t.equal(await runsIn('running'), 0)
+})
