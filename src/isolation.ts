@@ -1,5 +1,5 @@
 import type { Config } from './config.js'
-import type { ContainmentMode } from './process/containment.js'
+import type { ContainmentMode } from './schemas/health.js'
 
 /**
  * What an agent (a program running whatever a model decides) can reach that is not its own, in this setup: said at

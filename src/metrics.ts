@@ -19,7 +19,7 @@ export class Metrics {
   readonly #runs: Counter<'tool' | 'outcome'>
   readonly #duration: Histogram<'tool'>
   readonly #rejections: Counter<'tool' | 'reason'>
-  #phases: () => RunPhase[] = () => []
+  #phases: (() => RunPhase[]) | undefined
 
   constructor(tools: readonly string[], slots: SlotLimiter) {
     collectDefaultMetrics({ register: this.registry })
@@ -43,7 +43,7 @@ export class Metrics {
       labelNames: ['tool', 'reason'],
       registers
     })
-    const phases = (): RunPhase[] => this.#phases()
+    const phases = (): RunPhase[] => this.#phases?.() ?? []
     // eslint-disable-next-line no-new -- registered on construction; its collect() reads the runs at each scrape
     new Gauge({
       name: 'agent_runner_runs',

@@ -3,6 +3,7 @@ import { dirname, join, relative, resolve } from 'node:path'
 import t from 'tap'
 import { BUILT_IN_AGENTS } from '#src/agents/catalog.js'
 import { EnvSchema } from '#src/config.js'
+import { TRANSITIONS } from '#src/runs/run-phase.js'
 import { ERROR_CODES } from '#src/schemas/error.js'
 import { StopReason } from '#src/schemas/run.js'
 import { RunStatus } from '#src/schemas/runs.js'
@@ -24,6 +25,17 @@ function section(text: string, start: string, end: string): string {
 
 /** The literals of a TypeBox union of literals (StopReason, RunStatus). */
 const literals = (union: { anyOf: Array<{ const?: unknown }> }): string[] => union.anyOf.map((member) => String(member.const))
+
+t.test("docs/architecture.md draws a run's phases and says who moves them, exactly as TRANSITIONS allows", async (t) => {
+  const text = read('docs/architecture.md')
+  const allowed = Object.entries(TRANSITIONS).flatMap(([from, targets]) => targets.map((to) => `${from} → ${to}`)).sort()
+  const diagram = section(text, 'stateDiagram-v2', '```')
+  const drawn = [...diagram.matchAll(/^ {4}([a-z_]+) --> ([a-z_]+)$/gm)].map(([, from, to]) => `${from} → ${to}`).sort()
+  t.same(drawn, allowed, 'the diagram')
+  const table = section(text, '| from | to | who | when |', '`finished`, `refused` and `failed` are ends')
+  const rows = [...table.matchAll(/^\| `([a-z_]+)` \| `([a-z_]+)` \|/gm)].map(([, from, to]) => `${from} → ${to}`).sort()
+  t.same(rows, allowed, 'the table of who moves a run')
+})
 
 t.test('README stays a short entry point', async (t) => {
   t.ok(statSync(join(ROOT, 'README.md')).size <= 8192, 'README.md is at most 8 KB')

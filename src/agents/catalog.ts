@@ -6,4 +6,7 @@ import { opencode } from './opencode.js'
 import type { AgentSpec } from './spec.js'
 
 /** The agents this service runs: adding one is adding its file here. */
-export const BUILT_IN_AGENTS: readonly AgentSpec[] = [crush, claude, gemini, codex, opencode]
+export const BUILT_IN_AGENTS = [crush, claude, gemini, codex, opencode] as const satisfies readonly AgentSpec[]
+
+/** A tool's name, `<agent>_run`: one per agent of the catalog. */
+export type ToolName = `${(typeof BUILT_IN_AGENTS)[number]['agent']}_run`

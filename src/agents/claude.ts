@@ -7,7 +7,7 @@ const CLAUDE_PERMISSION_MODES = [
 ] as const
 
 /** Claude Code headless: `claude -p`, its JSON report parsed into the answer and `agent_report`. */
-export const claude: AgentSpec = {
+export const claude: AgentSpec<'claude'> = {
   agent: 'claude',
   defaultBin: 'claude',
   env: ['ANTHROPIC_*', 'CLAUDE_*', 'CLOUD_ML_*', 'VERTEX_*', 'GOOGLE_*', 'AWS_*', 'DISABLE_*', 'MCP_*', 'IS_SANDBOX'],

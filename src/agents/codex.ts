@@ -47,7 +47,7 @@ export function parseCodexReport(output: string): ParsedReport | null {
  * (the default) working as unattended as `crush run` and claude's bypassPermissions do. The task comes after `--`, so
  * clap reads it as the prompt even when it looks like an option or a subcommand (`resume`, `review`).
  */
-export const codex: AgentSpec = {
+export const codex: AgentSpec<'codex'> = {
   agent: 'codex',
   defaultBin: 'codex',
   env: ['CODEX_*', 'OPENAI_*', 'AZURE_OPENAI_*'],

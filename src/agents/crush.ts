@@ -1,7 +1,7 @@
 import type { AgentSpec } from './spec.js'
 
 /** Crush (charmbracelet): `crush run` approves its own tools in non-interactive mode and traps only SIGINT. */
-export const crush: AgentSpec = {
+export const crush: AgentSpec<'crush'> = {
   agent: 'crush',
   defaultBin: 'crush',
   env: [

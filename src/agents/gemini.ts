@@ -51,7 +51,7 @@ export const parseGeminiReport = (output: string): ParsedReport | null =>
  * whatever it starts with (a separate `-p <task>` would read a task starting with `-` as another option). Tools are
  * approved with `--approval-mode=yolo`, which gemini quietly downgrades in a folder it does not trust: `--skip-trust`.
  */
-export const gemini: AgentSpec = {
+export const gemini: AgentSpec<'gemini'> = {
   agent: 'gemini',
   defaultBin: 'gemini',
   env: ['GEMINI_*', 'GOOGLE_*'],

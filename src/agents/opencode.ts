@@ -34,7 +34,7 @@ export function parseOpencodeReport(output: string): ParsedReport | null {
  * opencode, non-interactive: `opencode run`. Without `--auto` it rejects every permission its tools ask for; the task
  * comes after `--` (yargs puts it in `--` and opencode joins it back as the message, so it is never read as an option).
  */
-export const opencode: AgentSpec = {
+export const opencode: AgentSpec<'opencode'> = {
   agent: 'opencode',
   defaultBin: 'opencode',
   env: [

@@ -22,9 +22,9 @@ export function agentReadiness(tools: AgentTool[], owner: ProbeOwner): () => Pro
   return () =>
     Promise.all(
       tools.map(async (tool) => {
-        const path = (await findOnPath(tool.bin, searchPath(tool.env))) ?? null
+        const path = (await findOnPath(tool.settings.bin, searchPath(tool.env))) ?? null
         const version = path === null ? null : (await versions.fetch(path, { context: { env: tool.env } })) || null
-        return { tool: tool.name, bin: tool.bin, path, version, problem: tool.problem(tool.env) }
+        return { tool: tool.name, bin: tool.settings.bin, path, version, problem: tool.problem(tool.env) }
       })
     )
 }

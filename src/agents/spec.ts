@@ -14,12 +14,12 @@ export interface AgentSettings {
  * Everything that makes one agent CLI what it is, in one file per agent: the service derives its tool
  * (`POST /tools/<agent>_run`), its variables, its slot limit, its OpenAPI operation and its metrics labels from it.
  */
-export interface AgentSpec {
+export interface AgentSpec<Agent extends string = string> {
   /**
    * Lower-case name: the tool is `<agent>_run`, its variables `<AGENT>_BIN`, `MAX_<AGENT>_AGENTS`,
    * `<AGENT>_EXTRA_ARGS`.
    */
-  agent: string
+  agent: Agent
   defaultBin: string
   /** One line for the OpenAPI operation. */
   summary: string
@@ -51,7 +51,7 @@ export interface AgentSpec {
   problem?(settings: AgentSettings, env: NodeJS.ProcessEnv, agentUid: number | undefined): string | null
 }
 
-export const toolNameOf = (spec: AgentSpec): string => `${spec.agent}_run`
+export const toolNameOf = <Agent extends string>(spec: AgentSpec<Agent>): `${Agent}_run` => `${spec.agent}_run`
 
 /** The variables every agent has, named after it. */
 export function agentVariables(spec: AgentSpec): { bin: string; max: string; extraArgs: string } {

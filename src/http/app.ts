@@ -12,10 +12,9 @@ import { sharedSchemaCompilers } from './schema-compilers.js'
 import { allowedHostNames, requireKnownHost } from './host-check.js'
 import healthRoutes from './routes/health.js'
 import { Metrics } from '../metrics.js'
-import type { ContainmentMode } from '../process/containment.js'
+import type { ContainmentMode, AgentReadiness } from '../schemas/health.js'
 import { chooseHostContainment, whatEscapes } from '../process/host-containment.js'
 import { agentReadiness } from '../agents/readiness.js'
-import type { AgentReadiness } from '../schemas/health.js'
 import { RunLedger } from '../process/ledger.js'
 import { prepareWorkdir } from '../process/workdir.js'
 import { claimDataDir } from '../data-dir.js'
@@ -189,7 +188,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
 
   registerErrorHandlers(app, (tool, code) => metrics.observeRejection(tool, code))
   for (const schema of sharedSchemas(toolNames)) app.addSchema(schema)
-  await registerOpenApi(app, Object.values(tools).map((tool) => tool.agent), config.publicUrl)
+  await registerOpenApi(app, Object.values(tools).map((tool) => tool.spec.agent), config.publicUrl)
   await app.register(async (authenticated) => {
     await requireBearerToken(authenticated, config.apiTokens)
     if (config.apiTokens.length === 0) {

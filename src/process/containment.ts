@@ -1,21 +1,9 @@
 import type { ChildProcess } from 'node:child_process'
+import type { ContainmentMode } from '../schemas/health.js'
 import type { AgentUser } from './agent-user.js'
 
 /** The signals a run is stopped with, in this order, a grace period apart. */
 export type StopSignal = 'SIGINT' | 'SIGTERM' | 'SIGKILL'
-
-/**
- * How strongly a run's processes are held together, strongest first:
- * - `pid-namespace`: the agent runs in its own PID namespace under an init (tini); when it ends, the kernel kills every
- *   process left in the namespace, whatever session or group it moved to; the service's death ends it too.
- * - `process-group`: the agent leads its own process group, and every process of the run carries the run's mark in
- *   its environment: a process that leaves the group (setsid, a daemon) is still found by its mark (Linux's /proc);
- *   only one that also clears its environment escapes.
- * - `wsl-process-group`: inside a WSL distro, the agent leads a process group that the service signals through wsl.exe.
- * - `windows-tree`: native Windows, the agent's process tree ended with taskkill.
- */
-export const CONTAINMENT_MODES = ['pid-namespace', 'process-group', 'wsl-process-group', 'windows-tree'] as const
-export type ContainmentMode = (typeof CONTAINMENT_MODES)[number]
 
 /** A program and its arguments, as spawn takes them. */
 export interface Command {
@@ -58,6 +46,16 @@ export type LeftoverRecord =
 
 /** One way of containing and stopping runs; each platform is one implementation of it. */
 export interface Containment {
+  /**
+   * How strongly a run's processes are held together, strongest first:
+   * - `pid-namespace`: the agent runs in its own PID namespace under an init (tini); when it ends, the kernel kills
+   *   every process left in the namespace, whatever session or group it moved to; the service's death ends it too.
+   * - `process-group`: the agent leads its own process group, and every process of the run carries the run's mark in
+   *   its environment: a process that leaves the group (setsid, a daemon) is still found by its mark (Linux's /proc);
+   *   only one that also clears its environment escapes.
+   * - `wsl-process-group`: inside a WSL distro, the agent leads a process group the service signals through wsl.exe.
+   * - `windows-tree`: native Windows, the agent's process tree ended with taskkill.
+   */
   readonly mode: ContainmentMode
   /** May reject with AgentSpawnError, as a spawn that cannot start the agent would. */
   launch(file: string, args: string[], context: LaunchContext): Promise<Launch>

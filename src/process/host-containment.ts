@@ -1,4 +1,5 @@
-import type { Command, Containment, ContainmentMode } from './containment.js'
+import type { ContainmentMode } from '../schemas/health.js'
+import type { Command, Containment } from './containment.js'
 import { findOnPath } from './find-executable.js'
 import { diesWithService, namespaceWorks, pidNamespace, type NamespaceTools } from './pid-namespace.js'
 import { processGroup } from './process-group.js'

@@ -146,7 +146,7 @@ export async function runPlacedAgent(
     if (error.errno === 'ENOENT' && command.cwd !== undefined) await assertHostDirectory(command.cwd, placement.user)
     log.warn({ tool: tool.name, file: command.file, err: error }, 'agent could not be started')
     throw error.errno === 'ENOENT'
-      ? serviceError('AGENT_NOT_INSTALLED', tool.agent, command.file)
-      : serviceError('AGENT_SPAWN_FAILED', tool.agent, error.message)
+      ? serviceError('AGENT_NOT_INSTALLED', tool.spec.agent, command.file)
+      : serviceError('AGENT_SPAWN_FAILED', tool.spec.agent, error.message)
   }
 }

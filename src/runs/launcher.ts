@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify'
-import type { AgentTool, ToolName } from '../agents/tools.js'
+import type { ToolName } from '../agents/catalog.js'
+import type { AgentTool } from '../agents/tools.js'
 import type { Config } from '../config.js'
 import { serviceError } from '../errors.js'
 import type { RunHooks } from '../process/agent-process.js'
@@ -55,7 +56,7 @@ export class RunLauncher {
 
   async #launch(run: Run, params: RunParams, log: FastifyBaseLogger, hooks: RunHooks): Promise<RunResult> {
     const { config, slots, sudoProbe, sudoShim, ledger } = this.#deps
-    const tool = this.#deps.tools[run.tool]!
+    const tool = this.#deps.tools[run.tool]
     const refusal = tool.refuseTask(params.task)
     if (refusal !== null) throw serviceError('VALIDATION_ERROR', `body/task: ${refusal}`)
     const live = followedLive(hooks)
@@ -94,8 +95,8 @@ export class RunLauncher {
     const { config, hostContainment } = this.#deps
     return placeRun({
       params,
-      agentBin: tool.bin,
-      agentArgs: tool.agentArgs(params.task, live),
+      agentBin: tool.settings.bin,
+      agentArgs: tool.args(params.task, live),
       hostPlatform: config.hostPlatform,
       wslBin: config.wslBin,
       hostContainment,

@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify'
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { ToolName } from '../agents/tools.js'
+import type { ToolName } from '../agents/catalog.js'
 import type { Metrics } from '../metrics.js'
 import type { RunParams } from '../schemas/run.js'
 import type { RunState, RunSummary } from '../schemas/runs.js'

@@ -31,13 +31,13 @@ export class RunRecorder {
   #savedUpTo = 0
   #saving: Promise<void> = Promise.resolve()
   #saver: NodeJS.Timeout | undefined
-  #stored: (() => void) | undefined
-  #refused: ((error: unknown) => void) | undefined
   /** Resolves once the run is stored as running; rejects as its launch did when it never ran, or the store failed. */
   readonly stored: Promise<void>
-  #finished: () => void = () => undefined
+  readonly #stored: () => void
+  readonly #refused: (error: unknown) => void
   /** Resolves once the run's end is stored (or could not be). */
-  readonly done = new Promise<void>((resolve) => { this.#finished = resolve })
+  readonly done: Promise<void>
+  readonly #finished: () => void
 
   constructor(run: Run, options: RecorderOptions) {
     this.run = run
@@ -53,10 +53,15 @@ export class RunRecorder {
       result: null,
       replica: options.replica
     }
+    const settle: { stored?: () => void; refused?: (error: unknown) => void; finished?: () => void } = {}
     this.stored = new Promise((resolve, reject) => {
-      this.#stored = resolve
-      this.#refused = reject
+      settle.stored = resolve
+      settle.refused = reject
     })
+    this.done = new Promise((resolve) => { settle.finished = resolve })
+    this.#stored = settle.stored!
+    this.#refused = settle.refused!
+    this.#finished = settle.finished!
     run.watch(() => this.#enter())
   }
 
@@ -70,7 +75,7 @@ export class RunRecorder {
 
   /** The launch's refusal, for the caller of POST /runs (the run never ran, nothing was stored). */
   refused(error: unknown): void {
-    this.#refused?.(error)
+    this.#refused(error)
     this.#finished()
   }
 
@@ -86,11 +91,11 @@ export class RunRecorder {
     this.#saving = store.create(this.record)
     this.#saver = setInterval(() => void this.#save(), saveEveryMs)
     this.#saving.then(
-      () => this.#stored?.(),
+      () => this.#stored(),
       (error: unknown) => {
         // Answered with the store's error: a run nobody could find again must not run on.
         this.run.stop('cancelled')
-        this.#refused?.(error)
+        this.#refused(error)
       }
     )
   }

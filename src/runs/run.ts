@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import type { ToolName } from '../agents/tools.js'
+import type { ToolName } from '../agents/catalog.js'
 import { serviceError } from '../errors.js'
 import type { RunResult, StopReason } from '../schemas/run.js'
 import { hasAgent, isEnd, nextPhase, type RunPhase } from './run-phase.js'
@@ -26,13 +26,16 @@ export class Run {
   readonly #watchers: PhaseWatcher[] = []
   #phase: RunPhase = 'opened'
   #result: RunResult | null = null
-  #ended: () => void = () => undefined
-  readonly #whenEnded = new Promise<void>((resolve) => { this.#ended = resolve })
+  readonly #ended: () => void
+  readonly #whenEnded: Promise<void>
 
   constructor(kind: RunKind, tool: ToolName, owner: string) {
     this.kind = kind
     this.tool = tool
     this.owner = owner
+    let ended: (() => void) | undefined
+    this.#whenEnded = new Promise<void>((resolve) => { ended = resolve })
+    this.#ended = ended!
   }
 
   get phase(): RunPhase {

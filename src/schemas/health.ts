@@ -1,5 +1,13 @@
 import { Type, type Static } from '@sinclair/typebox'
-import { CONTAINMENT_MODES } from '../process/containment.js'
+
+/** How a run's processes are held together (src/process/): one name per containment the service can start in. */
+export const ContainmentMode = Type.Union([
+  Type.Literal('pid-namespace'),
+  Type.Literal('process-group'),
+  Type.Literal('wsl-process-group'),
+  Type.Literal('windows-tree')
+])
+export type ContainmentMode = Static<typeof ContainmentMode>
 
 export const SlotsHealth = Type.Object(
   {
@@ -28,7 +36,7 @@ export const Readiness = Type.Object({
   slots: Type.Optional(SlotsHealth),
   containment: Type.Optional(Type.Object(
     {
-      mode: Type.Union(CONTAINMENT_MODES.map((mode) => Type.Literal(mode))),
+      mode: ContainmentMode,
       reason: Type.String(),
       escapes: Type.String({ description: 'What, in this mode, can outlive its run.' })
     },

@@ -1,4 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox'
+import { ref } from './ref.js'
 import { RunParams, RunResult } from './run.js'
 
 export const RunStatus = Type.Union(
@@ -35,7 +36,8 @@ export function runRequestSchema(toolNames: readonly string[]) {
     }
   )
 }
-export type RunRequest = Static<typeof RunParams> & { tool: string }
+/** `Tool`: the union of tool names where the catalog is known (schemas/ knows no agent). */
+export type RunRequest<Tool extends string = string> = Static<typeof RunParams> & { tool: Tool }
 
 const runStateProperties = {
   id: Type.String({ description: 'The run id, for /runs/{id}.' }),
@@ -61,10 +63,10 @@ export const RunState = Type.Object(
   {
     ...runStateProperties,
     result: Type.Union(
-      [Type.Ref(RunResult.$id!), Type.Null()],
+      [ref(RunResult), Type.Null()],
       { description: 'Once finished: the same result as the synchronous route.' }
     )
   },
   { $id: 'RunState', title: 'RunState', description: 'An asynchronous run and, once finished, its result.' }
 )
-export type RunState = Static<typeof RunSummary> & { result: RunResult | null }
+export type RunState = Static<typeof RunState>

@@ -9,7 +9,7 @@ import { RedisRunStore } from '#src/runs/stores/redis-store.js'
 import type { RetentionOptions, RunRecord, RunStore } from '#src/runs/stores/run-store.js'
 import { SqliteRunStore } from '#src/runs/stores/sqlite-store.js'
 import type { RunResult } from '#src/schemas/run.js'
-import { tempDir, until, waitFor } from '../helpers/index.js'
+import { build, processesLeft, scenario, tempDir, until, waitFor } from '../helpers/index.js'
 import { NO_REDIS, redisEnv, slowAtFirst, startRedis } from '../helpers/redis.js'
 
 // One contract, every store: what a run store keeps, for how long, and what it gives back.
@@ -286,4 +286,20 @@ t.test('a result stored before processes_may_remain existed reads back with it f
     await store.finish({ ...finished(run), result: before as RunResult })
     t.match(await store.get(run.id), { result: { ok: true, processes_may_remain: false } }, kind)
   }
+})
+
+t.test('redis: a run that cannot be stored is refused with the store\'s 503, and its agent is stopped', { skip: NO_REDIS }, async (t) => {
+  const { url } = await startRedis(t)
+  const env = redisEnv(url, { RUNS_STORE: 'redis' })
+  const app = await build(t, env)
+  // The slots still work; only the run's record cannot be written (its owner's index is not a sorted set).
+  const redis = new Redis(url)
+  t.teardown(() => redis.disconnect())
+  await redis.set(`${env.SLOTS_KEY_PREFIX}runs:owner:anonymous`, 'not a sorted set')
+  const marker = `unstored-${randomUUID()}`
+  const answer = await app.inject({ method: 'POST', url: '/runs', payload: { tool: 'crush_run', task: scenario.sleep(60_000, marker) } })
+  // Its record is written once its agent runs: this answer means an agent had started.
+  t.match(answer.json(), { statusCode: 503, code: 'RUNS_UNAVAILABLE' })
+  await until(() => processesLeft(marker), (left) => left.length === 0, 10_000, 'the agent nobody could find again stopped')
+  await until(() => app.slots.inUse('crush_run'), (inUse) => inUse === 0, 10_000, 'its slot back')
 })

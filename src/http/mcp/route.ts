@@ -1,7 +1,8 @@
 import type { FastifyPluginAsync } from 'fastify'
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
-import type { AgentTool, ToolName } from '../../agents/tools.js'
+import type { ToolName } from '../../agents/catalog.js'
+import type { AgentTool } from '../../agents/tools.js'
 import type { RunRegistry } from '../../runs/registry.js'
 import type { RunLauncher } from '../../runs/launcher.js'
 import type { Run } from '../../runs/run.js'
@@ -116,7 +117,7 @@ const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, { tools, regis
     server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: Object.values(tools).map(mcpToolOf) }))
     server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
       // Own names only: `constructor` or `__proto__` are not tools.
-      const tool = Object.hasOwn(tools, request.params.name) ? tools[request.params.name] : undefined
+      const tool = Object.hasOwn(tools, request.params.name) ? tools[request.params.name as ToolName] : undefined
       if (tool === undefined) return toolError(`Unknown tool: ${request.params.name}`)
       const params = paramsOf(request.params.arguments)
       if (typeof params === 'string') return toolError(params)

@@ -21,8 +21,8 @@ const validateParams = new Ajv({
 export function mcpToolOf(tool: AgentTool) {
   return {
     name: tool.name,
-    title: tool.summary,
-    description: tool.description,
+    title: tool.spec.summary,
+    description: tool.spec.description,
     inputSchema,
     outputSchema,
     // Runs an agent that changes files and reaches the network: neither read-only nor idempotent, and open-world.

@@ -3,8 +3,8 @@ import { Type } from '@sinclair/typebox'
 import { createHash, timingSafeEqual } from 'node:crypto'
 import type { ApiToken } from '../../config.js'
 import type { Metrics } from '../../metrics.js'
-import type { ContainmentMode } from '../../process/containment.js'
-import { Readiness, type AgentReadiness } from '../../schemas/health.js'
+import type { ContainmentMode, AgentReadiness } from '../../schemas/health.js'
+import { Readiness } from '../../schemas/health.js'
 import type { SlotLimiter } from '../../slots/limiter.js'
 
 interface HealthRoutesOptions {

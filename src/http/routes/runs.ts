@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
 import { Type } from '@sinclair/typebox'
 import { serviceError } from '../../errors.js'
+import type { ToolName } from '../../agents/catalog.js'
 import type { RunRegistry } from '../../runs/registry.js'
 import { RunState, RunSummary, type RunRequest } from '../../schemas/runs.js'
 import { ref } from '../../schemas/ref.js'
@@ -42,7 +43,7 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
           'Validates and reserves a slot exactly as the tool routes do (same 400, 429 and 503), starts the agent, ' +
           'and answers 202 at once with the run’s id and a Location to poll. The run then belongs to no connection: ' +
           'it ends on its own, at its timeout, by DELETE, or when the service shuts down.',
-        body: Type.Unsafe<RunRequest>(Type.Ref('RunRequest')),
+        body: Type.Unsafe<RunRequest<ToolName>>(Type.Ref('RunRequest')),
         response: {
           202: ref(RunState, { description: 'The run started; poll its Location or follow /runs/{id}/events.' }),
           ...errorResponses([400, 401, 403, 413, 415, 429, 500, 503])

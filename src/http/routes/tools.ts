@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
-import type { AgentTool, ToolName } from '../../agents/tools.js'
+import type { ToolName } from '../../agents/catalog.js'
+import type { AgentTool } from '../../agents/tools.js'
 import type { Config } from '../../config.js'
 import type { RunRegistry } from '../../runs/registry.js'
 import { RunParams } from '../../schemas/run.js'
@@ -47,11 +48,11 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, opt
     },
     async () => ({
       tools: await Promise.all(
-        Object.keys(tools).map(async (name) => {
+        Object.values(tools).map(async ({ name, spec }) => {
           const limit = slots.limit(name)
           // With a shared backend: the whole fleet's count, which is what decides the next 429.
           const inUse = await slots.usage(name)
-          return { name, agent: tools[name]!.agent, limit, in_use: inUse, free: Math.max(0, limit - inUse) }
+          return { name, agent: spec.agent, limit, in_use: inUse, free: Math.max(0, limit - inUse) }
         })
       )
     })
@@ -65,8 +66,8 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, opt
         schema: {
           // crush_run → crushRun: the method name OpenAPI client generators derive from it.
           operationId: name.replace(/_(\w)/g, (_match, letter: string) => letter.toUpperCase()),
-          summary: tool.summary,
-          description: tool.description,
+          summary: tool.spec.summary,
+          description: tool.spec.description,
           tags: ['tools'],
           body: ref(RunParams),
           response: {
@@ -83,7 +84,7 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, opt
         const params = request.body
         const format = negotiateStream(request.headers.accept)
         // Listed in GET /runs once its agent runs, and DELETE stops it like an async run.
-        const run = registry.open(format === null ? 'sync' : 'stream', name, request.caller, request.log)
+        const run = registry.open(format === null ? 'sync' : 'stream', tool.name, request.caller, request.log)
         const stopWatching = stopWhenClientLeaves(reply, run)
         try {
           if (format === null) return await launcher.launch(run, params, request.log)

@@ -1,6 +1,6 @@
 import type { StoredEvent } from '../event-log.js'
 import {
-  byNewest, isRetained, type RetentionOptions, type RunListing, type RunRecord, type RunStore
+  byNewest, isRetained, type RetentionOptions, type RunRecord, type RunStore
 } from './run-store.js'
 
 interface Entry {
@@ -50,7 +50,7 @@ export class MemoryRunStore implements RunStore {
     return record !== undefined && isRetained(record, this.#retention.retentionMs) ? { ...record } : undefined
   }
 
-  async list(owner: string): Promise<RunListing[]> {
+  async list(owner: string): Promise<Array<Omit<RunRecord, 'result'>>> {
     return [...this.#entries.values()]
       .map(({ record }) => record)
       .filter((record) => record.owner === owner && isRetained(record, this.#retention.retentionMs))

@@ -1,13 +1,12 @@
-import { Type, type Static, type TSchema } from '@sinclair/typebox'
+import type { Static, TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Redis } from 'ioredis'
 import { serviceError } from '../../errors.js'
 import { createRedis, whenConnected } from '../../redis-client.js'
 import { RunResult, resultFromStore, TIMEOUT_MAX_SECONDS } from '../../schemas/run.js'
-import { RunStatus } from '../../schemas/runs.js'
 import type { StoredEvent } from '../event-log.js'
-import type { RetentionOptions, RunListing, RunRecord, RunStore } from './run-store.js'
+import { RunRecordHead, type RetentionOptions, type RunRecord, type RunStore } from './run-store.js'
 
 export interface RedisRunStoreOptions extends RetentionOptions {
   url: string
@@ -31,7 +30,7 @@ function encodeMember(event: StoredEvent): Buffer {
   return member
 }
 
-function listingOf({ result: _result, ...listing }: RunRecord): RunListing {
+function listingOf({ result: _result, ...listing }: RunRecord): Omit<RunRecord, 'result'> {
   return listing
 }
 
@@ -39,25 +38,28 @@ function decodeMember(id: number, member: Buffer): StoredEvent {
   return { id, offset: member.readDoubleBE(0), end: member.readDoubleBE(8), frame: member.subarray(HEADER_BYTES) }
 }
 
-const RunListingShape = Type.Object({
-  id: Type.String(),
-  owner: Type.String(),
-  tool: Type.String(),
-  status: RunStatus,
-  createdAt: Type.String(),
-  finishedAt: Type.Union([Type.String(), Type.Null()]),
-  replica: Type.String()
-})
-
 /** The parsed value, if it is what this service writes; a record anything else wrote is skipped, never obeyed. */
-function parsedAs<S extends TSchema>(shape: S, text: string): Static<S> | undefined {
+function parsedAs<S extends TSchema>(
+  shape: S,
+  text: string,
+  upgrade: (stored: unknown) => unknown
+): Static<S> | undefined {
   try {
-    const parsed: unknown = JSON.parse(text)
-    const value = (shape as TSchema) === RunResult ? resultFromStore(parsed) : parsed
+    const value = upgrade(JSON.parse(text))
     return Value.Check(shape, value) ? value : undefined
   } catch {
     return undefined
   }
+}
+
+/**
+ * A transaction's commands each answer on their own: EXEC succeeds even when one of them failed (a key of another type,
+ * an out-of-memory refusal), so a write that did not happen must be told here.
+ */
+function everyCommandDone(results: Array<[Error | null, unknown]> | null): void {
+  if (results === null) throw new Error('the transaction was discarded')
+  const failed = results.find(([error]) => error !== null)
+  if (failed !== undefined) throw failed[0]!
 }
 
 /** A subscription refused (the connection flushed its queue) is asked for again this long after. */
@@ -120,6 +122,7 @@ export class RedisRunStore implements RunStore {
         // Each new run pushes its owner's index past the end of every run in it.
         .pexpire(this.#ownerKey(record.owner), ttl)
         .exec()
+        .then(everyCommandDone)
     )
   }
 
@@ -134,7 +137,7 @@ export class RedisRunStore implements RunStore {
       if (dropped !== undefined) batch.zremrangebyscore(key, `(${dropped.after}`, `(${dropped.before}`)
       if (events.length > 0) batch.zadd(key, ...events.flatMap((event) => [event.id, encodeMember(event)] as const))
       batch.pexpire(key, this.#runningTtlMs)
-      return batch.exec()
+      return batch.exec().then(everyCommandDone)
     })
   }
 
@@ -149,6 +152,7 @@ export class RedisRunStore implements RunStore {
         .zadd(this.#finishedKey(), Date.parse(record.finishedAt!), record.id)
         .pexpire(this.#finishedKey(), retentionMs)
         .exec()
+        .then(everyCommandDone)
       // The oldest finished runs past the count go (those past their age expire by themselves).
       const excess = (await this.#redis.zcard(this.#finishedKey())) - maxFinished
       if (excess <= 0) return
@@ -164,15 +168,15 @@ export class RedisRunStore implements RunStore {
     return this.#call(async () => {
       const [stored, result] = await this.#redis.mget(this.#runKey(id), this.#resultKey(id))
       if (stored === null || stored === undefined) return undefined
-      const listing = this.#valid(RunListingShape, stored, id)
+      const listing = this.#valid(RunRecordHead, stored, id)
       if (listing === undefined) return undefined
       const known = await this.#unlessLost(listing)
-      const parsed = result === null || result === undefined ? null : this.#valid(RunResult, result, id)
+      const parsed = typeof result === 'string' ? this.#valid(RunResult, result, id, resultFromStore) : null
       return { ...known, result: parsed ?? null }
     })
   }
 
-  async list(owner: string): Promise<RunListing[]> {
+  async list(owner: string): Promise<Array<Omit<RunRecord, 'result'>>> {
     return this.#call(async () => {
       const ownerKey = this.#ownerKey(owner)
       const ids = await this.#redis.zrevrange(ownerKey, 0, -1)
@@ -183,7 +187,7 @@ export class RedisRunStore implements RunStore {
       if (expired.length > 0) await this.#redis.zrem(ownerKey, ...expired)
       // Only what this service wrote, and only the owner's: an entry someone else put in the index shows nothing.
       const listings = stored.flatMap((value, index) => {
-        const listing = value === null ? undefined : this.#valid(RunListingShape, value, ids[index]!)
+        const listing = value === null ? undefined : this.#valid(RunRecordHead, value, ids[index]!)
         return listing?.owner === owner ? [listing] : []
       })
       return Promise.all(listings.map((listing) => this.#unlessLost(listing)))
@@ -239,7 +243,7 @@ export class RedisRunStore implements RunStore {
   }
 
   /** A running run whose replica stopped saying it is alive will never end: it is lost, for every reader alike. */
-  async #unlessLost(listing: RunListing): Promise<RunListing> {
+  async #unlessLost(listing: Omit<RunRecord, 'result'>): Promise<Omit<RunRecord, 'result'>> {
     if (listing.status !== 'running') return listing
     if ((await this.#redis.exists(this.#replicaKey(listing.replica))) === 1) return listing
     const lost: RunRecord = { ...listing, status: 'lost', finishedAt: new Date().toISOString(), result: null }
@@ -248,8 +252,14 @@ export class RedisRunStore implements RunStore {
     return listingOf(lost)
   }
 
-  #valid<S extends TSchema>(shape: S, text: string, id: string): Static<S> | undefined {
-    const value = parsedAs(shape, text)
+  /** `upgrade`: what an older version of this service wrote, made what this one reads (fields added since). */
+  #valid<S extends TSchema>(
+    shape: S,
+    text: string,
+    id: string,
+    upgrade: (stored: unknown) => unknown = (stored) => stored
+  ): Static<S> | undefined {
+    const value = parsedAs(shape, text, upgrade)
     if (value === undefined) {
       this.#options.log.warn({ run: id }, 'a record in Redis is not one this service wrote: skipped')
     }

@@ -1,22 +1,22 @@
+import { Type, type Static } from '@sinclair/typebox'
 import type { RunResult } from '../../schemas/run.js'
-import type { RunStatus } from '../../schemas/runs.js'
+import { RunStatus } from '../../schemas/runs.js'
 import type { StoredEvent } from '../event-log.js'
 
-/** An async run as every replica and every later life of the service sees it. */
-export interface RunRecord {
-  id: string
-  /** The name of the token that created it: other callers neither see it nor reach it. */
-  owner: string
-  tool: string
-  status: RunStatus
-  createdAt: string
-  finishedAt: string | null
-  result: RunResult | null
-  /** The service process running it: only that one can stop its agent. */
-  replica: string
-}
-
-export type RunListing = Omit<RunRecord, 'result'>
+/**
+ * An async run as every replica and every later life of the service sees it, but its result: kept (and read back, and
+ * checked) on its own, since it may be as large as the output limit and a listing never needs it.
+ */
+export const RunRecordHead = Type.Object({
+  id: Type.String(),
+  owner: Type.String({ description: 'The name of the token that created it: other callers neither see nor reach it.' }),
+  tool: Type.String(),
+  status: RunStatus,
+  createdAt: Type.String(),
+  finishedAt: Type.Union([Type.String(), Type.Null()]),
+  replica: Type.String({ description: 'The service process running it: only that one can stop its agent.' })
+})
+export type RunRecord = Static<typeof RunRecordHead> & { result: RunResult | null }
 
 /** Where async runs are kept: their record, and their kept events, also after their agent has ended. */
 export interface RunStore {
@@ -38,7 +38,7 @@ export interface RunStore {
    * The owner's runs still retained, newest first, without their results (a result may be as large as the output
    * limit).
    */
-  list(owner: string): Promise<RunListing[]>
+  list(owner: string): Promise<Array<Omit<RunRecord, 'result'>>>
   /** Up to `max` kept events after event `lastId`, in order. */
   events(id: string, lastId: number, max: number): Promise<StoredEvent[]>
   /** Fleet: asks the replica running it to stop it (resolves once asked, not once stopped). */
@@ -54,7 +54,8 @@ export interface RetentionOptions {
 }
 
 /** A finished run is kept while it is recent enough. */
-export const isRetained = (record: RunListing, retentionMs: number, now = Date.now()): boolean =>
+export const isRetained = (record: Pick<RunRecord, 'finishedAt'>, retentionMs: number, now = Date.now()): boolean =>
   record.finishedAt === null || now - Date.parse(record.finishedAt) <= retentionMs
 
-export const byNewest = (a: RunListing, b: RunListing): number => b.createdAt.localeCompare(a.createdAt)
+type Created = Pick<RunRecord, 'createdAt'>
+export const byNewest = (a: Created, b: Created): number => b.createdAt.localeCompare(a.createdAt)

@@ -4,7 +4,7 @@ import { createRequire } from 'node:module'
 import { join } from 'node:path'
 import { resultFromStore } from '../../schemas/run.js'
 import type { StoredEvent } from '../event-log.js'
-import type { RetentionOptions, RunListing, RunRecord, RunStore } from './run-store.js'
+import type { RetentionOptions, RunRecord, RunStore } from './run-store.js'
 
 const SCHEMA = `
   CREATE TABLE IF NOT EXISTS runs (
@@ -172,7 +172,7 @@ export class SqliteRunStore implements RunStore {
     return row === undefined ? undefined : toRecord(row)
   }
 
-  async list(owner: string): Promise<RunListing[]> {
+  async list(owner: string): Promise<Array<Omit<RunRecord, 'result'>>> {
     return (this.#statements.listRuns.all(owner, this.#cutoff()) as RunRow[]).map((row) => {
       const { result: _result, ...listing } = toRecord(row)
       return listing
