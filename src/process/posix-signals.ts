@@ -34,14 +34,23 @@ export function exitThroughInit(
   return { exitCode: code, signal }
 }
 
-/** The process group a process is in (field 5 of /proc/PID/stat); null once it is gone, or where /proc is missing. */
-export function processGroupOf(pid: number): number | null {
+/**
+ * The fields of /proc/PID/stat after the command name, which is in parentheses and may hold spaces and `)`: field 3
+ * (the state) is the first. null once the process is gone, or where /proc is missing.
+ */
+function statFields(pid: number): string[] | null {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2])
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')
   } catch {
     return null
   }
+}
+
+/** The process group a process is in (field 5 of /proc/PID/stat); null once it is gone, or where /proc is missing. */
+export function processGroupOf(pid: number): number | null {
+  const group = statFields(pid)?.[2]
+  return group === undefined ? null : Number(group)
 }
 
 /**
@@ -49,10 +58,5 @@ export function processGroupOf(pid: number): number | null {
  * for good, so a later life of the service never signals a stranger that reused the pid. null where /proc is missing.
  */
 export function processStartTime(pid: number): string | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null
-  } catch {
-    return null
-  }
+  return statFields(pid)?.[19] ?? null
 }
