@@ -1,10 +1,16 @@
 import t from 'tap'
 import { loggerOptions } from '#src/http/app.js'
 import { loadConfig, parseApiTokens } from '#src/config.js'
+import { BUILT_IN_AGENTS } from '#src/agents/catalog.js'
+import type { AgentSpec } from '#src/agents/spec.js'
 import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { homedir, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { build, echoed, runTool } from './helpers/index.js'
+
+/** An agent's own settings as its spec declares them by default (CLAUDE_PERMISSION_MODE…). */
+const ownDefaults = (spec: AgentSpec): Record<string, unknown> =>
+  Object.fromEntries(Object.entries(spec.ownSettings ?? {}).map(([name, schema]) => [name, schema.default]))
 
 t.test('defaults', async (t) => {
   const config = loadConfig({})
@@ -17,15 +23,11 @@ t.test('defaults', async (t) => {
     outputLimitBytes: 1_048_576,
     wslBin: 'wsl'
   })
+  // Every agent of the catalog, so that a new one is checked without a line here: its spec's binary, the shared limit
+  // and its own settings at the defaults its spec declares.
   t.same(
     config.agents.map(({ spec, settings }) => [spec.agent, settings]),
-    [
-      ['crush', { bin: 'crush', maxAgents: 2, extraArgs: [], own: {} }],
-      ['claude', { bin: 'claude', maxAgents: 2, extraArgs: [], own: { CLAUDE_PERMISSION_MODE: 'bypassPermissions' } }],
-      ['gemini', { bin: 'gemini', maxAgents: 2, extraArgs: [], own: {} }],
-      ['codex', { bin: 'codex', maxAgents: 2, extraArgs: [], own: { CODEX_SANDBOX: 'bypass' } }],
-      ['opencode', { bin: 'opencode', maxAgents: 2, extraArgs: [], own: {} }]
-    ],
+    BUILT_IN_AGENTS.map((spec) => [spec.agent, { bin: spec.defaultBin, maxAgents: 2, extraArgs: [], own: ownDefaults(spec) }]),
     'each agent from its own variables'
   )
 })

@@ -4,7 +4,9 @@ import { once } from 'node:events'
 import { closeSync, cpSync, mkdirSync, openSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs'
 import { connect } from 'node:net'
 import { join } from 'node:path'
-import { call, createRun, isAlive, readPidFile, runTool, scenario, SERVER, standInEnv, startServer, tempDir, waitFor } from './helpers/index.js'
+import { BUILT_IN_AGENTS } from '#src/agents/catalog.js'
+import { toolNameOf } from '#src/agents/spec.js'
+import { call, createRun, FIXTURE_BIN, isAlive, readPidFile, runTool, scenario, SERVER, standInEnv, startServer, tempDir, waitFor } from './helpers/index.js'
 import { fromRoot } from './helpers/root.js'
 
 const postJson = (base: string, path: string, body: unknown) =>
@@ -46,10 +48,12 @@ t.test('SIGTERM: stop accepting, stop the agents (synchronous and async runs), a
   t.match(ended, { tool: 'crush_run', agent_pid: agent, reqId: started?.['reqId'], exit_code: 1, duration_ms: Number, stop_reason: 'shutdown' })
   t.notOk(JSON.stringify(logs).includes('@write-pid'), 'the task itself is not logged')
   const ready = logs.find((entry) => String(entry['msg']).startsWith('agent-runner ready'))
+  // Every agent of the catalog: each has its stand-in on the PATH, at MAX_<AGENT>_AGENTS's default.
+  const tools = BUILT_IN_AGENTS.map(toolNameOf)
   t.match(ready, {
-    msg: 'agent-runner ready: crush_run, claude_run',
-    agents: [{ tool: 'crush_run', path: /crush$/, version: 'crush version v0.0.0-stand-in' }, { tool: 'claude_run', path: /claude$/ }],
-    limits: { crush_run: 2, claude_run: 2 },
+    msg: `agent-runner ready: ${tools.join(', ')}`,
+    agents: BUILT_IN_AGENTS.map((spec) => ({ tool: toolNameOf(spec), path: `${FIXTURE_BIN}/${spec.defaultBin}`, version: String })),
+    limits: Object.fromEntries(tools.map((tool) => [tool, 2])),
     auth: 'none: loopback only, Host and Origin checked',
     containment: { mode: 'process-group', reason: 'AGENT_CONTAINMENT=process-group', escapes: /clears its environment.*apt-get install tini/ },
     docs: /^http:\/\/127\.0\.0\.1:\d+\/docs$/

@@ -1,12 +1,15 @@
 import t from 'tap'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { buildApp } from '#src/http/app.js'
 import { BUILT_IN_AGENTS } from '#src/agents/catalog.js'
 import type { AgentSpec } from '#src/agents/spec.js'
 import { loadConfig } from '#src/config.js'
-import { scenario, standInEnv, tempDir, TEST_AGENT_ENV_ALLOW } from '../helpers/index.js'
+import { RunParams } from '#src/schemas/run.js'
+import { listen, scenario, standInEnv, tempDir, TEST_AGENT_ENV_ALLOW } from '../helpers/index.js'
 
 // Adding an agent is one file: a sixth agent, declared here alone, becomes a tool with its route, its variables, its
-// limit, its async runs, its OpenAPI operation and its metrics, with no change anywhere else.
+// limit, its async runs, its OpenAPI operation, its MCP tool and its metrics, with no change anywhere else.
 
 const echo: AgentSpec = {
   agent: 'echo',
@@ -49,6 +52,23 @@ t.test('a spec in a list is a whole tool', async (t) => {
   const tools = (await app.inject({ method: 'GET', url: '/tools' })).json<{ tools: Array<{ name: string; limit: number }> }>()
   t.same(tools.tools.map((tool) => tool.name), [...BUILT_IN_AGENTS.map((spec) => `${spec.agent}_run`), 'echo_run'])
   t.match(tools.tools.at(-1), { name: 'echo_run', agent: 'echo', limit: 1 }, 'its limit from MAX_ECHO_AGENTS')
+
+  // Its MCP tool, through the SDK's own client: listed after the catalog's, and run by tools/call.
+  const client = new Client({ name: 'agent-runner-test', version: '0.0.0' })
+  await client.connect(new StreamableHTTPClientTransport(new URL(`${await listen(t, app)}/mcp`)))
+  t.teardown(() => client.close())
+  const { tools: listed } = await client.listTools()
+  t.same(listed.map((tool) => tool.name), tools.tools.map((tool) => tool.name), 'tools/list: the same tools as GET /tools')
+  const { $id: _id, examples: _examples, ...params } = JSON.parse(JSON.stringify(RunParams))
+  const echoTool = listed.find((tool) => tool.name === 'echo_run')
+  t.match(echoTool, { title: echo.summary, description: echo.description }, 'tools/list: its summary and description')
+  t.same(echoTool?.inputSchema, params, 'tools/list: the REST body\'s schema as its input')
+  const called = await client.callTool({ name: 'echo_run', arguments: { task: 'over mcp' } })
+  t.match(called, { isError: false, structuredContent: { tool: 'echo_run', ok: true, command: ['crush', 'run', '--quiet', '--', 'over mcp'] } }, 'tools/call runs it')
+  t.match(called.content, [{ type: 'text', text: /"PROMPT":"OVER MCP"/ }], 'its report parser made the answer')
+  // Asked for progress, the call is followed live: its spec builds the live argv.
+  const followed = await client.callTool({ name: 'echo_run', arguments: { task: 'over mcp' } }, undefined, { onprogress: () => {} })
+  t.match(followed.structuredContent, { ok: true, command: ['crush', 'run', '--quiet', '--', 'over mcp (live)'] }, 'a call with progress is a live run')
 
   const created = await app.inject({ method: 'POST', url: '/runs', payload: { tool: 'echo_run', task: 'later' } })
   t.equal(created.statusCode, 202, 'POST /runs takes it')

@@ -5,9 +5,9 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Test } from 'tap'
-import type { Readable } from 'node:stream'
+import { Writable, type Readable } from 'node:stream'
 import { DEFAULT_AGENT_ENV_ALLOW } from '#src/agents/environment.js'
-import { buildApp } from '#src/http/app.js'
+import { buildApp, loggerOptions } from '#src/http/app.js'
 import { loadConfig, type Config } from '#src/config.js'
 import { fromRoot } from './root.js'
 
@@ -63,6 +63,28 @@ export async function build(
   const app = await buildApp(testConfig({ ...ownDirectories(t), ...overrides }), { logger: false, agentEnv })
   t.teardown(() => app.close())
   return app
+}
+
+/**
+ * The service in this process as `build` makes it, logging with its own settings (at `info` unless told otherwise)
+ * into `lines`, one JSON line each: for a test that reads what the service said it did.
+ */
+export async function buildLogged(
+  t: Test,
+  overrides: Record<string, string> = {},
+  agentEnv: NodeJS.ProcessEnv = standInEnv()
+): Promise<{ app: FastifyInstance; lines: string[] }> {
+  const lines: string[] = []
+  const stream = new Writable({
+    write: (chunk: Buffer, _encoding, done) => {
+      lines.push(chunk.toString())
+      done()
+    }
+  })
+  const config = testConfig({ LOG_LEVEL: 'info', ...ownDirectories(t), ...overrides })
+  const app = await buildApp(config, { logger: { ...(loggerOptions(config) as object), stream }, agentEnv })
+  t.teardown(() => app.close())
+  return { app, lines }
 }
 
 /** A real listening server on a free loopback port (port 0: files running in parallel never share one). */

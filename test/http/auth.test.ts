@@ -1,25 +1,9 @@
 import t from 'tap'
-import { Writable } from 'node:stream'
-import { buildApp, loggerOptions } from '#src/http/app.js'
-import { build, standInEnv, testConfig } from '../helpers/index.js'
+import { build, buildLogged, testConfig } from '../helpers/index.js'
 
 // Bearer tokens (src/http/auth.ts): who may call, and that no secret ever reaches a log line.
 
 const TOKEN = 'test-token-5f1c0a'
-
-/** The service's own logger settings, writing to lines the test reads. */
-async function withLogLines(overrides: Record<string, string>) {
-  const lines: string[] = []
-  const stream = new Writable({
-    write: (chunk: Buffer, _encoding, done) => {
-      lines.push(chunk.toString())
-      done()
-    }
-  })
-  const config = testConfig(overrides)
-  const app = await buildApp(config, { logger: { ...(loggerOptions(config) as object), stream }, agentEnv: standInEnv() })
-  return { app, lines }
-}
 
 t.test('with API_TOKENS, /tools routes need a right bearer token; health stays open', async (t) => {
   const app = await build(t, { API_TOKENS: `other-token, ${TOKEN}` })
@@ -47,8 +31,7 @@ t.test('with API_TOKENS, /tools routes need a right bearer token; health stays o
 })
 
 t.test('tokens and Authorization headers never reach the logs', async (t) => {
-  const { app, lines } = await withLogLines({ API_TOKENS: TOKEN, LOG_LEVEL: 'trace' })
-  t.teardown(() => app.close())
+  const { app, lines } = await buildLogged(t, { API_TOKENS: TOKEN, LOG_LEVEL: 'trace' })
   await app.inject({ method: 'POST', url: '/tools/crush_run', payload: { task: 'x' }, headers: { authorization: `Bearer ${TOKEN}` } })
   await app.inject({ method: 'POST', url: '/tools/crush_run', payload: { task: 'x' }, headers: { authorization: `Bearer ${TOKEN}-wrong` } })
   t.ok(lines.some((line) => line.includes('unauthorized')), 'the refused request was logged')
@@ -56,8 +39,7 @@ t.test('tokens and Authorization headers never reach the logs', async (t) => {
 })
 
 t.test("a named token's name, never its secret, tags the run's log lines", async (t) => {
-  const { app, lines } = await withLogLines({ API_TOKENS: `studio:${TOKEN}`, LOG_LEVEL: 'info' })
-  t.teardown(() => app.close())
+  const { app, lines } = await buildLogged(t, { API_TOKENS: `studio:${TOKEN}` })
   await app.inject({ method: 'POST', url: '/tools/crush_run', payload: { task: 'x' }, headers: { authorization: `Bearer ${TOKEN}` } })
   const entries = lines.map((line) => JSON.parse(line))
   t.match(entries.find((entry) => entry.msg === 'agent run started'), { caller: 'studio', tool: 'crush_run', agent_pid: Number, run: String })

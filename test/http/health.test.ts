@@ -1,13 +1,22 @@
 import t from 'tap'
+import { execFileSync } from 'node:child_process'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { BUILT_IN_AGENTS } from '#src/agents/catalog.js'
+import { agentVariables, toolNameOf } from '#src/agents/spec.js'
 import { chooseHostContainment } from '#src/process/host-containment.js'
 import { build, FIXTURE_BIN, isAlive, readPidFile, standInEnv, startServer, tempDir, until, waitFor } from '../helpers/index.js'
 
 // /healthz and /readyz (src/http/routes/health.ts, src/agents/readiness.ts): alive, and ready to run which agents.
 
 /** Every agent but claude missing: /readyz then probes claude's version alone (each probe is a process). */
-const ONLY_CLAUDE = { CRUSH_BIN: 'no-crush-here', GEMINI_BIN: 'no-gemini-here', CODEX_BIN: 'no-codex-here', OPENCODE_BIN: 'no-opencode-here' }
+const ONLY_CLAUDE = Object.fromEntries(
+  BUILT_IN_AGENTS.filter((spec) => spec.agent !== 'claude').map((spec) => [agentVariables(spec).bin, `no-${spec.agent}-here`])
+)
+
+/** What the stand-in answers to --version, as the readiness probe asks it: each prints a version of its own CLI's shape. */
+const standInVersion = (bin: string): string =>
+  execFileSync(join(FIXTURE_BIN, bin), ['--version'], { env: standInEnv(), encoding: 'utf8' }).split('\n')[0]!.trim()
 
 t.test('readyz: each agent with its path and version; 503 when none is found', async (t) => {
   const app = await build(t)
@@ -15,25 +24,22 @@ t.test('readyz: each agent with its path and version; 503 when none is found', a
   t.equal(ready.statusCode, 200)
   t.match(ready.json(), {
     status: 'ready',
-    agents: [
-      { tool: 'crush_run', bin: 'crush', path: `${FIXTURE_BIN}/crush`, version: 'crush version v0.0.0-stand-in' },
-      { tool: 'claude_run', bin: 'claude', path: `${FIXTURE_BIN}/claude`, version: '2.1.197 (Claude Code stand-in)' },
-      { tool: 'gemini_run', bin: 'gemini', path: `${FIXTURE_BIN}/gemini`, version: '0.61.0' },
-      { tool: 'codex_run', bin: 'codex', path: `${FIXTURE_BIN}/codex`, version: 'codex-cli 0.171.0' },
-      { tool: 'opencode_run', bin: 'opencode', path: `${FIXTURE_BIN}/opencode`, version: '1.18.33' }
-    ]
+    agents: BUILT_IN_AGENTS.map((spec) => ({
+      tool: toolNameOf(spec), bin: spec.defaultBin, path: `${FIXTURE_BIN}/${spec.defaultBin}`, version: standInVersion(spec.defaultBin)
+    }))
   })
 
   const log = join(tempDir(t), 'starts.log')
   const counted = await build(t, {}, standInEnv({ STAND_IN_LOG: log }))
   for (let probe = 0; probe < 3; probe++) t.equal((await counted.inject({ method: 'GET', url: '/readyz' })).statusCode, 200)
   const versionCalls = readFileSync(log, 'utf8').trim().split('\n').map((line) => JSON.parse(line).version).filter(Boolean)
-  t.same(versionCalls.sort(), ['claude', 'codex', 'crush', 'gemini', 'opencode'], 'each version asked once for three readiness checks')
+  // Each stand-in logs its own agent's name when asked its version.
+  t.same(versionCalls.sort(), BUILT_IN_AGENTS.map((spec) => spec.agent).sort(), 'each version asked once for three readiness checks')
 
   const missing = await build(t, { ...ONLY_CLAUDE, CLAUDE_BIN: '/nowhere/claude' })
   const unavailable = await missing.inject({ method: 'GET', url: '/readyz' })
   t.equal(unavailable.statusCode, 503)
-  t.match(unavailable.json(), { status: 'unavailable', agents: Array.from({ length: 5 }, () => ({ path: null, version: null })) })
+  t.match(unavailable.json(), { status: 'unavailable', agents: BUILT_IN_AGENTS.map(() => ({ path: null, version: null })) })
   t.equal((await missing.inject({ method: 'GET', url: '/healthz' })).json().status, 'ok', 'alive all the same')
 })
 
@@ -65,7 +71,8 @@ t.test('a version probe still running when the service closes is ended with it',
   await app.close()
   await waitFor(() => !isAlive(probe), 3000, 'the probe to end')
   t.notOk(isAlive(probe), 'closing the service ended the probe, well before its own 5 s timeout')
-  t.match((await ready).json(), { agents: [{}, { tool: 'claude_run', path: hanging, version: null }] })
+  const agents = (await ready).json<{ agents: Array<{ tool: string }> }>().agents
+  t.match(agents.find((agent) => agent.tool === 'claude_run'), { path: hanging, version: null })
 })
 
 const namespaceAvailable = (await chooseHostContainment('auto')).containment.mode === 'pid-namespace'

@@ -4,6 +4,8 @@ import { readFileSync } from 'node:fs'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { parse as parseYaml } from 'yaml'
+import { BUILT_IN_AGENTS } from '#src/agents/catalog.js'
+import { toolNameOf } from '#src/agents/spec.js'
 import { renderOpenApiYaml } from '#src/http/openapi-document.js'
 import { ERROR_CODES } from '#src/schemas/error.js'
 import { build, fromRoot, listen, ROOT } from '../helpers/index.js'
@@ -60,7 +62,8 @@ t.test('the document is valid OpenAPI 3.1 and says what clients need', async (t)
   }
   t.same(new Set(operationIds).size, operationIds.length, 'operationIds are unique')
   t.ok(['createRun', 'getRun', 'listRuns', 'followRun', 'cancelRun'].every((id) => operationIds.includes(id)), 'the async run operations')
-  for (const [path, operationId] of [['/tools/crush_run', 'crushRun'], ['/tools/claude_run', 'claudeRun']] as const) {
+  // Every agent of the catalog has its operation, named `<agent>Run`.
+  for (const [path, operationId] of BUILT_IN_AGENTS.map((spec) => [`/tools/${toolNameOf(spec)}`, `${spec.agent}Run`] as const)) {
     const operation = document.paths[path]!['post']!
     t.equal(operation.operationId, operationId, `${path} is ${operationId}`)
     t.ok(operation.summary && operation.description, `${path} has a summary and a description`)

@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
 import { execFileSync } from 'node:child_process'
 import { once } from 'node:events'
-import { existsSync, readdirSync, rmSync, symlinkSync } from 'node:fs'
+import { closeSync, constants, existsSync, mkdirSync, openSync, readdirSync, rmSync, symlinkSync, writeFileSync, writeSync } from 'node:fs'
 import { request } from 'node:http'
 import { join } from 'node:path'
 import type { FastifyInstance } from 'fastify'
@@ -9,7 +9,7 @@ import { runAgent } from '#src/process/agent-process.js'
 import { chooseHostContainment, whatEscapes } from '#src/process/host-containment.js'
 import { exitThroughInit } from '#src/process/posix-signals.js'
 import { processGroup } from '#src/process/process-group.js'
-import { build, cancelRun, createRun, heldAgent, listen, post, processesLeft, processesMatching, readPidFile, runTool, scenario, standInEnv, startServer, tempDir, until, waitFor } from '../helpers/index.js'
+import { build, buildLogged, call, cancelRun, createRun, heldAgent, isAlive, listen, post, processesLeft, processesMatching, readPidFile, runTool, scenario, standInEnv, startServer, tempDir, until, waitFor } from '../helpers/index.js'
 import { asRoot, directoryOf, realUser } from '../helpers/users.js'
 
 // Each mode this host offers, and the fallback forced by configuration. Processes are found by a directory in their
@@ -213,23 +213,42 @@ t.test('the ledger holds a record only while an agent runs', async (t) => {
   t.same(live(), [], 'removed once nothing of the run is left')
 })
 
-t.test('a run stopped before its agent started spawns nothing: 503 SHUTTING_DOWN, or nothing to answer', async (t) => {
-  const log = join(tempDir(t), 'log')
-  const app = await build(t, {}, standInEnv({ STAND_IN_LOG: log }))
+t.test('a run stopped before its agent started spawns nothing: 503 SHUTTING_DOWN', async (t) => {
+  const dir = tempDir(t)
   const controller = new AbortController()
   controller.abort('shutdown')
   await t.rejects(
     runAgent({ runId: 'abandoned', command: { file: 'crush', args: ['run', '--', 'x'], cwd: undefined }, containment: processGroup(), env: standInEnv(), timeoutMs: 1000, killGraceMs: 100, outputLimitBytes: 1024, signal: controller.signal }),
     { name: 'RunAbandoned', reason: 'shutdown' }
   )
-  // Shutdown while a request waits for its slot (here: the sudo probe): answered, and nothing started.
-  const pending = post(app, 'crush_run', { task: 'late' })
-  // Closing the service stops every run (its preClose), this one while it waits.
+  // Shutdown while a request is certainly before its spawn: held on the sudo probe, whose sudo (first on the agents'
+  // PATH) answers only once the test writes to its fifo. Opened read-write, the fifo has a reader from the start: the
+  // test's write never waits, and fails if the probe is gone.
+  const bin = join(dir, 'bin')
+  mkdirSync(bin)
+  const fifo = join(dir, 'release')
+  execFileSync('mkfifo', [fifo])
+  const probing = join(dir, 'probe.pid')
+  writeFileSync(join(bin, 'sudo'), `#!/bin/sh\nexec 3<>'${fifo}'\necho $$ > '${probing}'\nread -r _ <&3\nexit 1\n`, { mode: 0o755 })
+  const { app, lines } = await buildLogged(t, {}, standInEnv({ PATH: `${bin}:${standInEnv()['PATH']}` }))
+  const base = await listen(t, app)
+  const pending = post(base, 'crush_run', { task: 'late' })
+  const probe = await readPidFile(probing)
+  t.teardown(() => { try { process.kill(probe, 'SIGKILL') } catch {} })
   const closing = app.close()
-  const answer = await pending
-  if (answer.status !== 200) t.match(answer, { status: 503, body: { code: 'SHUTTING_DOWN' } })
-  t.equal(app.slots.inUse('crush_run'), 0)
-  t.equal(existsSync(log), answer.status === 200, 'an agent started only when the answer says it ran')
+  // Its preClose refuses new requests and stops every run in one step: a 503 SHUTTING_DOWN means this run is stopped.
+  // A service that no longer listens has closed without waiting for the run, and is no answer either.
+  const health = () => call(base, 'GET', '/healthz').catch((error: unknown) => ({ status: 0, body: String(error) }))
+  const refusal = await until(health, (answer) => answer.status !== 200, 5000, 'the service to refuse requests')
+  t.match(refusal, { status: 503, body: { code: 'SHUTTING_DOWN' } }, 'shutdown has begun')
+  t.ok(isAlive(probe), 'while the request still waits on its probe')
+  const release = openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK)
+  writeSync(release, '\n')
+  closeSync(release)
+  t.match(await pending, { status: 503, body: { code: 'SHUTTING_DOWN' } }, 'the request is answered as shut out')
+  t.equal(app.slots.inUse('crush_run'), 0, 'its slot back')
+  // Logged as the spawn returns, before anything could stop the agent: an agent killed at once still shows here.
+  t.notOk(lines.some((line) => JSON.parse(line).msg === 'agent run started'), 'no agent started')
   await closing
 })
 

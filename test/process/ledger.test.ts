@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import { RunLedger } from '#src/process/ledger.js'
 import { processStartTime } from '#src/process/posix-signals.js'
 import { RUN_MARK_VARIABLE, runMark, serviceLife } from '#src/process/run-marks.js'
-import { build, call, isAlive, post, processesLeft, scenario, tempDir } from '../helpers/index.js'
+import { build, call, isAlive, post, processesLeft, readPidFile, scenario, tempDir } from '../helpers/index.js'
 import { asRoot } from '../helpers/users.js'
 
 /** Fills a file system until it refuses another byte. */
@@ -43,8 +43,8 @@ t.test('the ledger at start: only a recorded group that proves to be one of this
   const ledger = new RunLedger(dataDir)
   const earlier = serviceLife(dataDir, 'earlier')
   const now = { env: { PATH: process.env['PATH'] }, life: serviceLife(dataDir, 'now'), wslBin: 'true' }
-  const group = (mark?: string) => {
-    const child = spawn('sh', ['-c', 'sleep 60 & sleep 60; exit 0'], { detached: true, stdio: 'ignore', env: mark === undefined ? {} : { [RUN_MARK_VARIABLE]: mark } })
+  const group = (mark?: string, script = 'sleep 60 & sleep 60; exit 0') => {
+    const child = spawn('sh', ['-c', script], { detached: true, stdio: 'ignore', env: mark === undefined ? {} : { [RUN_MARK_VARIABLE]: mark } })
     t.teardown(() => { try { process.kill(-child.pid!, 'SIGKILL') } catch {} })
     return child
   }
@@ -57,9 +57,21 @@ t.test('the ledger at start: only a recorded group that proves to be one of this
   // Another service's run (another DATA_DIR) is not this one's either.
   const elsewhere = group(runMark(serviceLife(join(dataDir, 'other'), 'earlier'), 'x'))
   ledger.started('elsewhere', record(elsewhere.pid!))
-  // The same pid, recorded with another start time: what a reused pid looks like.
-  ledger.started('reused-pid', { kind: 'host-group', pid: process.pid, startTime: '1' })
-  ledger.started('no-start-time', { kind: 'host-group', pid: process.pid, startTime: null })
+  // A reused pid: the recorded group died and its number went to a process that started later, here one of another
+  // run of the same earlier life (a daemon of it, leading a group of its own). It carries an earlier life's mark, so
+  // only the start time tells it from the group that was recorded.
+  const reused = group(runMark(earlier, 'another-run'))
+  ledger.started('reused-pid', { kind: 'host-group', pid: reused.pid!, startTime: String(Number(processStartTime(reused.pid!)) - 1) })
+  // No start time on record (the agent had exited when its run was recorded, leaving a job in its group): nothing proves
+  // that the group under that number now is the one recorded, though it carries an earlier life's mark.
+  const jobFile = join(tempDir(t), 'job.pid')
+  const unproven = group(runMark(earlier, 'no-start-time'), `sleep 60 & echo $! > '${jobFile}'`)
+  await once(unproven, 'exit')
+  const job = await readPidFile(jobFile)
+  ledger.started('no-start-time', { kind: 'host-group', pid: unproven.pid!, startTime: null })
+  // A file this service never names so: whatever it holds, it is not a run of it.
+  const misnamed = group(runMark(earlier, 'misnamed'))
+  ledger.started('not a run id', record(misnamed.pid!))
   writeFileSync(join(dataDir, 'live', 'cut-short.json'), '{"kind":"host-')
   // A record naming a program: what a start runs to stop a WSL run is its own WSL_BIN, never that.
   const ran = join(tempDir(t), 'ran')
@@ -77,11 +89,14 @@ t.test('the ledger at start: only a recorded group that proves to be one of this
     { runId: 'no-start-time', stopped: false },
     { runId: 'planted', stopped: true },
     { runId: 'reused-pid', stopped: false }
-  ], 'the malformed records are not even read as runs')
+  ], 'the malformed records, and the one under a name that is no run id, are not even read as runs')
   t.notOk(existsSync(ran), 'the program a record named never ran')
   await oursEnded
   t.ok(isAlive(foreign.pid!), 'the group a forged record named still runs')
   t.ok(isAlive(elsewhere.pid!), 'and another service\'s')
+  t.ok(isAlive(reused.pid!), 'and the group that got a recorded number later')
+  t.ok(isAlive(job), 'and the group that nothing proves was recorded')
+  t.ok(isAlive(misnamed.pid!), 'and the one named in a file that is no run\'s')
   t.same(readdirSync(join(dataDir, 'live')), [], 'every record is forgotten, the unreadable ones too')
   t.same(await new RunLedger(dataDir).stopLeftovers(now), [])
   // A group whose every process is gone: nothing to stop.

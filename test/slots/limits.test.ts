@@ -1,4 +1,6 @@
 import t from 'tap'
+import { BUILT_IN_AGENTS } from '#src/agents/catalog.js'
+import { toolNameOf } from '#src/agents/spec.js'
 import { build, call, heldAgent, post, readPidFile, refused, runTool } from '../helpers/index.js'
 
 // Per-tool limits (src/slots/limiter.ts): MAX_<AGENT>_AGENTS live agents per tool, a 429 past it, each slot held for
@@ -39,24 +41,19 @@ t.test('N+1 requests while N run: 429 with the French message, limits independen
 t.test('GET /tools counts slots while runs are in flight', async (t) => {
   const app = await build(t, { MAX_CRUSH_AGENTS: '3', MAX_CLAUDE_AGENTS: '1' })
   const status = async () => (await call(app, 'GET', '/tools')).body.tools
-  t.same(await status(), [
-    { name: 'crush_run', agent: 'crush', limit: 3, in_use: 0, free: 3 },
-    { name: 'claude_run', agent: 'claude', limit: 1, in_use: 0, free: 1 },
-    { name: 'gemini_run', agent: 'gemini', limit: 2, in_use: 0, free: 2 },
-    { name: 'codex_run', agent: 'codex', limit: 2, in_use: 0, free: 2 },
-    { name: 'opencode_run', agent: 'opencode', limit: 2, in_use: 0, free: 2 }
-  ])
+  // Every agent of the catalog, in its order: those not configured here at MAX_<AGENT>_AGENTS's default, 2.
+  const limits: Record<string, number> = { crush_run: 3, claude_run: 1 }
+  const expected = (inUse: Record<string, number>) => BUILT_IN_AGENTS.map((spec) => {
+    const name = toolNameOf(spec)
+    const limit = limits[name] ?? 2
+    return { name, agent: spec.agent, limit, in_use: inUse[name] ?? 0, free: limit - (inUse[name] ?? 0) }
+  })
+  t.same(await status(), expected({}))
   const agents = [heldAgent(t), heldAgent(t), heldAgent(t)]
   const runs = agents.map((agent, index) => runTool(app, index < 2 ? 'crush_run' : 'claude_run', { task: agent.task }))
   await Promise.all(agents.map((agent) => readPidFile(agent.pidFile)))
-  t.same(await status(), [
-    { name: 'crush_run', agent: 'crush', limit: 3, in_use: 2, free: 1 },
-    { name: 'claude_run', agent: 'claude', limit: 1, in_use: 1, free: 0 },
-    { name: 'gemini_run', agent: 'gemini', limit: 2, in_use: 0, free: 2 },
-    { name: 'codex_run', agent: 'codex', limit: 2, in_use: 0, free: 2 },
-    { name: 'opencode_run', agent: 'opencode', limit: 2, in_use: 0, free: 2 }
-  ])
+  t.same(await status(), expected({ crush_run: 2, claude_run: 1 }))
   for (const agent of agents) agent.release()
   await Promise.all(runs)
-  t.match(await status(), [{ in_use: 0 }, { in_use: 0 }])
+  t.same(await status(), expected({}), 'every slot back')
 })
