@@ -1,12 +1,9 @@
 import t, { type Test } from 'tap'
-import { Writable } from 'node:stream'
-import type { FastifyInstance } from 'fastify'
-import { buildApp } from '#src/http/app.js'
 import { Run } from '#src/runs/run.js'
 import { IllegalTransition, RUN_PHASES, TRANSITIONS, isEnd, nextPhase, type RunPhase } from '#src/runs/run-phase.js'
 import {
-  build, cancelRun, createRun, heldAgent, listRuns, post, readPidFile, refused, runTool, scenario, settled,
-  standInEnv, tempDir, testConfig, until
+  build, buildLogged, cancelRun, createRun, heldAgent, listRuns, post, readPidFile, refused, runTool, scenario,
+  settled, until
 } from '../helpers/index.js'
 
 t.test('the table: every phase reachable from opened, every path reaches an end, an end is final', async (t) => {
@@ -70,21 +67,13 @@ t.test('a run stopped before its agent goes no further: its next step refuses, w
 
 /** The service with its debug log kept: each phase a run enters is one `run phase` line. */
 async function withPhaseLog(t: Test, overrides: Record<string, string> = {}) {
-  const lines: Array<{ msg: string; run?: string; from?: RunPhase; phase?: RunPhase }> = []
-  const stream = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString().split('\n').filter(Boolean)) lines.push(JSON.parse(line))
-      done()
-    }
-  })
-  const dir = tempDir(t)
-  const config = testConfig({ DATA_DIR: `${dir}/data`, AGENT_WORKDIR: `${dir}/work`, ...overrides })
-  const app: FastifyInstance = await buildApp(config, { logger: { level: 'debug', stream }, agentEnv: standInEnv() })
-  t.teardown(() => app.close())
+  const { app, lines } = await buildLogged(t, { LOG_LEVEL: 'debug', ...overrides })
   /** Each run's walk, in the order the runs were opened. */
   const walks = (): Map<string, RunPhase[]> => {
     const byRun = new Map<string, RunPhase[]>()
-    for (const line of lines.filter(({ msg }) => msg === 'run phase')) {
+    const parsed = lines.flatMap((chunk) => chunk.split('\n').filter(Boolean))
+      .map((line) => JSON.parse(line) as { msg: string; run?: string; from?: RunPhase; phase?: RunPhase })
+    for (const line of parsed.filter(({ msg }) => msg === 'run phase')) {
       const walk = byRun.get(line.run!) ?? [line.from!]
       byRun.set(line.run!, [...walk, line.phase!])
     }
