@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox'
 import { parseClaudeReport } from './report.js'
 import type { AgentSpec } from './spec.js'
+import { claudeSteps } from './steps/claude.js'
 
 const CLAUDE_PERMISSION_MODES = [
   'acceptEdits', 'auto', 'bypassPermissions', 'default', 'dontAsk', 'plan'
@@ -32,6 +33,7 @@ export const claude: AgentSpec<'claude'> = {
     '--', task
   ],
   parseReport: parseClaudeReport,
+  steps: claudeSteps,
   // Claude Code refuses to skip its permission prompts as root (containers, CI), unless told it is in a sandbox. What
   // counts is who the agent runs as: a root service with AGENT_USER runs it as that user, and it works.
   problem: (settings, env, agentUid) =>

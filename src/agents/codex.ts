@@ -2,6 +2,7 @@ import { Type } from '@sinclair/typebox'
 import { isObject, parseObject, textOf as text } from './json-values.js'
 import type { ParsedReport } from './report.js'
 import type { AgentSpec } from './spec.js'
+import { codexSteps } from './steps/codex.js'
 
 const CODEX_SANDBOXES = ['bypass', 'workspace-write', 'read-only'] as const
 
@@ -79,5 +80,6 @@ export const codex: AgentSpec<'codex'> = {
   // codex reads a prompt of exactly "-" as "read the prompt from standard input", which the agent does not have.
   refuseTask: (task) =>
     task === '-' ? 'codex reads a task of "-" as "read the prompt from standard input": say it in words' : null,
-  parseReport: parseCodexReport
+  parseReport: parseCodexReport,
+  steps: codexSteps
 }

@@ -1,6 +1,7 @@
 import { isObject, parseObject, textOf as text } from './json-values.js'
 import type { ParsedReport } from './report.js'
 import type { AgentSpec } from './spec.js'
+import { geminiSteps } from './steps/gemini.js'
 
 /**
  * `--output-format json`: one JSON object, pretty-printed, after whatever gemini said first ("YOLO mode is enabled…");
@@ -67,5 +68,6 @@ export const gemini: AgentSpec<'gemini'> = {
     '--skip-trust',
     ...settings.extraArgs
   ],
-  parseReport: parseGeminiReport
+  parseReport: parseGeminiReport,
+  steps: geminiSteps
 }

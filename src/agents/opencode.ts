@@ -1,6 +1,7 @@
 import { isObject, parseObject, textOf as text } from './json-values.js'
 import type { ParsedReport } from './report.js'
 import type { AgentSpec } from './spec.js'
+import { opencodeSteps } from './steps/opencode.js'
 
 /**
  * `opencode run --format json` prints one event per line, `{type, timestamp, sessionID, …}`: `step_start`,
@@ -47,5 +48,6 @@ export const opencode: AgentSpec<'opencode'> = {
     'text parts as `output` (its errors’ messages when it failed) and whether it failed as `agent_report`. Waits for ' +
     'the whole run: up to 30 minutes.',
   args: (task, _live, settings) => ['run', '--format', 'json', '--auto', ...settings.extraArgs, '--', task],
-  parseReport: parseOpencodeReport
+  parseReport: parseOpencodeReport,
+  steps: opencodeSteps
 }

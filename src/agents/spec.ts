@@ -1,5 +1,13 @@
 import type { TSchema } from '@sinclair/typebox'
+import type { Step } from '../schemas/steps.js'
 import type { ParsedReport } from './report.js'
+
+/** One run's structured output read into steps, one JSON value (one line) at a time; a fresh one per run. */
+export interface StepParser {
+  read(event: unknown): Step[]
+  /** What it still holds once the output has ended (text it was merging). */
+  end?(): Step[]
+}
 
 /** How an agent is configured, from the variables its spec names (CRUSH_BIN, MAX_CRUSH_AGENTS, …). */
 export interface AgentSettings {
@@ -44,6 +52,11 @@ export interface AgentSpec<Agent extends string = string> {
   refuseTask?(task: string): string | null
   /** Turns what the agent printed into the answer a person reads, when it reports in a structured form. */
   parseReport?(output: string): ParsedReport | null
+  /**
+   * Where the CLI's live output is JSON lines (`args` with `live`): reads them into steps. Absent: plain text, which
+   * gives no steps.
+   */
+  steps?(): StepParser
   /**
    * Why every run would fail as configured, with the variable to change; null when nothing stands in the way.
    * `agentUid`: who the agent runs as (AGENT_USER, else the service's own uid; undefined on Windows).

@@ -2,7 +2,7 @@ import type { Config } from '../config.js'
 import type { ParsedReport } from './report.js'
 import { buildAgentEnv, ruleForAgent } from './environment.js'
 import type { ToolName } from './catalog.js'
-import { toolNameOf, type AgentSettings, type AgentSpec } from './spec.js'
+import { toolNameOf, type AgentSettings, type AgentSpec, type StepParser } from './spec.js'
 
 /**
  * An agent's spec bound to its settings: what the service runs under the tool's name. Everything else (its summary,
@@ -36,6 +36,11 @@ export class AgentTool {
 
   parseReport(output: string): ParsedReport | null {
     return this.spec.parseReport?.(output) ?? null
+  }
+
+  /** A fresh reader of one run's structured output; null for a CLI whose output is plain text. */
+  steps(): StepParser | null {
+    return this.spec.steps?.() ?? null
   }
 
   problem(env: NodeJS.ProcessEnv): string | null {

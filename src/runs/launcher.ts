@@ -11,9 +11,11 @@ import type { RunParams, RunResult } from '../schemas/run.js'
 import type { SlotLimiter } from '../slots/limiter.js'
 import type { SudoProbe } from '../sudo/probe.js'
 import type { SudoShim } from '../sudo/shim.js'
+import type { Step } from '../schemas/steps.js'
 import { runPlacedAgent } from './agent-run.js'
 import { placeRun, type Placement } from './placement.js'
 import type { Run } from './run.js'
+import { StepReader } from './step-reader.js'
 import { assertRunnableOnWindows } from './windows-checks.js'
 import { assertHostDirectory } from './workspace.js'
 
@@ -28,8 +30,32 @@ export interface LauncherDeps {
   wslDistros: WslDistros
 }
 
+/** What a launch's caller may watch: the process's hooks, and the steps read from the agent's structured output. */
+export interface LaunchHooks extends RunHooks {
+  onStep?: (step: Step) => void
+}
+
 /** Someone follows the output as it comes (a stream, an async run, an MCP call with progress). */
 const followedLive = (hooks: RunHooks): boolean => hooks.onOutput !== undefined || hooks.sink !== undefined
+
+/** The hooks that read steps from stdout for `onStep`, and what ends the reading once the agent has. */
+function readingSteps(tool: AgentTool, hooks: LaunchHooks): { hooks: RunHooks; end: () => void } {
+  const { onStep, ...rest } = hooks
+  const parser = onStep === undefined ? null : tool.steps()
+  if (onStep === undefined || parser === null) return { hooks: rest, end: () => undefined }
+  const reader = new StepReader(parser)
+  return {
+    hooks: {
+      ...rest,
+      onStdout: (chunk) => {
+        for (const step of reader.push(chunk)) onStep(step)
+      }
+    },
+    end: () => {
+      for (const step of reader.end()) onStep(step)
+    }
+  }
+}
 
 /**
  * The one way a run of any kind goes from opened to its end: the agent accepts the task, the run is placed and the
@@ -43,7 +69,7 @@ export class RunLauncher {
     this.#deps = deps
   }
 
-  async launch(run: Run, params: RunParams, log: FastifyBaseLogger, hooks: RunHooks = {}): Promise<RunResult> {
+  async launch(run: Run, params: RunParams, log: FastifyBaseLogger, hooks: LaunchHooks = {}): Promise<RunResult> {
     try {
       const result = await this.#launch(run, params, log, hooks)
       run.finish(result)
@@ -54,11 +80,13 @@ export class RunLauncher {
     }
   }
 
-  async #launch(run: Run, params: RunParams, log: FastifyBaseLogger, hooks: RunHooks): Promise<RunResult> {
+  async #launch(run: Run, params: RunParams, log: FastifyBaseLogger, launchHooks: LaunchHooks): Promise<RunResult> {
     const { config, slots, sudoProbe, sudoShim, ledger } = this.#deps
     const tool = this.#deps.tools[run.tool]
     const refusal = tool.refuseTask(params.task)
     if (refusal !== null) throw serviceError('VALIDATION_ERROR', `body/task: ${refusal}`)
+    const steps = readingSteps(tool, launchHooks)
+    const { hooks } = steps
     const live = followedLive(hooks)
     const placement = this.#place(tool, params, run.id, live)
     await this.#assertPlaceable(placement, params)
@@ -68,7 +96,7 @@ export class RunLauncher {
     if (lease === null) throw serviceError('AGENT_LIMIT_REACHED', slots.limit(run.tool))
     try {
       run.advance('starting')
-      return await runPlacedAgent(tool, placement, params, {
+      const result = await runPlacedAgent(tool, placement, params, {
         config,
         sudoProbe,
         sudoShim,
@@ -86,6 +114,8 @@ export class RunLauncher {
           onStopping: () => run.stopping()
         }
       })
+      steps.end()
+      return result
     } finally {
       lease.release()
     }

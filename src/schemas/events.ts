@@ -1,6 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { ref } from './ref.js'
 import { RunResult } from './run.js'
+import { Step } from './steps.js'
 
 /** The events of a live run, one per NDJSON line or SSE frame. The `result` event carries a RunResult. */
 export const RunEvent = Type.Union(
@@ -31,6 +32,13 @@ export const RunEvent = Type.Union(
         })
       },
       { title: 'GapEvent' }
+    ),
+    Type.Object(
+      { type: Type.Literal('step'), step: ref(Step) },
+      {
+        title: 'StepEvent',
+        description: 'What the agent is doing, read from its structured output (claude, codex, gemini, opencode).'
+      }
     ),
     Type.Object(
       { type: Type.Literal('heartbeat') },

@@ -5,13 +5,14 @@ import { ref } from './ref.js'
 import { RunEvent } from './events.js'
 import { RunParams, RunResult } from './run.js'
 import { runRequestSchema, RunState, RunSummary } from './runs.js'
+import { Step } from './steps.js'
 
 /**
  * The schemas registered once with app.addSchema: routes point at them by $id, so validation, serialization and the
  * OpenAPI document share one definition, which @fastify/swagger names after the $id in components/schemas.
  */
 export const sharedSchemas = (toolNames: readonly string[]) =>
-  [RunParams, RunResult, RunEvent, runRequestSchema(toolNames), RunSummary, RunState, ErrorResponse] as const
+  [RunParams, RunResult, Step, RunEvent, runRequestSchema(toolNames), RunSummary, RunState, ErrorResponse] as const
 
 interface ErrorResponseEntry {
   description: string

@@ -391,6 +391,75 @@ export interface components {
             processes_may_remain?: boolean;
         };
         /**
+         * Step
+         * @description One step of what the agent is doing.
+         */
+        Step: {
+            /** @enum {string} */
+            kind: "message";
+            /** @description At most 4096 characters. */
+            text: string;
+            truncated: boolean;
+        } | {
+            /** @enum {string} */
+            kind: "command";
+            /** @description started: the agent began the call; completed: it ended (a CLI that reports only ends sends both). */
+            phase: "started" | "completed";
+            /** @description The CLI's own id of the call (claude's tool_use id, codex's item id, gemini's tool_id, opencode's callID): a started step and its completion share it. */
+            call_id: string;
+            /** @description As the CLI reported it. */
+            command: string;
+            /** @description running while started; then how the call ended (denied: a permission rule refused it). */
+            status: "running" | "succeeded" | "failed" | "denied";
+            /** @description Once completed, when the CLI says it (gemini mostly does not); null otherwise. */
+            exit_code: number | null;
+            /** @description Once completed: the end of what it printed. */
+            output: string | null;
+        } | {
+            /** @enum {string} */
+            kind: "file_change";
+            /** @description started: the agent began the call; completed: it ended (a CLI that reports only ends sends both). */
+            phase: "started" | "completed";
+            /** @description The CLI's own id of the call (claude's tool_use id, codex's item id, gemini's tool_id, opencode's callID): a started step and its completion share it. */
+            call_id: string;
+            /** @description The CLI tool that changed it (Edit, Write, replace, edit…). */
+            tool: string;
+            path: string;
+            /** @description null when the CLI does not say which (claude Write before it ends, gemini write_file). */
+            change: "created" | "edited" | "deleted" | null;
+            /** @description running while started; then how the call ended (denied: a permission rule refused it). */
+            status: "running" | "succeeded" | "failed" | "denied";
+        } | {
+            /** @enum {string} */
+            kind: "tool";
+            /** @description started: the agent began the call; completed: it ended (a CLI that reports only ends sends both). */
+            phase: "started" | "completed";
+            /** @description The CLI's own id of the call (claude's tool_use id, codex's item id, gemini's tool_id, opencode's callID): a started step and its completion share it. */
+            call_id: string;
+            name: string;
+            /** @description What it was called with, summarised. */
+            input: string;
+            /** @description running while started; then how the call ended (denied: a permission rule refused it). */
+            status: "running" | "succeeded" | "failed" | "denied";
+        } | {
+            /** @enum {string} */
+            kind: "error";
+            /** @description At most 4096 characters. */
+            message: string;
+            /** @description The run cannot go on (false: a retry, a warning). */
+            fatal: boolean;
+        } | {
+            /** @enum {string} */
+            kind: "usage";
+            input_tokens: number | null;
+            output_tokens: number | null;
+            /** @description When the CLI reports a cost. */
+            cost_usd: number | null;
+            model: string | null;
+            /** @description true: the run’s totals so far (replaces earlier ones); false: one more model call to add. */
+            cumulative: boolean;
+        };
+        /**
          * RunEvent
          * @description One event of a streamed run.
          */
@@ -409,6 +478,10 @@ export interface components {
             id?: number;
             /** @description Output this follower will never get: no longer kept (beyond the per-run output limit), counted from what it had received. */
             omitted_bytes: number;
+        } | {
+            /** @enum {string} */
+            type: "step";
+            step: components["schemas"]["Step"];
         } | {
             /** @enum {string} */
             type: "heartbeat";
@@ -515,6 +588,7 @@ export interface components {
 }
 export type RunParams = components['schemas']['RunParams'];
 export type RunResult = components['schemas']['RunResult'];
+export type Step = components['schemas']['Step'];
 export type RunEvent = components['schemas']['RunEvent'];
 export type RunRequest = components['schemas']['RunRequest'];
 export type RunSummary = components['schemas']['RunSummary'];

@@ -57,6 +57,8 @@ export const scenario = {
   writePid: (pidFile: string, ms: number) => task('write-pid', pidFile, ms),
   /** Runs `sudo <argv>` through its shell tool (what it printed shown as its CLI shows tool output) and answers `sudo exited <code>`. */
   sudo: (...argv: string[]) => task('sudo', ...argv),
+  /** Runs `argv` (no shell) through its shell tool, shown as its CLI shows a tool call; answers `shell exited <code>`. */
+  shell: (...argv: string[]) => task('shell', ...argv),
   /** What `ps -eo pid,args` shows the agent. */
   ps: () => task('ps'),
   /** What each of its file descriptors points at (readlink of /proc/self/fd/N). */

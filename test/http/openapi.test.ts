@@ -52,7 +52,7 @@ t.test('the document is valid OpenAPI 3.1 and says what clients need', async (t)
   const document = (await SwaggerParser.validate(OPENAPI_YAML)) as unknown as Document
   t.equal(document.openapi, '3.1.0')
   t.same(document.servers.map((server) => server.url), ['http://127.0.0.1:8080'])
-  t.same(Object.keys(document.components.schemas).sort(), ['ErrorResponse', 'RunEvent', 'RunParams', 'RunRequest', 'RunResult', 'RunState', 'RunSummary'])
+  t.same(Object.keys(document.components.schemas).sort(), ['ErrorResponse', 'RunEvent', 'RunParams', 'RunRequest', 'RunResult', 'RunState', 'RunSummary', 'Step'])
   const operationIds: string[] = []
   for (const [path, methods] of Object.entries(document.paths)) {
     for (const [method, operation] of Object.entries(methods as Record<string, { operationId?: string; summary?: string; description?: string }>)) {

@@ -105,7 +105,8 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, opt
                 return writer.send(withoutId)
               },
               onDrain: (resume) => writer.onDrain(resume)
-            }
+            },
+            onStep: (step) => writer.send({ type: 'step', step })
           })
           for (const { id: _id, ...event } of events.closing(result)) writer.send(event)
           writer.close()

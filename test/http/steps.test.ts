@@ -1,0 +1,42 @@
+import t from 'tap'
+import { build, parseNdjson, scenario } from '../helpers/index.js'
+
+// A caller following a live run sees what the agent does as `step` events, whichever CLI runs it, beside its output.
+
+interface StreamEvent { type: string; step?: { kind: string; phase?: string; command?: string; exit_code?: number | null; status?: string } }
+
+for (const tool of ['claude_run', 'codex_run'] as const) {
+  t.test(`${tool}: each command the agent runs is a started and a completed step, with its exit code`, async (t) => {
+    const app = await build(t)
+    const response = await app.inject({
+      method: 'POST',
+      url: `/tools/${tool}`,
+      payload: { task: scenario.shell('ls', '/no/such/dir') },
+      headers: { accept: 'application/x-ndjson' }
+    })
+    t.equal(response.statusCode, 200)
+    const events = parseNdjson(response.body) as StreamEvent[]
+    const commands = events.filter((event) => event.type === 'step' && event.step?.kind === 'command').map((event) => event.step)
+    t.match(commands, [
+      { phase: 'started', command: 'ls /no/such/dir', status: 'running', exit_code: null },
+      { phase: 'completed', command: 'ls /no/such/dir', status: 'failed', exit_code: 2 }
+    ])
+    t.equal(commands.length, 2)
+    t.ok(events.some((event) => event.type === 'output'), 'its raw output still comes')
+    t.equal(events.at(-1)!.type, 'result', 'and the result last')
+  })
+}
+
+t.test('crush prints plain text: no steps, its output as before', async (t) => {
+  const app = await build(t)
+  const response = await app.inject({ method: 'POST', url: '/tools/crush_run', payload: { task: scenario.shell('true') }, headers: { accept: 'application/x-ndjson' } })
+  const events = parseNdjson(response.body) as StreamEvent[]
+  t.same(events.filter((event) => event.type === 'step'), [])
+  t.match(events.at(-1), { type: 'result', result: { ok: true } })
+})
+
+t.test('over SSE too: a step is an event of its own kind', async (t) => {
+  const app = await build(t)
+  const response = await app.inject({ method: 'POST', url: '/tools/claude_run', payload: { task: scenario.shell('true') }, headers: { accept: 'text/event-stream' } })
+  t.match(response.body, /^event: step\ndata: \{"type":"step","step":\{"kind":"command","phase":"completed".*"exit_code":0/m)
+})
