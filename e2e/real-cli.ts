@@ -1,8 +1,10 @@
 import { execFileSync } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import type { Test } from 'tap'
-import { call, cancelRun, createRun, processesLeft, processesMatching, settled, startServer, until } from '../test/helpers/index.js'
+import { call, cancelRun, createRun, parseNdjson, processesLeft, processesMatching, settled, startServer, until } from '../test/helpers/index.js'
+import { fromRoot } from '../test/helpers/root.js'
+import type { Step } from '#src/schemas/steps.js'
 import type { ToolName } from '../test/helpers/api.js'
 import { startAnthropicServer } from '../test/helpers/model-servers/anthropic.js'
 import { startGeminiServer } from '../test/helpers/model-servers/gemini.js'
@@ -118,6 +120,20 @@ async function runsItsTools(t: Test, service: Service, surface: Surface): Promis
 
 const HELLO_SCRIPT: ModelTurn[] = [{ run: 'pwd > where.txt; echo tool-said-hello; id -un' }, { say: 'ALL DONE' }]
 
+/**
+ * Two commands, one printing and succeeding, one printing nothing and failing: what steps must tell apart. (Not
+ * `test -e`: claude reads its exit 1 as "Condition is false", no error, and tells no code.)
+ */
+const STEPS_SCRIPT: ModelTurn[] = [{ run: 'echo step-one' }, { run: "sh -c 'exit 3'" }, { say: 'ALL DONE' }]
+
+/**
+ * What the CLI printed in a run of STEPS_SCRIPT, kept as the parsers' fixture (test/agents/recorded-steps.test.ts) when
+ * RECORD_STEP_FIXTURES=1: what the live output carried, stdout and stderr as the service received them.
+ */
+const recordedStream = (agent: string): string => fromRoot(`test/fixtures/streams/${agent}.out`)
+
+type CommandStep = Extract<Step, { kind: 'command' }>
+
 /** The long command is running: the agent's tool reached it. */
 const commandRunning = (marker: string) => until(() => processesMatching(marker).length, (count) => count > 0, 120_000, `${marker} to run`)
 
@@ -136,6 +152,28 @@ export function provePromises(t: Test, cli: RealCli): void {
     for (const surface of SURFACES) await runsItsTools(t, service, surface)
     const ready = await (await fetch(`${service.base}/readyz`)).json() as { agents: Array<{ tool: string; version: string | null; problem: string | null }> }
     t.match(ready.agents.find((agent) => agent.tool === service.tool), { version: new RegExp(cli.version.replaceAll('.', '\\.')), problem: null }, 'ready: found, its version, nothing in the way (as AGENT_USER, not root)')
+  })
+
+  t.test('steps: each command the agent ran is a started and a completed step, with the exit code its CLI tells', async (t) => {
+    const service = await serviceFor(t, cli, STEPS_SCRIPT)
+    const { live, result } = await runThrough('ndjson', service.base, service.tool, { task: 'e2e steps', cwd: workdir(t, service), timeout: 300 })
+    t.match(result, { ok: true, output: /ALL DONE/ })
+    const events = parseNdjson(live)
+    if (process.env['RECORD_STEP_FIXTURES'] === '1') {
+      writeFileSync(recordedStream(cli.agent), events.flatMap((event) => (event.type === 'output' ? [event.data] : [])).join(''))
+    }
+    const steps = events.flatMap((event) => (event.type === 'step' ? [event.step] : []))
+    const commands = steps.filter((step): step is CommandStep => step.kind === 'command')
+    const ends = commands.filter((step) => step.phase === 'completed')
+    // gemini tells a command's exit code only when the command printed nothing (docs/agents.md).
+    t.match(ends, [
+      { command: /echo step-one/, exit_code: cli.agent === 'gemini' ? null : 0 },
+      { command: /exit 3/, exit_code: 3 }
+    ], 'each command, in order, with its exit code', { steps })
+    t.equal(ends.length, 2)
+    for (const end of ends) t.ok(commands.some((step) => step.phase === 'started' && step.call_id === end.call_id), `${end.command}: its start came first`)
+    t.ok(steps.some((step) => step.kind === 'message' && step.text.includes('ALL DONE')), 'the answer is a message step')
+    t.ok(steps.some((step) => step.kind === 'usage'), 'and the tokens it used')
   })
 
   t.test('the deadline in the middle of a long command: the command and the CLI are gone, the slot is back', async (t) => {

@@ -4,25 +4,14 @@ import { codexSteps } from '#src/agents/steps/codex.js'
 import { geminiSteps } from '#src/agents/steps/gemini.js'
 import { opencodeSteps } from '#src/agents/steps/opencode.js'
 import type { StepParser } from '#src/agents/spec.js'
-import { StepReader } from '#src/runs/step-reader.js'
-import type { Step } from '#src/schemas/steps.js'
+import { readSteps } from '../helpers/steps.js'
 
 // Each CLI's structured output, shaped as its pinned version prints it (the event shapes read from each CLI's
 // package and sources; docs/agents.md), read into the one step vocabulary.
 
 const lines = (...events: unknown[]): string => events.map((event) => `${JSON.stringify(event)}\n`).join('')
 
-function stepsOf(parser: StepParser, stream: string, chunks: number[] = []): { steps: Step[]; skipped: number } {
-  const reader = new StepReader(parser)
-  const bytes = Buffer.from(stream)
-  const steps: Step[] = []
-  let start = 0
-  for (const end of [...chunks, bytes.length]) {
-    steps.push(...reader.push(bytes.subarray(start, end)))
-    start = end
-  }
-  return { steps: [...steps, ...reader.end()], skipped: reader.skipped }
-}
+const stepsOf = (parser: StepParser, stream: string, cuts: number[] = []) => readSteps(parser, Buffer.from(stream), cuts)
 
 const CLAUDE = lines(
   { type: 'system', subtype: 'init', session_id: 's-1', model: 'claude-x' },
@@ -47,6 +36,14 @@ t.test('claude: text, a failed Bash with its exit code, a Write that created, a 
     { kind: 'tool', name: 'Grep', input: 'TODO', phase: 'completed', call_id: 'toolu_3', status: 'denied' },
     { kind: 'usage', input_tokens: 10, output_tokens: 5, cost_usd: 0.01, model: 'claude-x', cumulative: true }
   ])
+})
+
+t.test('claude: a non-zero code it judged no failure (test answering 1) is no 0: the code is unknown', async (t) => {
+  const stream = lines(
+    { type: 'assistant', message: { content: [{ type: 'tool_use', id: 'toolu_9', name: 'Bash', input: { command: 'test -e x' } }] } },
+    { type: 'user', message: { content: [{ type: 'tool_result', tool_use_id: 'toolu_9', content: '(Bash completed with no output)', is_error: false }] }, tool_use_result: { stdout: '', returnCodeInterpretation: 'Condition is false' } }
+  )
+  t.match(stepsOf(claudeSteps(), stream).steps.at(-1), { phase: 'completed', status: 'succeeded', exit_code: null })
 })
 
 t.test('codex: a command item started then completed, a patch reported only once applied, the turn\'s usage', async (t) => {

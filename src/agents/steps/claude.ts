@@ -52,7 +52,9 @@ export function claudeSteps(): StepParser {
       if (!isObject(block) || block['type'] !== 'tool_result') return []
       const text = resultText(block['content'])
       const failed = block['is_error'] === true
-      const exitCode = failed ? Number(/^Exit code (\d+)/.exec(text)?.[1] ?? NaN) : 0
+      // A code claude judged no failure (`test` answering 1: "Condition is false") is not 0, and it does not say it.
+      const interpreted = typeof report['returnCodeInterpretation'] === 'string'
+      const exitCode = failed ? Number(/^Exit code (\d+)/.exec(text)?.[1] ?? NaN) : interpreted ? NaN : 0
       const written = report['type'] === 'create' ? 'created' : report['type'] === 'update' ? 'edited' : undefined
       return calls.close(textOf(block['tool_use_id']) ?? '', {
         status: failed ? 'failed' : 'succeeded',
