@@ -5,6 +5,8 @@ import type { ParsedReport } from './report.js'
 /** One run's structured output read into steps, one JSON value (one line) at a time; a fresh one per run. */
 export interface StepParser {
   read(event: unknown): Step[]
+  /** The CLI's id of the conversation, once it has said it (what resuming it would name). */
+  session(): string | null
   /** What it still holds once the output has ended (text it was merging). */
   end?(): Step[]
 }

@@ -17,6 +17,7 @@ import { wslScriptOutput } from '../process/wsl-group.js'
 import { findOnPath } from '../process/find-executable.js'
 import type { Placement } from './placement.js'
 import { toRunResult } from './result.js'
+import type { RunSteps } from './run-steps.js'
 import { stopRefusal } from './run.js'
 import { assertHostDirectory } from './workspace.js'
 
@@ -31,6 +32,8 @@ export interface AgentRunContext {
   log: FastifyBaseLogger
   /** Someone follows the output as it comes: its relay shares the event loop's turns with the other live runs. */
   live: boolean
+  /** Where the agent's structured output is read into steps; null for a CLI printing plain text. */
+  steps: RunSteps | null
   /** onSpawn: from here on the run answers 200, whatever happens. */
   hooks: RunHooks
 }
@@ -118,7 +121,8 @@ export async function runPlacedAgent(
     const asked = await sudoAsked!
     const passwordNeeded = asked.passwordNeeded || sudoFailure.detected
     const sudo = sudoReport(sudoStatus, passwordNeeded, placement.sudo, asked.user)
-    const result = toRunResult(tool, command, outcome, sudo)
+    context.steps?.end()
+    const result = toRunResult(tool, command, outcome, sudo, context.steps?.report() ?? null)
     log.info(
       {
         tool: tool.name,

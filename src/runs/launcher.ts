@@ -15,7 +15,7 @@ import type { Step } from '../schemas/steps.js'
 import { runPlacedAgent } from './agent-run.js'
 import { placeRun, type Placement } from './placement.js'
 import type { Run } from './run.js'
-import { StepReader } from './step-reader.js'
+import { RunSteps } from './run-steps.js'
 import { assertRunnableOnWindows } from './windows-checks.js'
 import { assertHostDirectory } from './workspace.js'
 
@@ -37,25 +37,6 @@ export interface LaunchHooks extends RunHooks {
 
 /** Someone follows the output as it comes (a stream, an async run, an MCP call with progress). */
 const followedLive = (hooks: RunHooks): boolean => hooks.onOutput !== undefined || hooks.sink !== undefined
-
-/** The hooks that read steps from stdout for `onStep`, and what ends the reading once the agent has. */
-function readingSteps(tool: AgentTool, hooks: LaunchHooks): { hooks: RunHooks; end: () => void } {
-  const { onStep, ...rest } = hooks
-  const parser = onStep === undefined ? null : tool.steps()
-  if (onStep === undefined || parser === null) return { hooks: rest, end: () => undefined }
-  const reader = new StepReader(parser)
-  return {
-    hooks: {
-      ...rest,
-      onStdout: (chunk) => {
-        for (const step of reader.push(chunk)) onStep(step)
-      }
-    },
-    end: () => {
-      for (const step of reader.end()) onStep(step)
-    }
-  }
-}
 
 /**
  * The one way a run of any kind goes from opened to its end: the agent accepts the task, the run is placed and the
@@ -85,8 +66,9 @@ export class RunLauncher {
     const tool = this.#deps.tools[run.tool]
     const refusal = tool.refuseTask(params.task)
     if (refusal !== null) throw serviceError('VALIDATION_ERROR', `body/task: ${refusal}`)
-    const steps = readingSteps(tool, launchHooks)
-    const { hooks } = steps
+    const { onStep, ...hooks } = launchHooks
+    const parser = tool.steps()
+    const steps = parser === null ? null : new RunSteps(parser, onStep)
     const live = followedLive(hooks)
     const placement = this.#place(tool, params, run.id, live)
     await this.#assertPlaceable(placement, params)
@@ -105,8 +87,10 @@ export class RunLauncher {
         signal: run.signal,
         log,
         live,
+        steps,
         hooks: {
           ...hooks,
+          ...(steps === null ? {} : { onStdout: (chunk: Buffer) => steps.push(chunk) }),
           onSpawn: (pid) => {
             run.agentStarted()
             hooks.onSpawn?.(pid)
@@ -114,7 +98,6 @@ export class RunLauncher {
           onStopping: () => run.stopping()
         }
       })
-      steps.end()
       return result
     } finally {
       lease.release()

@@ -2,20 +2,26 @@ import type { RunResult, SudoReport } from '../schemas/run.js'
 import type { RunStatus } from '../schemas/runs.js'
 import type { AgentCommand, AgentEnd } from '../process/agent-process.js'
 import type { AgentTool } from '../agents/tools.js'
+import type { RunSteps } from './run-steps.js'
 
 /** The response of a run that started, whatever its end. */
 export function toRunResult(
   tool: AgentTool,
   command: AgentCommand,
   outcome: AgentEnd,
-  sudo: SudoReport
+  sudo: SudoReport,
+  steps: ReturnType<RunSteps['report']> | null
 ): RunResult {
   const printed = outcome.output.toString()
   const parsed = tool.parseReport(printed)
   const timedOut = outcome.stopReason === 'timeout'
   return {
     tool: tool.name,
-    ok: outcome.exitCode === 0 && outcome.stopReason === null && parsed?.report.is_error !== true,
+    ok:
+      outcome.exitCode === 0 &&
+      outcome.stopReason === null &&
+      parsed?.report.is_error !== true &&
+      steps?.allDenied !== true,
     exit_code: outcome.exitCode,
     signal: outcome.signal,
     timed_out: timedOut,
@@ -28,6 +34,9 @@ export function toRunResult(
     command: [command.file, ...command.args],
     agent_report: parsed?.report ?? null,
     sudo,
+    session_id: steps?.session_id ?? null,
+    usage: steps?.usage ?? null,
+    steps_summary: steps?.steps_summary ?? null,
     processes_may_remain: outcome.containmentFailed
   }
 }

@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
+import { RunUsage, StepsSummary } from './steps.js'
 
 /**
  * Linux refuses a single argv string over 128 KiB (MAX_ARG_STRLEN). A character takes at most 4 bytes in UTF-8, so
@@ -92,7 +93,9 @@ export type SudoReport = Static<typeof SudoReport>
 
 export const RunResult = Type.Object({
   tool: Type.String(),
-  ok: Type.Boolean({ description: 'Exit code 0, not stopped, and no error reported by the agent.' }),
+  ok: Type.Boolean({
+    description: 'Exit code 0, not stopped, no error reported by the agent, and not every tool call it made refused.'
+  }),
   exit_code: Type.Union([Type.Integer(), Type.Null()], { description: 'null when a signal ended the agent' }),
   signal: Type.Union([Type.String(), Type.Null()]),
   timed_out: Type.Boolean(),
@@ -104,6 +107,18 @@ export const RunResult = Type.Object({
   command: Type.Array(Type.String(), { description: 'The argv that ran.' }),
   agent_report: Type.Union([AgentReport, Type.Null()]),
   sudo: SudoReport,
+  session_id: Type.Union([Type.String(), Type.Null()], {
+    // Results stored before this field existed read back as null (resultFromStore), as the next two.
+    default: null,
+    description: 'The CLI’s id of the conversation, when it reported one in its structured output.'
+  }),
+  usage: Type.Union([RunUsage, Type.Null()], { default: null, description: 'null: the CLI reported none.' }),
+  steps_summary: Type.Union([StepsSummary, Type.Null()], {
+    default: null,
+    description:
+      'null for an agent whose output is plain text (crush), or a run whose output was not structured (claude and ' +
+      'gemini run synchronously print one final report: follow them live for their steps).'
+  }),
   processes_may_remain: Type.Boolean({
     // Results stored before this field existed read back as false (resultFromStore).
     default: false,

@@ -15,6 +15,10 @@ const Status = Type.Union(
   [Type.Literal('running'), Type.Literal('succeeded'), Type.Literal('failed'), Type.Literal('denied')],
   { description: 'running while started; then how the call ended (denied: a permission rule refused it).' }
 )
+const Change = Type.Union(
+  [Type.Literal('created'), Type.Literal('edited'), Type.Literal('deleted'), Type.Null()],
+  { description: 'null when the CLI does not say which (claude Write before it ends, gemini write_file).' }
+)
 const Excerpt = Type.String({ maxLength: STEP_TEXT_MAX, description: `At most ${STEP_TEXT_MAX} characters.` })
 
 /**
@@ -48,10 +52,7 @@ export const Step = Type.Union(
         call_id: CallId,
         tool: Type.String({ description: 'The CLI tool that changed it (Edit, Write, replace, edit…).' }),
         path: Type.String(),
-        change: Type.Union(
-          [Type.Literal('created'), Type.Literal('edited'), Type.Literal('deleted'), Type.Null()],
-          { description: 'null when the CLI does not say which (claude Write before it ends, gemini write_file).' }
-        ),
+        change: Change,
         status: Status
       },
       { title: 'FileChangeStep', description: 'A file the agent created, edited or deleted through a tool.' }
@@ -92,3 +93,48 @@ export const Step = Type.Union(
   { $id: 'Step', title: 'Step', description: 'One step of what the agent is doing.' }
 )
 export type Step = Static<typeof Step>
+
+/** At most this many of each list a summary keeps (the rest counted): a result stays small whatever the run did. */
+export const SUMMARY_COMMANDS_MAX = 100
+export const SUMMARY_FILES_MAX = 200
+export const SUMMARY_DENIALS_MAX = 50
+
+export const StepsSummary = Type.Object(
+  {
+    commands: Type.Array(
+      Type.Object({
+        command: Type.String({ maxLength: STEP_TEXT_MAX }),
+        exit_code: Type.Union([Type.Integer(), Type.Null()]),
+        status: Status
+      }),
+      { maxItems: SUMMARY_COMMANDS_MAX, description: 'The commands it ran, in order, once ended.' }
+    ),
+    commands_omitted: Type.Integer({ description: 'Commands beyond the list.' }),
+    files_changed: Type.Array(
+      Type.Object({ path: Type.String(), change: Change }),
+      { maxItems: SUMMARY_FILES_MAX, description: 'Each file it changed through a tool, once, with its last change.' }
+    ),
+    files_omitted: Type.Integer(),
+    tools: Type.Record(Type.String(), Type.Integer(), { description: 'Calls of each other tool, by name.' }),
+    denied: Type.Array(
+      Type.Object({ kind: Type.String(), name: Type.String(), call_id: CallId }),
+      { maxItems: SUMMARY_DENIALS_MAX, description: 'Calls a permission rule refused.' }
+    ),
+    messages: Type.Integer(),
+    errors: Type.Integer(),
+    skipped_lines: Type.Integer({ description: 'Lines of its output read as no step: not JSON, too long, unknown.' })
+  },
+  { description: 'What the agent did, from its steps.' }
+)
+export type StepsSummary = Static<typeof StepsSummary>
+
+export const RunUsage = Type.Object(
+  {
+    input_tokens: Type.Union([Type.Integer(), Type.Null()]),
+    output_tokens: Type.Union([Type.Integer(), Type.Null()]),
+    cost_usd: Type.Union([Type.Number(), Type.Null()]),
+    model: Type.Union([Type.String(), Type.Null()])
+  },
+  { description: 'Tokens (and cost, when the CLI says) the run used in all.' }
+)
+export type RunUsage = Static<typeof RunUsage>

@@ -351,7 +351,7 @@ export interface components {
          */
         RunResult: {
             tool: string;
-            /** @description Exit code 0, not stopped, and no error reported by the agent. */
+            /** @description Exit code 0, not stopped, no error reported by the agent, and not every tool call it made refused. */
             ok: boolean;
             /** @description null when a signal ended the agent */
             exit_code: number | null;
@@ -384,6 +384,58 @@ export interface components {
                 /** @description What to do about it, in French; null when nothing happened. */
                 message: string | null;
             };
+            /**
+             * @description The CLI’s id of the conversation, when it reported one in its structured output.
+             * @default null
+             */
+            session_id?: string | null;
+            /**
+             * @description null: the CLI reported none.
+             * @default null
+             */
+            usage?: {
+                input_tokens: number | null;
+                output_tokens: number | null;
+                cost_usd: number | null;
+                model: string | null;
+            } | null;
+            /**
+             * @description null for an agent whose output is plain text (crush), or a run whose output was not structured (claude and gemini run synchronously print one final report: follow them live for their steps).
+             * @default null
+             */
+            steps_summary?: {
+                /** @description The commands it ran, in order, once ended. */
+                commands: {
+                    command: string;
+                    exit_code: number | null;
+                    /** @description running while started; then how the call ended (denied: a permission rule refused it). */
+                    status: "running" | "succeeded" | "failed" | "denied";
+                }[];
+                /** @description Commands beyond the list. */
+                commands_omitted: number;
+                /** @description Each file it changed through a tool, once, with its last change. */
+                files_changed: {
+                    path: string;
+                    /** @description null when the CLI does not say which (claude Write before it ends, gemini write_file). */
+                    change: "created" | "edited" | "deleted" | null;
+                }[];
+                files_omitted: number;
+                /** @description Calls of each other tool, by name. */
+                tools: {
+                    [key: string]: number;
+                };
+                /** @description Calls a permission rule refused. */
+                denied: {
+                    kind: string;
+                    name: string;
+                    /** @description The CLI's own id of the call (claude's tool_use id, codex's item id, gemini's tool_id, opencode's callID): a started step and its completion share it. */
+                    call_id: string;
+                }[];
+                messages: number;
+                errors: number;
+                /** @description Lines of its output read as no step: not JSON, too long, unknown. */
+                skipped_lines: number;
+            } | null;
             /**
              * @description The containment could not stop the run (a failed taskkill or wsl.exe call): the agent itself was ended directly, and processes it started may still run.
              * @default false

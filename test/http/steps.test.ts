@@ -40,3 +40,16 @@ t.test('over SSE too: a step is an event of its own kind', async (t) => {
   const response = await app.inject({ method: 'POST', url: '/tools/claude_run', payload: { task: scenario.shell('true') }, headers: { accept: 'text/event-stream' } })
   t.match(response.body, /^event: step\ndata: \{"type":"step","step":\{"kind":"command","phase":"completed".*"exit_code":0/m)
 })
+
+t.test('the result says what was done: codex (structured in every run) its commands, session and usage; crush nothing', async (t) => {
+  const app = await build(t)
+  const result = (await app.inject({ method: 'POST', url: '/tools/codex_run', payload: { task: scenario.shell('ls', '/no/such/dir') } })).json()
+  t.match(result, {
+    ok: true,
+    session_id: /^[0-9a-f-]{36}$/,
+    usage: { input_tokens: 10, output_tokens: 5, cost_usd: null },
+    steps_summary: { commands: [{ command: 'ls /no/such/dir', exit_code: 2, status: 'failed' }], messages: 1, errors: 0, skipped_lines: 0 }
+  })
+  const crush = (await app.inject({ method: 'POST', url: '/tools/crush_run', payload: { task: 'hello' } })).json()
+  t.match(crush, { ok: true, session_id: null, usage: null, steps_summary: null })
+})

@@ -56,6 +56,9 @@ const resultOf = (tool: string): RunResult => ({
   command: ['crush', 'run', '--', 'x'],
   agent_report: null,
   sudo: { status: 'passwordless', password_needed: false, message: null },
+  session_id: null,
+  usage: null,
+  steps_summary: null,
   processes_may_remain: false
 })
 
@@ -276,15 +279,15 @@ t.test('redis: every key expires, a running run\'s too; what this service did no
   t.match(await store.get(done.id), { status: 'succeeded', result: null }, 'a result that is not one: the run without it')
 })
 
-t.test('a result stored before processes_may_remain existed reads back with it false, in every store that outlives a version', async (t) => {
-  const { processes_may_remain: _added, ...before } = resultOf('crush_run')
+t.test('a result stored before processes_may_remain, session_id, usage and steps_summary existed reads back with their defaults, in every store that outlives a version', async (t) => {
+  const { processes_may_remain: _added, session_id: _session, usage: _usage, steps_summary: _summary, ...before } = resultOf('crush_run')
   // The memory store holds only what this very process ran.
   for (const [kind, open] of Object.entries(stores).filter(([kind]) => kind !== 'memory')) {
     const store = await open(t, { retentionMs: 60_000, maxFinished: 10 })
     const run = record('alice')
     await store.create(run)
     await store.finish({ ...finished(run), result: before as RunResult })
-    t.match(await store.get(run.id), { result: { ok: true, processes_may_remain: false } }, kind)
+    t.match(await store.get(run.id), { result: { ok: true, processes_may_remain: false, session_id: null, usage: null, steps_summary: null } }, kind)
   }
 })
 

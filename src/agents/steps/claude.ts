@@ -30,6 +30,7 @@ function resultText(content: unknown): string {
  */
 export function claudeSteps(): StepParser {
   const calls = new OpenCalls()
+  let session: string | null = null
   const assistant = (event: Record<string, unknown>): Step[] => {
     const content = isObject(event['message']) ? event['message']['content'] : undefined
     const steps: Step[] = Array.isArray(content)
@@ -87,11 +88,13 @@ export function claudeSteps(): StepParser {
   return {
     read: (event) => {
       if (!isObject(event)) return []
+      session = textOf(event['session_id']) ?? session
       if (event['type'] === 'assistant') return assistant(event)
       if (event['type'] === 'user') return user(event)
       if (event['type'] === 'system') return system(event)
       if (event['type'] === 'result') return result(event)
       return []
-    }
+    },
+    session: () => session
   }
 }

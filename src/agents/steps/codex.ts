@@ -46,6 +46,7 @@ function callsOf(item: Record<string, unknown>): Call[] {
  */
 export function codexSteps(): StepParser {
   const startedItems = new Set<string>()
+  let session: string | null = null
   const item = (phase: 'started' | 'completed', value: Record<string, unknown>): Step[] => {
     const id = textOf(value['id']) ?? ''
     if (value['type'] === 'agent_message') return phase === 'completed' ? [message(textOf(value['text']) ?? '')] : []
@@ -70,6 +71,9 @@ export function codexSteps(): StepParser {
       if (!isObject(event)) return []
       const value = isObject(event['item']) ? event['item'] : undefined
       switch (event['type']) {
+        case 'thread.started':
+          session = textOf(event['thread_id']) ?? session
+          return []
         case 'item.started':
           return value === undefined ? [] : item('started', value)
         case 'item.completed':
@@ -87,6 +91,7 @@ export function codexSteps(): StepParser {
         default:
           return []
       }
-    }
+    },
+    session: () => session
   }
 }

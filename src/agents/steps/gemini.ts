@@ -22,6 +22,7 @@ function callOf(name: string, parameters: Record<string, unknown>): Call {
 export function geminiSteps(): StepParser {
   const calls = new OpenCalls()
   let text = ''
+  let session: string | null = null
   const flush = (): Step[] => {
     if (text === '') return []
     const merged = message(text)
@@ -45,6 +46,9 @@ export function geminiSteps(): StepParser {
           output
         })
       }
+      case 'init':
+        session = textOf(event['session_id']) ?? session
+        return []
       case 'error':
         return [failure(textOf(event['message']) ?? '', event['severity'] === 'error')]
       case 'result': {
@@ -71,6 +75,7 @@ export function geminiSteps(): StepParser {
       }
       return [...flush(), ...read(event)]
     },
-    end: flush
+    end: flush,
+    session: () => session
   }
 }

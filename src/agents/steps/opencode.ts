@@ -24,6 +24,7 @@ function callOf(tool: string, input: Record<string, unknown>, metadata: Record<s
  * start comes with its end), each model step's tokens and cost at its end (to be added up).
  */
 export function opencodeSteps(): StepParser {
+  let session: string | null = null
   const toolUse = (part: Record<string, unknown>): Step[] => {
     const state = isObject(part['state']) ? part['state'] : {}
     const metadata = isObject(state['metadata']) ? state['metadata'] : {}
@@ -39,6 +40,7 @@ export function opencodeSteps(): StepParser {
   return {
     read: (event) => {
       if (!isObject(event)) return []
+      session = textOf(event['sessionID']) ?? session
       const part = isObject(event['part']) ? event['part'] : {}
       switch (event['type']) {
         case 'text':
@@ -57,6 +59,7 @@ export function opencodeSteps(): StepParser {
         default:
           return []
       }
-    }
+    },
+    session: () => session
   }
 }
