@@ -38,6 +38,11 @@ export class AgentTool {
     return this.spec.parseReport?.(output) ?? null
   }
 
+  /** Its structured output is read as steps. */
+  get reportsSteps(): boolean {
+    return this.spec.steps !== undefined
+  }
+
   /** A fresh reader of one run's structured output; null for a CLI whose output is plain text. */
   steps(): StepParser | null {
     return this.spec.steps?.() ?? null

@@ -43,6 +43,11 @@ export class EventWriter {
     return this.#raw.write(frame)
   }
 
+  /** The client has not taken what was written yet (a closed stream is never behind). */
+  get behind(): boolean {
+    return !this.closed && this.#raw.writableNeedDrain
+  }
+
   /** `resume` runs once the client has taken what was written, or has gone. */
   onDrain(resume: () => void): void {
     void this.drained().then(resume)

@@ -1,10 +1,19 @@
 import type { RunEvent } from '../schemas/events.js'
+import type { Step } from '../schemas/steps.js'
 import { formatEvent } from './events.js'
 import type { OutputEvent } from './output-events.js'
 
 /**
+ * Steps read after the same output byte sort between that byte and the next, as fractions of it: a power of two, so
+ * every id stays an exact number that stores index as they do byte offsets. Beyond this many steps at one byte (a CLI
+ * writing thousands of events without a byte of output between them), the log keeps no more of them.
+ */
+const STEPS_PER_BYTE = 4096
+
+/**
  * A kept event as followers receive it: its SSE frame, encoded once, and the range of the agent's output it carries
- * (`offset` to `end`; for the result, both are the output's total). Ids only grow; an output event's id is its `end`.
+ * (`offset` to `end`; for a step, the output before it; for the result, both are the output's total). Ids only grow:
+ * an output event's id is its `end`; a step's, the output before it plus its rank among the steps there, over 4096.
  */
 export interface StoredEvent {
   id: number
@@ -14,6 +23,19 @@ export interface StoredEvent {
 }
 
 export const encodeEvent = (event: RunEvent): Buffer => Buffer.from(formatEvent('sse', event))
+
+/** The ids this log gives, as the Last-Event-ID header's schema checks them. */
+export const EVENT_ID_PATTERN = '^([0-9]{1,15})(?:\\.([0-9]{1,4}))?$'
+
+/**
+ * What a Last-Event-ID names: an output's end (`1234`), a step (`1234.2`, its rank after byte 1234) or the result.
+ * undefined: not an id this service gives.
+ */
+export function parseEventId(text: string): number | undefined {
+  const match = new RegExp(EVENT_ID_PATTERN).exec(text)
+  if (match === null) return undefined
+  return Number(match[1]) + Math.min(Number(match[2] ?? 0), STEPS_PER_BYTE - 1) / STEPS_PER_BYTE
+}
 
 /**
  * The events of one async run while it runs, for followers who arrive late or reconnect (Last-Event-ID). Each event is
@@ -31,6 +53,10 @@ export class RunEventLog {
   #tailStart = 0
   #tailBytes = 0
   #result: StoredEvent | undefined
+  #evicted = false
+  /** The end of the last output event, and how many steps came after it. */
+  #position = 0
+  #stepsHere = 0
   #encoded = 0
   #closed = false
   readonly #listeners = new Set<() => void>()
@@ -51,9 +77,22 @@ export class RunEventLog {
   }
 
   appendOutput(event: OutputEvent): void {
-    this.#encoded++
     const end = event.id!
-    const stored = { id: end, offset: event.offset, end, frame: encodeEvent(event) }
+    this.#position = end
+    this.#stepsHere = 0
+    this.#keep({ id: end, offset: event.offset, end, frame: encodeEvent(event) })
+  }
+
+  appendStep(step: Step): void {
+    if (this.#stepsHere === STEPS_PER_BYTE - 1) return
+    const rank = ++this.#stepsHere
+    const position = this.#position
+    const frame = encodeEvent({ type: 'step', id: `${position}.${rank}`, step })
+    this.#keep({ id: position + rank / STEPS_PER_BYTE, offset: position, end: position, frame })
+  }
+
+  #keep(stored: StoredEvent): void {
+    this.#encoded++
     // Counted as what is kept, its frame: a one-byte write costs a frame of sixty, and JSON escapes grow text sixfold.
     const bytes = stored.frame.length
     if (this.#headBytes < this.#headLimit) {
@@ -95,7 +134,7 @@ export class RunEventLog {
   dropped(): { after: number; before: number } | undefined {
     const lastHead = this.#head.at(-1)
     const firstTail = this.#tail[this.#tailStart]
-    if (lastHead === undefined || firstTail === undefined || firstTail.offset === lastHead.end) return undefined
+    if (!this.#evicted || lastHead === undefined || firstTail === undefined) return undefined
     return { after: lastHead.id, before: firstTail.id }
   }
 
@@ -113,6 +152,7 @@ export class RunEventLog {
     while (this.#tail.length - this.#tailStart > 1 && this.#tailBytes > this.#tailLimit) {
       const dropped = this.#tail[this.#tailStart++]!
       this.#tailBytes -= dropped.frame.length
+      this.#evicted = true
     }
     // Compact once the dropped events are as many as the kept ones: they never hold more than the tail itself does.
     if (this.#tailStart * 2 > this.#tail.length) {
@@ -123,14 +163,19 @@ export class RunEventLog {
 }
 
 /**
- * What a follower is sent after `position` (the bytes of output it already has): each event's frame, preceded by a
- * `gap` event wherever kept events skip output, counting exactly the bytes it will never get.
+ * What a follower is sent after `position` (the bytes of output it already has): each event it chose, preceded by a
+ * `gap` event wherever kept events skip output, counting exactly the bytes it will never get. An event it did not
+ * choose is not sent, yet it has passed it: no gap is told for output it chose not to have.
  */
-export function withGaps(events: StoredEvent[], position: number): { frames: Buffer[]; position: number } {
+export function withGaps(
+  events: StoredEvent[],
+  position: number,
+  sent: (event: StoredEvent) => boolean = () => true
+): { frames: Buffer[]; position: number } {
   const frames: Buffer[] = []
   for (const event of events) {
     if (event.offset > position) frames.push(encodeEvent({ type: 'gap', omitted_bytes: event.offset - position }))
-    frames.push(event.frame)
+    if (sent(event)) frames.push(event.frame)
     position = Math.max(position, event.end)
   }
   return { frames, position }

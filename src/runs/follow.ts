@@ -1,12 +1,27 @@
 import { setTimeout as sleep } from 'node:timers/promises'
+import type { EventsChoice } from '../schemas/run.js'
 import { withGaps, type RunEventLog, type StoredEvent } from './event-log.js'
 import type { RunRecord, RunStore } from './stores/run-store.js'
 
 /** Events read from the store per page, so that a follower of a large run never holds it whole. */
 const STORED_PAGE = 64
 
-/** A frame stream for one follower: batches of SSE frames, pulled only as fast as the follower takes them. */
-export type Feed = (lastId: number, signal: AbortSignal) => AsyncGenerator<Buffer[]>
+/**
+ * A frame stream for one follower: batches of SSE frames after event `lastId` (0: from the start), of the kinds it
+ * chose, pulled only as fast as the follower takes them.
+ */
+export type Feed = (lastId: number, choice: EventsChoice, signal: AbortSignal) => AsyncGenerator<Buffer[]>
+
+/**
+ * Whether a follower who chose `choice` is sent this event, read from its id alone (stores keep no more): a step's id
+ * falls between two bytes, an output's is where its bytes end, the result's one past that.
+ */
+function chosen(event: StoredEvent, choice: EventsChoice): boolean {
+  if (choice === 'both') return true
+  const isStep = !Number.isInteger(event.id)
+  const isOutput = !isStep && event.id === event.end
+  return choice === 'steps' ? !isOutput : !isStep
+}
 
 /** Where a follower's events come from: what is there after an id, and a wait for more (true: no more will come). */
 export interface EventSource {
@@ -15,15 +30,21 @@ export interface EventSource {
 }
 
 /** A follower's frames: each read's events, with a gap wherever kept events skip output it never received. */
-export async function* follow(source: EventSource, lastId: number, signal: AbortSignal): AsyncGenerator<Buffer[]> {
-  let position = lastId
+export async function* follow(
+  source: EventSource,
+  lastId: number,
+  choice: EventsChoice,
+  signal: AbortSignal
+): AsyncGenerator<Buffer[]> {
+  // A step's id is the output before it, plus its rank: what the follower has is the whole bytes.
+  let position = Math.floor(lastId)
   while (!signal.aborted) {
     const events = await source.read(lastId)
     if (events.length > 0) {
-      const batch = withGaps(events, position)
+      const batch = withGaps(events, position, (event) => chosen(event, choice))
       position = batch.position
       lastId = events.at(-1)!.id
-      yield batch.frames
+      if (batch.frames.length > 0) yield batch.frames
     } else if (await source.settle(signal)) return
   }
 }

@@ -94,14 +94,11 @@ export class RunRegistry {
   /** The events of an async run of this caller's, for a follower; undefined when there is none to follow. */
   async feed(id: string, owner: string): Promise<Feed | undefined> {
     const recorder = this.#recorderOf(id)
-    if (recorder !== undefined) {
-      const { events } = recorder
-      return recorder.record.owner === owner ? (lastId, signal) => follow(logSource(events), lastId, signal) : undefined
-    }
-    const record = await this.#options.store.get(id)
-    if (record?.owner !== owner) return undefined
     const { store, saveEveryMs } = this.#options
-    return (lastId, signal) => follow(storeSource(store, record, saveEveryMs), lastId, signal)
+    const record = recorder?.record ?? (await store.get(id))
+    if (record?.owner !== owner) return undefined
+    const source = recorder === undefined ? storeSource(store, record, saveEveryMs) : logSource(recorder.events)
+    return (lastId, choice, signal) => follow(source, lastId, choice, signal)
   }
 
   /** Stops a run of this caller's (its whole process tree, wherever it runs) and answers with its final state. */

@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify'
-import type { RunHooks } from '../process/agent-process.js'
 import { RunEventLog } from './event-log.js'
+import type { LaunchHooks } from './launcher.js'
 import { OutputEvents } from './output-events.js'
 import { finishedStatus } from './result.js'
 import type { Run } from './run.js'
@@ -66,11 +66,12 @@ export class RunRecorder {
   }
 
   /** No reader can slow the agent down here: the log keeps what it may, bounded. */
-  readonly hooks: RunHooks = {
+  readonly hooks: LaunchHooks = {
     onOutput: (chunk) => {
       const event = this.#output.next(chunk)
       if (event !== null) this.events.appendOutput(event)
-    }
+    },
+    onStep: (step) => this.events.appendStep(step)
   }
 
   /** The launch's refusal, for the caller of POST /runs (the run never ran, nothing was stored). */

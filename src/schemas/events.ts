@@ -34,7 +34,18 @@ export const RunEvent = Type.Union(
       { title: 'GapEvent' }
     ),
     Type.Object(
-      { type: Type.Literal('step'), step: ref(Step) },
+      {
+        type: Type.Literal('step'),
+        id: Type.Optional(
+          Type.String({
+            pattern: '^[0-9]+\\.[0-9]+$',
+            description:
+              'Async runs: the output bytes before this step, a dot, and its rank among the steps read there, for ' +
+              'Last-Event-ID.'
+          })
+        ),
+        step: ref(Step)
+      },
       {
         title: 'StepEvent',
         description: 'What the agent is doing, read from its structured output (claude, codex, gemini, opencode).'

@@ -12,6 +12,15 @@ export const TIMEOUT_MAX_SECONDS = 1800
 const WslName = (description: string) =>
   Type.String({ pattern: '^[a-zA-Z0-9._-]+$', maxLength: 64, description })
 
+const eventsChoice = (description: string) =>
+  Type.Union([Type.Literal('both'), Type.Literal('steps'), Type.Literal('output')], { description })
+
+export const EventsChoice = eventsChoice(
+  'What a stream of the run carries: `step` events (what the agent does, for the agents that report it), its raw ' +
+    '`output`, or both. The result always ends the stream.'
+)
+export type EventsChoice = Static<typeof EventsChoice>
+
 export const RunParams = Type.Object(
   {
     task: Type.String({
@@ -40,6 +49,13 @@ export const RunParams = Type.Object(
     wsl_distro: Type.Optional(WslName('Windows hosts only: run the agent inside this WSL distro.')),
     wsl_user: Type.Optional(
       WslName('Windows hosts only: the distro user (the distro default otherwise). Requires wsl_distro.')
+    ),
+    events: Type.Optional(
+      eventsChoice(
+        'Streamed runs (NDJSON, SSE) and MCP progress: what the stream carries, `step` events, the raw `output` or ' +
+          'both. Default: both for streams; for MCP progress, steps when the agent reports them (readable lines), ' +
+          'else the output. Async runs choose when they are followed (GET /runs/{id}/events?events=).'
+      )
     )
   },
   {

@@ -19,12 +19,15 @@ export const RunStatus = Type.Union(
 )
 export type RunStatus = Static<typeof RunStatus>
 
+/** Chosen by each follower of an async run (GET /runs/{id}/events?events=), not by the run. */
+const { events: _events, ...asyncRunParams } = RunParams.properties
+
 /** POST /runs: the same fields as the tool routes, plus which tool (one of the agents this service runs). */
 export function runRequestSchema(toolNames: readonly string[]) {
   return Type.Object(
     {
       tool: Type.Union(toolNames.map((name) => Type.Literal(name)), { description: 'Which agent runs the task.' }),
-      ...RunParams.properties
+      ...asyncRunParams
     },
     {
       $id: 'RunRequest',
@@ -37,7 +40,7 @@ export function runRequestSchema(toolNames: readonly string[]) {
   )
 }
 /** `Tool`: the union of tool names where the catalog is known (schemas/ knows no agent). */
-export type RunRequest<Tool extends string = string> = Static<typeof RunParams> & { tool: Tool }
+export type RunRequest<Tool extends string = string> = Omit<Static<typeof RunParams>, 'events'> & { tool: Tool }
 
 const runStateProperties = {
   id: Type.String({ description: 'The run id, for /runs/{id}.' }),

@@ -180,8 +180,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Follow a run: its output from the beginning, then its result
-         * @description Server-sent events: every kept output event (each with an `id`), heartbeats while the agent is quiet, then the result, then the stream closes. With `Last-Event-ID`, only the events after that one. Closing the stream does not stop the run.
+         * Follow a run: its steps and output from the beginning, then its result
+         * @description Server-sent events: every kept step and output event (each with an `id`), heartbeats while the agent is quiet, then the result, then the stream closes. With `Last-Event-ID`, only the events after that one. Closing the stream does not stop the run.
          */
         get: operations["followRun"];
         put?: never;
@@ -307,6 +307,8 @@ export interface components {
             wsl_distro?: string;
             /** @description Windows hosts only: the distro user (the distro default otherwise). Requires wsl_distro. */
             wsl_user?: string;
+            /** @description Streamed runs (NDJSON, SSE) and MCP progress: what the stream carries, `step` events, the raw `output` or both. Default: both for streams; for MCP progress, steps when the agent reports them (readable lines), else the output. Async runs choose when they are followed (GET /runs/{id}/events?events=). */
+            events?: "both" | "steps" | "output";
         };
         /**
          * RunResult
@@ -533,6 +535,8 @@ export interface components {
         } | {
             /** @enum {string} */
             type: "step";
+            /** @description Async runs: the output bytes before this step, a dot, and its rank among the steps read there, for Last-Event-ID. */
+            id?: string;
             step: components["schemas"]["Step"];
         } | {
             /** @enum {string} */
@@ -1592,8 +1596,12 @@ export interface operations {
     };
     followRun: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description What a stream of the run carries: `step` events (what the agent does, for the agents that report it), its raw `output`, or both. The result always ends the stream. Default: both. */
+                events?: "both" | "steps" | "output";
+            };
             header?: {
+                /** @description The id of the last event received: an output’s (`1234`) or a step’s (`1234.2`). */
                 "last-event-id"?: string;
             };
             path: {

@@ -77,6 +77,25 @@ t.test('refusals are tool errors with the REST message: bad arguments, unknown t
   t.match(await holder, { ok: true }, 'the REST run holding the slot ends normally')
 })
 
+t.test('progress shows what the agent does, as lines people read, for the agents that report steps; output on request', async (t) => {
+  const app = await build(t)
+  const client = await connect(t, app)
+  const progressOf = async (args: Record<string, unknown>) => {
+    const progress: string[] = []
+    await client.callTool({ name: 'claude_run', arguments: { task: scenario.shell('ls', '/no/such/dir'), ...args } }, undefined, {
+      onprogress: (notification) => progress.push(notification.message ?? '')
+    })
+    return progress.join('')
+  }
+  const steps = await progressOf({})
+  t.match(steps, /^\$ ls \/no\/such\/dir\n/m, 'the command as it starts')
+  t.match(steps, /^\$ ls \/no\/such\/dir \(exit 2\)$/m, 'and as it ends, with its exit code')
+  t.notMatch(steps, /"type":/, 'no raw JSON by default')
+  t.match(await progressOf({ events: 'output' }), /^\{"type":"system"/, 'the raw output when asked')
+  const both = await progressOf({ events: 'both' })
+  t.ok(both.includes('"type":"assistant"') && both.includes('(exit 2)'), 'or both')
+})
+
 t.test('progress carries the output before the result; cancelling stops the agent and frees the slot', async (t) => {
   const app = await build(t)
   const client = await connect(t, app)

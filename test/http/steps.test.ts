@@ -1,5 +1,5 @@
 import t from 'tap'
-import { build, parseNdjson, scenario } from '../helpers/index.js'
+import { build, call, createRun, listen, outputs, outputText, parseNdjson, parseSse, refused, scenario, settled, type RunEvent } from '../helpers/index.js'
 
 // A caller following a live run sees what the agent does as `step` events, whichever CLI runs it, beside its output.
 
@@ -52,4 +52,55 @@ t.test('the result says what was done: codex (structured in every run) its comma
   })
   const crush = (await app.inject({ method: 'POST', url: '/tools/crush_run', payload: { task: 'hello' } })).json()
   t.match(crush, { ok: true, session_id: null, usage: null, steps_summary: null })
+})
+
+const stepsOf = (events: RunEvent[]) => events.filter((event) => event.type === 'step')
+
+t.test('a stream carries what the caller chose: steps, output or both (the default); the result ends each', async (t) => {
+  const app = await build(t)
+  const streamed = async (events?: string) => parseNdjson((await app.inject({
+    method: 'POST',
+    url: '/tools/codex_run',
+    payload: { task: scenario.shell('ls', '/no/such/dir'), ...(events === undefined ? {} : { events }) },
+    headers: { accept: 'application/x-ndjson' }
+  })).body)
+  const both = await streamed()
+  t.ok(stepsOf(both).length > 0 && outputs(both).length > 0, 'by default, both')
+  const steps = await streamed('steps')
+  t.same(outputs(steps), [], 'steps: no output event')
+  t.same(stepsOf(steps), stepsOf(both), 'the same steps')
+  const output = await streamed('output')
+  t.same(stepsOf(output), [], 'output: no step event')
+  const sameRunAside = (text: string) => text.replace(/[0-9a-f]{8}-[0-9a-f-]{27}/g, 'ID')
+  t.equal(sameRunAside(outputText(output)), sameRunAside(outputText(both)), 'the same output (its thread id aside)')
+  for (const events of [both, steps, output]) t.match(events.at(-1), { type: 'result', result: { ok: true, steps_summary: { commands: [{ exit_code: 2 }] } } })
+  t.match((await refused(app, 'codex_run', { task: 'x', events: 'all' })).body, { code: 'VALIDATION_ERROR', message: /events/ })
+})
+
+t.test('an async run keeps its steps among its events: each with an id to resume from, chosen by each follower', async (t) => {
+  const app = await build(t)
+  const base = await listen(t, app)
+  const created = await createRun(app, { tool: 'claude_run', task: scenario.shell('ls', '/no/such/dir') })
+  await settled(app, created.id)
+  const followed = async (query = '', lastEventId?: string) => parseSse(await (await fetch(`${base}/runs/${created.id}/events${query}`, {
+    headers: lastEventId === undefined ? {} : { 'last-event-id': lastEventId }
+  })).text()).filter((frame) => frame.event !== 'heartbeat')
+  const all = await followed()
+  const steps = all.filter((frame) => frame.event === 'step')
+  const commands = steps.filter((frame) => (frame.data as { step: { kind: string } }).step.kind === 'command')
+  t.match(commands.map((frame) => frame.data), [
+    { type: 'step', step: { kind: 'command', phase: 'started', command: 'ls /no/such/dir' } },
+    { type: 'step', step: { kind: 'command', phase: 'completed', exit_code: 2 } }
+  ].map((step) => ({ ...step, id: /^[0-9]+\.[0-9]+$/ })), 'the command’s start and end, in the log')
+  t.ok(steps.every((frame) => frame.id === (frame.data as { id: string }).id), 'the SSE id is the data’s')
+  t.same((await followed('?events=steps')).map((frame) => frame.event), [...steps.map(() => 'step'), 'result'], 'steps only')
+  t.notOk((await followed('?events=output')).some((frame) => frame.event === 'step'), 'output only')
+  const afterFirst = await followed('', steps[0]!.id)
+  t.same(afterFirst, all.slice(all.indexOf(steps[0]!) + 1), 'Last-Event-ID of a step: exactly what came after it')
+  const bad = await fetch(`${base}/runs/${created.id}/events`, { headers: { 'last-event-id': '3.x' } })
+  t.equal(bad.status, 400)
+  t.match(await bad.json(), { code: 'VALIDATION_ERROR' })
+  t.equal((await fetch(`${base}/runs/${created.id}/events?events=all`)).status, 400)
+  const chosenAtStart = await call(app, 'POST', '/runs', { body: { tool: 'claude_run', task: 'x', events: 'steps' } })
+  t.match(chosenAtStart, { status: 400, body: { code: 'VALIDATION_ERROR' } }, 'an async run’s followers choose, not its request')
 })

@@ -1,6 +1,8 @@
 import t from 'tap'
-import { RunEventLog, withGaps, type StoredEvent } from '#src/runs/event-log.js'
-import type { RunResult } from '#src/schemas/run.js'
+import { parseEventId, RunEventLog, withGaps, type StoredEvent } from '#src/runs/event-log.js'
+import { follow, logSource } from '#src/runs/follow.js'
+import type { EventsChoice, RunResult } from '#src/schemas/run.js'
+import type { Step } from '#src/schemas/steps.js'
 import type { RunEvent } from '#src/schemas/events.js'
 import { completeUtf8Length, OutputEvents } from '#src/runs/output-events.js'
 
@@ -101,4 +103,68 @@ t.test('a character split across chunks is never split across events, and ids co
   t.equal(completeUtf8Length(Buffer.from([0x61, 0xc3])), 1)
   t.equal(completeUtf8Length(Buffer.from('é')), 2)
   t.equal(completeUtf8Length(Buffer.from([0x80, 0x80, 0x80, 0x80, 0x80])), 5, 'continuation bytes alone are not held')
+})
+
+const message = (text: string): Step => ({ kind: 'message', text, truncated: false })
+const labels = (events: StoredEvent[]) => events.map((event) => /^id: (.*)$/m.exec(event.frame.toString())![1])
+
+t.test('steps sort after the output read before them: ids name the bytes and the rank, and resume exactly', async (t) => {
+  const log = new RunEventLog(1 << 20)
+  const output = new OutputEvents()
+  log.appendStep(message('before any output'))
+  write(log, output, ['ab'])
+  log.appendStep(message('one'))
+  log.appendStep(message('two'))
+  write(log, output, ['c'])
+  log.close(output.closing({ tool: 'claude_run' } as RunResult))
+  const all = log.after(0)
+  t.same(labels(all), ['0.1', '2', '2.1', '2.2', '3', '4'], 'SSE ids: an output’s end, a step’s output-before and rank')
+  t.ok(all.every((event, index) => index === 0 || event.id > all[index - 1]!.id), 'the numbers they are kept by only grow')
+  t.same(decode(framesOf(all)).filter((event) => event.type === 'step').map((event) => (event as { id: string }).id), ['0.1', '2.1', '2.2'], 'the data carries the id too')
+  t.same(labels(log.after(parseEventId('2.1')!)), ['2.2', '3', '4'], 'resuming after a step: the next step, then the output')
+  t.same(labels(log.after(parseEventId('2')!)), ['2.1', '2.2', '3', '4'], 'after an output: its steps first')
+  t.equal(gapOf(framesOf(log.after(parseEventId('2.2')!), 2)), undefined, 'a step carries no bytes: no gap')
+})
+
+t.test('Last-Event-ID: only the ids this log gives', async (t) => {
+  t.equal(parseEventId('0'), 0)
+  t.equal(parseEventId('17.3'), 17 + 3 / 4096)
+  t.equal(parseEventId('17.9999'), 17 + 4095 / 4096, 'a rank past the last one is after every step there')
+  for (const bad of ['', '-1', '1.', '.1', '1.2.3', '1e3', ' 1', '1234567890123456']) t.equal(parseEventId(bad), undefined, JSON.stringify(bad))
+})
+
+t.test('thousands of steps with no output between them: the log keeps the first 4095, never an id out of order', async (t) => {
+  const log = new RunEventLog(1 << 30)
+  for (let index = 0; index < 5000; index++) log.appendStep(message(String(index)))
+  const kept = log.after(0)
+  t.equal(kept.length, 4095)
+  t.ok(kept.every((event) => event.id < 1), 'all before the first byte that follows')
+})
+
+t.test('steps past the limit are dropped like output: the store is told, even when no byte was dropped', async (t) => {
+  const log = new RunEventLog(2000)
+  for (let index = 0; index < 200; index++) log.appendStep(message('x'.repeat(50)))
+  const dropped = log.dropped()
+  t.ok(dropped !== undefined, 'a dropped range')
+  const kept = log.after(0)
+  t.ok(kept.some((event) => event.id <= dropped!.after) && kept.some((event) => event.id >= dropped!.before), 'head and tail kept around it')
+  t.notOk(kept.some((event) => event.id > dropped!.after && event.id < dropped!.before), 'nothing kept inside it')
+})
+
+t.test('a follower chooses steps, output or both: the result ends every choice', async (t) => {
+  const log = new RunEventLog(1 << 20)
+  const output = new OutputEvents()
+  write(log, output, ['ab'])
+  log.appendStep(message('one'))
+  write(log, output, ['c'])
+  log.close(output.closing({ tool: 'claude_run' } as RunResult))
+  const kinds = async (choice: EventsChoice, lastId = 0) => {
+    const frames: Buffer[] = []
+    for await (const batch of follow(logSource(log), lastId, choice, new AbortController().signal)) frames.push(...batch)
+    return decode(frames).map((event) => event.type)
+  }
+  t.same(await kinds('both'), ['output', 'step', 'output', 'result'])
+  t.same(await kinds('steps'), ['step', 'result'])
+  t.same(await kinds('output'), ['output', 'output', 'result'])
+  t.same(await kinds('steps', parseEventId('2.1')), ['result'], 'resumed after its last step: what follows, still chosen')
 })

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
 import pino from 'pino'
-import { encodeEvent, type StoredEvent } from '#src/runs/event-log.js'
+import { encodeEvent, parseEventId, RunEventLog, type StoredEvent } from '#src/runs/event-log.js'
 import { MemoryRunStore } from '#src/runs/stores/memory-store.js'
 import { RedisRunStore } from '#src/runs/stores/redis-store.js'
 import type { RetentionOptions, RunRecord, RunStore } from '#src/runs/stores/run-store.js'
@@ -89,6 +89,20 @@ if (NO_REDIS === false) {
 
 for (const [kind, open] of Object.entries(stores)) {
   t.test(`${kind} store`, async (t) => {
+    t.test('a step’s id falls between two bytes: kept exactly, in order, and resumed after', async (t) => {
+      const store = await open(t, { retentionMs: 60_000, maxFinished: 10 })
+      const run = record('alice')
+      await store.create(run)
+      const log = new RunEventLog(1 << 20)
+      log.appendOutput({ type: 'output', id: 1, offset: 0, data: 'a' })
+      for (const text of ['one', 'two']) log.appendStep({ kind: 'message', text, truncated: false })
+      log.appendOutput({ type: 'output', id: 3, offset: 1, data: 'bb' })
+      await store.saveEvents(run.id, log.after(0), undefined)
+      const kept = await store.events(run.id, 0, 100)
+      t.same(kept, log.after(0), 'ids, ranges and frames as the log gave them')
+      t.same((await store.events(run.id, parseEventId('1.1')!, 100)).map((event) => event.id), [1 + 2 / 4096, 3], 'after a step: the next step, then the output')
+    })
+
     t.test('keeps a run, its events (less the dropped middle) and its end; lists by owner, newest first', async (t) => {
       const store = await open(t, { retentionMs: 60_000, maxFinished: 10 })
       t.equal(store.kind, kind)

@@ -8,6 +8,7 @@ import type { RunLauncher } from '../../runs/launcher.js'
 import type { Run } from '../../runs/run.js'
 import { serviceError } from '../../errors.js'
 import { errorResponses } from '../../schemas/shared.js'
+import { PendingProgress, PROGRESS_EVERY_MS, PROGRESS_PENDING_BYTES, stepLine } from './progress.js'
 import { mcpToolOf, paramsOf } from './tools.js'
 
 interface McpRouteOptions {
@@ -34,47 +35,6 @@ async function importSdk() {
     import('@modelcontextprotocol/sdk/types.js')
   ])
   return { Server, StreamableHTTPServerTransport, CallToolRequestSchema, ListToolsRequestSchema }
-}
-
-/** Progress carries the agent's output as it comes, at most this often. */
-const PROGRESS_EVERY_MS = 250
-/**
- * Progress is a live view, not the record (the result carries the output): what waits for the next notification keeps
- * at most its last this many bytes, and nothing is sent while the client has not taken the last ones in.
- */
-const PROGRESS_PENDING_BYTES = 64 * 1024
-
-/**
- * The newest output not sent yet, at most PROGRESS_PENDING_BYTES of it (whole chunks are dropped from the front, as
- * bytes: nothing is decoded that will not be sent), and how many bytes were left out before it.
- */
-class PendingOutput {
-  #chunks: Buffer[] = []
-  #bytes = 0
-  #skipped = 0
-
-  push(chunk: Buffer): void {
-    this.#chunks.push(chunk)
-    this.#bytes += chunk.length
-    while (this.#bytes - this.#chunks[0]!.length >= PROGRESS_PENDING_BYTES) {
-      const dropped = this.#chunks.shift()!
-      this.#bytes -= dropped.length
-      this.#skipped += dropped.length
-    }
-  }
-
-  get empty(): boolean {
-    return this.#bytes === 0
-  }
-
-  take(): string {
-    const text = Buffer.concat(this.#chunks).toString('utf8')
-    const message = this.#skipped === 0 ? text : `…[${String(this.#skipped)} bytes of output not shown]…\n${text}`
-    this.#chunks = []
-    this.#bytes = 0
-    this.#skipped = 0
-    return message
-  }
 }
 
 const toolError = (message: string): CallToolResult => ({ isError: true, content: [{ type: 'text', text: message }] })
@@ -128,7 +88,9 @@ const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, { tools, regis
       inFlight.set(key, sameId.add(run))
       runs.add(run)
       const progressToken = request.params._meta?.progressToken
-      const pending = new PendingOutput()
+      // Progress is read by people: what the agent does, when it says so, rather than its raw JSON lines.
+      const choice = params.events ?? (tool.reportsSteps ? 'steps' : 'output')
+      const pending = new PendingProgress()
       let sent = 0
       let timer: NodeJS.Timeout | undefined
       const flush = async (final = false): Promise<void> => {
@@ -150,15 +112,22 @@ const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, { tools, regis
         }
       }
       try {
-        const result = await launcher.launch(run, params, app.log, {
-          onOutput:
-            progressToken === undefined
-              ? undefined
-              : (chunk) => {
-                  pending.push(chunk)
-                  timer ??= setTimeout(() => void flush(), PROGRESS_EVERY_MS)
-                }
-        })
+        const progress = (chunk: Buffer): void => {
+          pending.push(chunk)
+          timer ??= setTimeout(() => void flush(), PROGRESS_EVERY_MS)
+        }
+        const result = await launcher.launch(
+          run,
+          params,
+          app.log,
+          progressToken === undefined
+            ? {}
+            : {
+                // Followed live either way: the agent writes its structured output, which its steps are read from.
+                onOutput: (chunk) => { if (choice !== 'steps') progress(chunk) },
+                ...(choice === 'output' ? {} : { onStep: (step) => progress(Buffer.from(`${stepLine(step)}\n`)) })
+              }
+        )
         clearTimeout(timer)
         await flush(true)
         return { content: [{ type: 'text', text: result.output }], structuredContent: result, isError: !result.ok }

@@ -4,6 +4,8 @@ import { Type } from '@sinclair/typebox'
 import { serviceError } from '../../errors.js'
 import type { ToolName } from '../../agents/catalog.js'
 import type { RunRegistry } from '../../runs/registry.js'
+import { EVENT_ID_PATTERN, parseEventId } from '../../runs/event-log.js'
+import { EventsChoice } from '../../schemas/run.js'
 import { RunState, RunSummary, type RunRequest } from '../../schemas/runs.js'
 import { ref } from '../../schemas/ref.js'
 import { errorResponses } from '../../schemas/shared.js'
@@ -99,13 +101,25 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
       schema: {
         operationId: 'followRun',
         tags: ['runs'],
-        summary: 'Follow a run: its output from the beginning, then its result',
+        summary: 'Follow a run: its steps and output from the beginning, then its result',
         description:
-          'Server-sent events: every kept output event (each with an `id`), heartbeats while the agent is quiet, ' +
-          'then the result, then the stream closes. With `Last-Event-ID`, only the events after that one. Closing ' +
-          'the stream does not stop the run.',
+          'Server-sent events: every kept step and output event (each with an `id`), heartbeats while the agent is ' +
+          'quiet, then the result, then the stream closes. With `Last-Event-ID`, only the events after that one. ' +
+          'Closing the stream does not stop the run.',
         params: RunId,
-        headers: Type.Object({ 'last-event-id': Type.Optional(Type.String({ pattern: '^[0-9]+$' })) }),
+        querystring: Type.Object({
+          events: Type.Optional(
+            Type.Union(EventsChoice.anyOf, { description: `${EventsChoice.description!} Default: both.` })
+          )
+        }),
+        headers: Type.Object({
+          'last-event-id': Type.Optional(
+            Type.String({
+              pattern: EVENT_ID_PATTERN,
+              description: 'The id of the last event received: an output’s (`1234`) or a step’s (`1234.2`).'
+            })
+          )
+        }),
         response: {
           200: {
             description: 'The event stream.',
@@ -127,7 +141,8 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
       reply.raw.once('close', () => gone.abort())
       // The feed is pulled only as fast as this follower takes it: one that falls behind skips to what the run still
       // keeps (a gap event says how much it missed), so a slow reader never makes the service hold more.
-      for await (const frames of feed(Number(request.headers['last-event-id'] ?? 0), gone.signal)) {
+      const lastId = parseEventId(request.headers['last-event-id'] ?? '0')!
+      for await (const frames of feed(lastId, request.query.events ?? 'both', gone.signal)) {
         for (const frame of frames) writer.sendFrame(frame)
         if (!writer.closed && reply.raw.writableNeedDrain) await writer.drained()
       }

@@ -12,6 +12,8 @@ import type { RunLauncher } from '../../runs/launcher.js'
 import { EventWriter } from '../event-writer.js'
 import { negotiateStream } from '../stream-format.js'
 import { OutputEvents } from '../../runs/output-events.js'
+import type { RunEvent } from '../../schemas/events.js'
+import type { Step } from '../../schemas/steps.js'
 import { stopWhenClientLeaves } from './client-gone.js'
 
 interface ToolRoutesOptions {
@@ -91,6 +93,10 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, opt
           // The stream opens only once the agent runs, so every refusal before it is the same JSON error as without it.
           const writer = new EventWriter(reply.raw, format, config.heartbeatMs)
           const events = new OutputEvents()
+          const choice = params.events ?? 'both'
+          // No id: a synchronous stream cannot be resumed, so it offers nothing to resume from.
+          const sendOutput = ({ id: _id, ...event }: Extract<RunEvent, { type: 'output' | 'result' }>): boolean =>
+            choice === 'steps' && event.type === 'output' ? !writer.behind : writer.send(event)
           const result = await launcher.launch(run, params, request.log, {
             onSpawn: () => {
               reply.hijack()
@@ -99,16 +105,13 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, opt
             sink: {
               write: (chunk) => {
                 const event = events.next(chunk)
-                if (event === null) return true
-                // No id: a synchronous stream cannot be resumed, so it offers nothing to resume from.
-                const { id: _id, ...withoutId } = event
-                return writer.send(withoutId)
+                return event === null || sendOutput(event)
               },
               onDrain: (resume) => writer.onDrain(resume)
             },
-            onStep: (step) => writer.send({ type: 'step', step })
+            ...(choice === 'output' ? {} : { onStep: (step: Step) => writer.send({ type: 'step', step }) })
           })
-          for (const { id: _id, ...event } of events.closing(result)) writer.send(event)
+          for (const event of events.closing(result)) sendOutput(event)
           writer.close()
           // Fastify's word for "answered already": awaiting the reply (a thenable) would wait for the socket instead.
           // eslint-disable-next-line @typescript-eslint/return-await
