@@ -22,8 +22,23 @@ const RUNS = Number(process.env.BENCH_RUNS ?? 3)
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3)
 const RELAY_BYTES = Number(process.env.BENCH_RELAY_BYTES ?? 1024 ** 3)
 const STREAMS = 16
+/** Issue 27's scale: live runs each calling a tool every STEP_EVERY_MS, FOLLOWERS SSE clients spread over them. */
+const LIVE_RUNS = Number(process.env.BENCH_LIVE_RUNS ?? 100)
+const FOLLOWERS = Number(process.env.BENCH_FOLLOWERS ?? 500)
+const STEP_EVERY_MS = 100
+/**
+ * A claude tool call in stream-json, its use then its result with 2 KiB of a command's output (the long lines of a real
+ * run): every line a step for the parser to read.
+ */
+const COMMAND_OUTPUT = `${'x'.repeat(79)}\n`.repeat(26)
+const STEP_LINES = [
+  { type: 'assistant', message: { content: [{ type: 'tool_use', id: 'toolu_bench', name: 'Bash', input: { command: 'ls' } }] } },
+  { type: 'user', message: { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_bench', content: COMMAND_OUTPUT, is_error: false }] } }
+].map((line) => JSON.stringify(line))
 /** BENCH_ONLY=agents: only the real CLI's rows (a minute, against the whole bench's quarter of an hour). */
 const ONLY_AGENTS = process.env.BENCH_ONLY === 'agents'
+/** BENCH_ONLY=steps: only issue 27's rows (the step parser and steps at scale). */
+const ONLY_STEPS = process.env.BENCH_ONLY === 'steps'
 const AGENT_ROUNDS = Number(process.env.BENCH_AGENT_ROUNDS ?? 5)
 
 const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]
@@ -123,6 +138,52 @@ async function relay(kind) {
   return { mbps: RELAY_BYTES / 1e6 / seconds, peakMb }
 }
 
+/**
+ * The same stream-json flood relayed as NDJSON twice, back to back: through crush (no step parser) and through claude
+ * (its parser reads every line; `events` chooses whether its steps are sent too). MB/s of the agent's bytes.
+ */
+async function stepsRelay(tool, events) {
+  const service = await startService()
+  const started = performance.now()
+  const body = { task: `@flood-lines ${RELAY_BYTES} ${STEP_LINES.join(' ')}`, ...(events ? { events } : {}) }
+  await drainBody(await post(service.base, `/tools/${tool}`, body, 'application/x-ndjson'))
+  const seconds = (performance.now() - started) / 1000
+  await service.stop()
+  return { mbps: RELAY_BYTES / 1e6 / seconds }
+}
+
+/** Resolves once the response's first bytes have come, then drains it in the background until it ends or aborts. */
+async function following(url, signal) {
+  const response = await fetch(url, { signal })
+  const reader = response.body.getReader()
+  await reader.read()
+  void (async () => {
+    while (!(await reader.read().catch(() => ({ done: true }))).done);
+  })()
+}
+
+/**
+ * LIVE_RUNS async claude runs, each calling a tool every STEP_EVERY_MS, followed by FOLLOWERS SSE clients: /healthz
+ * p99 against idle, and what the service's RSS grew by per live run.
+ */
+async function stepsAtScale() {
+  const service = await startService({ MAX_CLAUDE_AGENTS: String(LIVE_RUNS) })
+  const healthz = `${service.base}/healthz`
+  const idle = await probe('http-latency.mjs', [SECONDS, 'GET', healthz])
+  const idleRssKb = procKb(service.child.pid, 'VmRSS')
+  const task = `@tool-calls 1000000 ${STEP_EVERY_MS}`
+  const ids = await Promise.all(Array.from({ length: LIVE_RUNS }, async () =>
+    (await (await post(service.base, '/runs', { tool: 'claude_run', task })).json()).id))
+  const controller = new AbortController()
+  await Promise.all(Array.from({ length: FOLLOWERS }, (_, index) =>
+    following(`${service.base}/runs/${ids[index % ids.length]}/events`, controller.signal)))
+  const loaded = await probe('http-latency.mjs', [SECONDS, 'GET', healthz])
+  const loadedRssKb = procKb(service.child.pid, 'VmRSS')
+  controller.abort()
+  await service.stop()
+  return { idleP99: idle.p99, loadedP99: loaded.p99, rssPerRunKb: (loadedRssKb - idleRssKb) / LIVE_RUNS }
+}
+
 async function bareDrain() {
   const { bytes, ms } = await probe('drain.mjs', [STAND_IN, 'run', '--', `@flood ${RELAY_BYTES}`])
   // The stand-in also prints its one-line answer.
@@ -197,7 +258,30 @@ async function agentsOnce() {
 
 /** One pass over every row; each value is B's cost relative to its yardstick A, measured back to back. */
 async function measureOnce() {
+  if (ONLY_STEPS) return stepsOnce()
   return { ...(ONLY_AGENTS ? {} : await serviceOnce()), ...await agentsOnce() }
+}
+
+/** Issue 27's rows: the step parser's cost on a flood, and steps at scale. */
+async function stepsOnce() {
+  const plainRelay = await stepsRelay('crush_run')
+  const parsedRelay = await stepsRelay('claude_run', 'output')
+  const stepsRelayed = await stepsRelay('claude_run')
+  const stepsOnly = await stepsRelay('claude_run', 'steps')
+  const scale = await stepsAtScale()
+  return {
+    plainRelayMbps: plainRelay.mbps,
+    parsedRelayMbps: parsedRelay.mbps,
+    stepsRelayMbps: stepsRelayed.mbps,
+    parsedRelay: parsedRelay.mbps / plainRelay.mbps,
+    stepsRelay: stepsRelayed.mbps / plainRelay.mbps,
+    stepsOnlyMbps: stepsOnly.mbps,
+    stepsOnly: stepsOnly.mbps / plainRelay.mbps,
+    scaleIdleP99: scale.idleP99,
+    scaleLoadedP99: scale.loadedP99,
+    scaleRatio: scale.loadedP99 / scale.idleP99,
+    rssPerRunKb: scale.rssPerRunKb
+  }
 }
 
 async function serviceOnce() {
@@ -228,6 +312,7 @@ async function serviceOnce() {
     healthIdleP99: health.idleP99,
     healthLoadedP99: health.loadedP99,
     healthRatio: health.loadedP99 / health.idleP99,
+    ...(await stepsOnce()),
     bareSpawnP50: latency.bare,
     addedP50: latency.added,
     addedP50Group: latencyGroup.added,
@@ -266,6 +351,13 @@ const agentRows = [
   ['real claude (scripted, one tool call) through the service vs bare, pid-namespace', `bare ${mid('claudeBareMs')} ms`, `${spread('claudeRatio')}, ${spread('claudeAddedMs', 0, ' ms')}`, '≤ +3 % or +30 ms', withinAgentTarget('claudeAddedMs')],
   ['… with AGENT_CONTAINMENT=process-group', '', `${spread('claudeRatioGroup')}, ${spread('claudeAddedMsGroup', 0, ' ms')}`, '≤ +3 % or +30 ms', withinAgentTarget('claudeAddedMsGroup')]
 ]
+const stepsRows = () => [
+  ['stream-json flood as NDJSON: claude (step parser on, steps not sent) vs crush (no parser)', `${mid('parsedRelayMbps')} vs ${mid('plainRelayMbps')} MB/s`, spread('parsedRelay'), '≥ 0.9×', verdict('parsedRelay', (v) => v >= 0.9)],
+  ['… with its steps sent too (the default)', `${mid('stepsRelayMbps')} MB/s`, spread('stepsRelay'), '', ''],
+  ['… its steps alone (`events: steps`)', `${mid('stepsOnlyMbps')} MB/s`, spread('stepsOnly'), '', ''],
+  [`healthz p99 with ${LIVE_RUNS} runs calling a tool every ${STEP_EVERY_MS} ms, ${FOLLOWERS} SSE followers, vs idle`, `${mid('scaleLoadedP99', 2)} vs ${mid('scaleIdleP99', 2)} ms`, spread('scaleRatio', 1), '≤ 5×', verdict('scaleRatio', (v) => v <= 5)],
+  ['… the service’s RSS per live run (followers included)', '', spread('rssPerRunKb', 0, ' KiB'), '≤ 1024 KiB', verdict('rssPerRunKb', (v) => v <= 1024)]
+]
 const serviceRows = () => [
   ['sync relay MB/s vs bare Node drain', `${mid('syncMbps')} vs ${mid('drainMbps')} MB/s`, spread('syncRelay'), '≥ 0.5×', verdict('syncRelay', (v) => v >= 0.5)],
   ['NDJSON relay vs bare Node drain', `${mid('ndjsonMbps')} vs ${mid('drainMbps')} MB/s`, spread('ndjsonRelay'), '≥ 0.15×', verdict('ndjsonRelay', (v) => v >= 0.15)],
@@ -273,6 +365,7 @@ const serviceRows = () => [
   ['async+SSE relay vs NDJSON relay', `${mid('sseMbps')} vs ${mid('ndjsonMbps')} MB/s`, spread('sseRelay'), '≥ 0.9×', verdict('sseRelay', (v) => v >= 0.9)],
   ['… its peak RSS vs the sync route’s', `${mid('ssePeakMb')} vs ${mid('syncPeakMb')} MB`, spread('sseRss'), '≤ 1.5×', verdict('sseRss', (v) => v <= 1.5)],
   [`healthz p99 with ${STREAMS} NDJSON streams vs idle`, `${mid('healthLoadedP99', 2)} vs ${mid('healthIdleP99', 2)} ms`, spread('healthRatio', 1), '≤ 5×', verdict('healthRatio', (v) => v <= 5)],
+  ...stepsRows(),
   ['added latency p50 over bare spawn (pid-namespace, this host’s auto)', `bare spawn ${mid('bareSpawnP50', 2)} ms`, spread('addedP50', 2, ' ms'), '≤ +0.4 ms', verdict('addedP50', (v) => v <= 0.4)],
   ['… with AGENT_CONTAINMENT=process-group', '', spread('addedP50Group', 2, ' ms'), '(≤ +0.4 ms)', verdict('addedP50Group', (v) => v <= 0.4)],
   ['sync throughput vs raw spawn loop, c=4', `raw ${mid('c4Raw')} runs/s`, spread('c4'), '≥ 0.9×', verdict('c4', (v) => v >= 0.9)],
@@ -281,7 +374,7 @@ const serviceRows = () => [
   ['idle RSS vs Fastify hello world', `${mid('serviceRss')} vs ${mid('helloRss')} MB`, spread('rssRatio'), '≤ 1.3×', verdict('rssRatio', (v) => v <= 1.3)],
   ...agentRows
 ]
-const rows = ONLY_AGENTS ? agentRows : serviceRows()
+const rows = ONLY_AGENTS ? agentRows : ONLY_STEPS ? stepsRows() : serviceRows()
 
 const fastifyVersion = JSON.parse(readFileSync(`${ROOT}node_modules/fastify/package.json`, 'utf8')).version
 const table = `# agent-runner benchmark
@@ -298,5 +391,6 @@ ${readFileSync(`${ROOT}bench/findings.md`, 'utf8')}`
 
 process.stdout.write(table)
 // `npm run bench:node24` writes its own file, beside the machine's Node's; the agents' rows alone, theirs.
-const resultsFile = process.env.BENCH_RESULTS ?? (ONLY_AGENTS ? 'bench/results-agents.md' : 'bench/results.md')
+const resultsFile = process.env.BENCH_RESULTS ??
+  (ONLY_AGENTS ? 'bench/results-agents.md' : ONLY_STEPS ? 'bench/results-steps.md' : 'bench/results.md')
 writeFileSync(`${ROOT}${resultsFile}`, table)

@@ -27,8 +27,11 @@ export class StepReader {
     const steps: Step[] = []
     let start = 0
     for (let newline = chunk.indexOf(0x0a); newline !== -1; newline = chunk.indexOf(0x0a, start)) {
-      this.#hold(chunk.subarray(start, newline))
-      steps.push(...this.#line())
+      // A line whole in this chunk is read where it lies: no copy (a flood of short lines is mostly these).
+      const lineSteps = this.#pendingBytes === 0 && !this.#overlong
+        ? this.#read(chunk.toString('utf8', start, newline))
+        : (this.#hold(chunk.subarray(start, newline)), this.#line())
+      for (const step of lineSteps) steps.push(step)
       start = newline + 1
     }
     this.#hold(chunk.subarray(start))
@@ -55,15 +58,19 @@ export class StepReader {
 
   #line(): Step[] {
     const overlong = this.#overlong
-    const text = Buffer.concat(this.#pending).toString('utf8').trim()
+    const text = Buffer.concat(this.#pending).toString('utf8')
     this.#pending = []
     this.#pendingBytes = 0
     this.#overlong = false
-    if (overlong) {
-      this.skipped++
-      return []
-    }
-    if (text === '') return []
+    if (!overlong) return this.#read(text)
+    this.skipped++
+    return []
+  }
+
+  #read(line: string): Step[] {
+    // Blanks around a value (a BOM, a CR before the newline) are no part of it; a blank line is no line.
+    const text = line.length > 0 && isBlank(line.charCodeAt(0)) ? line.trim() : line
+    if (text.length === 0) return []
     try {
       return this.#parser.read(JSON.parse(text))
     } catch {
@@ -72,3 +79,6 @@ export class StepReader {
     }
   }
 }
+
+/** Whether a line starting with this may start with blanks (JSON's whitespace, a BOM, Unicode spaces). */
+const isBlank = (code: number): boolean => code <= 0x20 || code === 0xa0 || code === 0xfeff || code >= 0x2000

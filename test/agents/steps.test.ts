@@ -160,3 +160,14 @@ t.test('what is not a step is skipped and counted, a huge line is never held who
   t.match(long, [{ kind: 'message', truncated: true }], 'a long message is cut to an excerpt')
   t.equal((long[0] as { text: string }).text.length, 4096)
 })
+
+t.test('blanks are no lines, and blanks around a line are no part of it: CRLF, a BOM, spaces, whole in a chunk or split', async (t) => {
+  const text = (said: string) => `{"type":"assistant","message":{"content":[{"type":"text","text":"${said}"}]}}`
+  const stream = ['', '   ', '\r', `\ufeff${text('after a BOM')}`, `${text('with CRLF')}\r`, `  ${text('indented')}  `, '\u00a0'].join('\n') + '\n'
+  const expected = ['after a BOM', 'with CRLF', 'indented'].map((said) => ({ kind: 'message', text: said, truncated: false }))
+  for (const cuts of [[], [1], [5, 40, 90]]) {
+    const { steps, skipped } = stepsOf(claudeSteps(), stream, cuts)
+    t.same(steps, expected, `cut at ${JSON.stringify(cuts)}`)
+    t.equal(skipped, 0, 'and nothing skipped')
+  }
+})
