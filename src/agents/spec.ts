@@ -4,6 +4,8 @@ import type { ParsedReport } from './report.js'
 
 /** One run's structured output read into steps, one JSON value (one line) at a time; a fresh one per run. */
 export interface StepParser {
+  /** Each line of the output as text (blank ones too), for a CLI that prints no JSON; otherwise each line's JSON. */
+  readsText?: boolean
   read(event: unknown): Step[]
   /** The CLI's id of the conversation, once it has said it (what resuming it would name). */
   session(): string | null

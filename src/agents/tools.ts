@@ -38,9 +38,10 @@ export class AgentTool {
     return this.spec.parseReport?.(output) ?? null
   }
 
-  /** Its structured output is read as steps. */
-  get reportsSteps(): boolean {
-    return this.spec.steps !== undefined
+  /** Its output says what it does (commands, edits, tool calls), not only its text: steps say more than the output. */
+  get reportsActions(): boolean {
+    const parser = this.steps()
+    return parser !== null && parser.readsText !== true
   }
 
   /** A fresh reader of one run's structured output; null for a CLI whose output is plain text. */

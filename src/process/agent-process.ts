@@ -33,7 +33,10 @@ export interface RunHooks {
   /** Its stop has begun (asked for, or its deadline): told once, before the first signal. */
   onStopping?: (reason: StopReason) => void
   onOutput?: (chunk: Buffer) => void
-  /** Sees stdout alone, each chunk before onOutput does: where a CLI writes its structured output (stderr is noise). */
+  /**
+   * Sees stdout alone, each chunk after onOutput has: where a CLI writes its structured output (stderr is noise), so
+   * what is read from a line follows the output that carries it.
+   */
   onStdout?: (chunk: Buffer) => void
   /** A reader of the live output that may fall behind: while it does, the agent's pipes pause (and the agent). */
   sink?: OutputSink
@@ -170,8 +173,8 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentEnd> {
   // Even its first read waits for a turn: a crowd of runs starting together would otherwise all read in one.
   if (options.turns !== undefined) waitForTurn(options.turns)
   child.stdout.on('data', (chunk: Buffer) => {
-    options.onStdout?.(chunk)
     collect(chunk)
+    options.onStdout?.(chunk)
   })
   child.stderr.on('data', collect)
 

@@ -8,8 +8,9 @@ import type { Step } from '../schemas/steps.js'
 const STEP_LINE_MAX_BYTES = 1024 * 1024
 
 /**
- * An agent's stdout, in chunks cut anywhere, read as JSON lines into steps: the same steps however it is chunked. A
- * line that is not JSON, too long, or one the parser chokes on is skipped and counted, never a crash.
+ * An agent's stdout, in chunks cut anywhere, read as JSON lines (text lines, for a parser that reads text) into steps:
+ * the same steps however it is chunked. A line that is not JSON, too long, or one the parser chokes on is skipped and
+ * counted, never a crash.
  */
 export class StepReader {
   readonly #parser: StepParser
@@ -68,6 +69,7 @@ export class StepReader {
   }
 
   #read(line: string): Step[] {
+    if (this.#parser.readsText === true) return this.#parser.read(line)
     // Blanks around a value (a BOM, a CR before the newline) are no part of it; a blank line is no line.
     const text = line.length > 0 && isBlank(line.charCodeAt(0)) ? line.trim() : line
     if (text.length === 0) return []

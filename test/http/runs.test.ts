@@ -25,8 +25,8 @@ import {
 // Async runs (src/http/routes/runs.ts, src/runs/registry.ts): created, read, followed, listed, cancelled, retained.
 
 /** The SSE frames of a run's events, as a follower reads them (whole: the stream closes after the result). */
-const followed = async (base: string, id: string, lastEventId?: string): Promise<SseFrame[]> =>
-  parseSse(await (await fetch(`${base}/runs/${id}/events`, { headers: lastEventId === undefined ? {} : { 'last-event-id': lastEventId } })).text())
+const followed = async (base: string, id: string, lastEventId?: string, query = ''): Promise<SseFrame[]> =>
+  parseSse(await (await fetch(`${base}/runs/${id}/events${query}`, { headers: lastEventId === undefined ? {} : { 'last-event-id': lastEventId } })).text())
 
 const slotsBack = (app: FastifyInstance, tool: string) => until(() => app.slots.inUse(tool), (inUse) => inUse === 0, 5000, `${tool}'s slots to come back`)
 
@@ -91,7 +91,8 @@ t.test('events: the output from the beginning, then the result, then the stream 
   // Quiet for 400 ms between writes: eight heartbeats due in each gap, so even a follower that attaches late sees one.
   const created = await createRun(app, { tool: 'crush_run', task: scenario.drip(3, 400) })
 
-  const live = await fetch(`${base}/runs/${created.id}/events`)
+  // Its output alone: crush's lines are steps too (test/http/steps.test.ts follows them).
+  const live = await fetch(`${base}/runs/${created.id}/events?events=output`)
   t.match(live.headers.get('content-type'), /^text\/event-stream/)
   const frames = parseSse(await live.text())
   t.ok(frames.some((frame) => frame.event === 'heartbeat'), 'heartbeats while the agent is quiet')
@@ -105,9 +106,9 @@ t.test('events: the output from the beginning, then the result, then the stream 
   t.match(stored.at(-1)!.data, { type: 'result', result: { ok: true, tool: 'crush_run' } })
 
   // After the run: everything again from the start, or exactly what follows a given event.
-  const replay = (await followed(base, created.id)).filter((frame) => frame.event !== 'heartbeat')
+  const replay = (await followed(base, created.id, undefined, '?events=output')).filter((frame) => frame.event !== 'heartbeat')
   t.same(replay, stored, 'a late follower gets the whole run')
-  const resumed = (await followed(base, created.id, stored[1]!.id)).filter((frame) => frame.event !== 'heartbeat')
+  const resumed = (await followed(base, created.id, stored[1]!.id, '?events=output')).filter((frame) => frame.event !== 'heartbeat')
   t.same(resumed, stored.slice(2), 'Last-Event-ID: exactly the missing events')
 })
 

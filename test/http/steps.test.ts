@@ -3,6 +3,8 @@ import { build, call, createRun, listen, outputs, outputText, parseNdjson, parse
 
 // A caller following a live run sees what the agent does as `step` events, whichever CLI runs it, beside its output.
 
+const stepsOf = (events: RunEvent[]) => events.filter((event) => event.type === 'step')
+
 interface StreamEvent { type: string; step?: { kind: string; phase?: string; command?: string; exit_code?: number | null; status?: string } }
 
 for (const tool of ['claude_run', 'codex_run'] as const) {
@@ -27,12 +29,13 @@ for (const tool of ['claude_run', 'codex_run'] as const) {
   })
 }
 
-t.test('crush prints plain text: no steps, its output as before', async (t) => {
+t.test('crush prints plain text: each line it prints is a message step, beside its output as before', async (t) => {
   const app = await build(t)
-  const response = await app.inject({ method: 'POST', url: '/tools/crush_run', payload: { task: scenario.shell('true') }, headers: { accept: 'application/x-ndjson' } })
+  const response = await app.inject({ method: 'POST', url: '/tools/crush_run', payload: { task: scenario.drip(2, 10) }, headers: { accept: 'application/x-ndjson' } })
   const events = parseNdjson(response.body) as StreamEvent[]
-  t.same(events.filter((event) => event.type === 'step'), [])
-  t.match(events.at(-1), { type: 'result', result: { ok: true } })
+  t.same(stepsOf(events as RunEvent[]).map((event) => (event as { step: unknown }).step), ['tick 1', 'tick 2', 'dripped'].map((text) => ({ kind: 'message', text, truncated: false })))
+  t.equal(outputText(events as RunEvent[]), 'tick 1\ntick 2\ndripped\n')
+  t.match(events.at(-1), { type: 'result', result: { ok: true, steps_summary: { messages: 3, commands: [] }, session_id: null } })
 })
 
 t.test('over SSE too: a step is an event of its own kind', async (t) => {
@@ -41,7 +44,7 @@ t.test('over SSE too: a step is an event of its own kind', async (t) => {
   t.match(response.body, /^event: step\ndata: \{"type":"step","step":\{"kind":"command","phase":"completed".*"exit_code":0/m)
 })
 
-t.test('the result says what was done: codex (structured in every run) its commands, session and usage; crush nothing', async (t) => {
+t.test('the result says what was done: codex (structured in every run) its commands, session and usage; crush its lines', async (t) => {
   const app = await build(t)
   const result = (await app.inject({ method: 'POST', url: '/tools/codex_run', payload: { task: scenario.shell('ls', '/no/such/dir') } })).json()
   t.match(result, {
@@ -51,10 +54,8 @@ t.test('the result says what was done: codex (structured in every run) its comma
     steps_summary: { commands: [{ command: 'ls /no/such/dir', exit_code: 2, status: 'failed' }], messages: 1, errors: 0, skipped_lines: 0 }
   })
   const crush = (await app.inject({ method: 'POST', url: '/tools/crush_run', payload: { task: 'hello' } })).json()
-  t.match(crush, { ok: true, session_id: null, usage: null, steps_summary: null })
+  t.match(crush, { ok: true, session_id: null, usage: null, steps_summary: { messages: 1, commands: [], skipped_lines: 0 } })
 })
-
-const stepsOf = (events: RunEvent[]) => events.filter((event) => event.type === 'step')
 
 t.test('a stream carries what the caller chose: steps, output or both (the default); the result ends each', async (t) => {
   const app = await build(t)

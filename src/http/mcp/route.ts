@@ -89,7 +89,7 @@ const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, { tools, regis
       runs.add(run)
       const progressToken = request.params._meta?.progressToken
       // Progress is read by people: what the agent does, when it says so, rather than its raw JSON lines.
-      const choice = params.events ?? (tool.reportsSteps ? 'steps' : 'output')
+      const choice = params.events ?? (tool.reportsActions ? 'steps' : 'output')
       const pending = new PendingProgress()
       let sent = 0
       let timer: NodeJS.Timeout | undefined
