@@ -41,7 +41,7 @@ t.test('over SSE too: a step is an event of its own kind', async (t) => {
   t.match(response.body, /^event: step\ndata: \{"type":"step","step":\{"kind":"command","phase":"completed".*"exit_code":0/m)
 })
 
-t.test('the result says what was done: codex (structured in every run) its commands, session and usage; crush nothing', async (t) => {
+t.test('the result says what was done: codex its commands, session and usage; crush nothing', async (t) => {
   const app = await build(t)
   const result = (await app.inject({ method: 'POST', url: '/tools/codex_run', payload: { task: scenario.shell('ls', '/no/such/dir') } })).json()
   t.match(result, {
@@ -53,3 +53,24 @@ t.test('the result says what was done: codex (structured in every run) its comma
   const crush = (await app.inject({ method: 'POST', url: '/tools/crush_run', payload: { task: 'hello' } })).json()
   t.match(crush, { ok: true, session_id: null, usage: null, steps_summary: null })
 })
+
+// Not followed live, claude and gemini still print stream-json: a synchronous run's result tells what they did.
+for (const tool of ['claude_run', 'gemini_run'] as const) {
+  t.test(`${tool}: a synchronous run's result says what was done, as a followed one's does`, async (t) => {
+    const app = await build(t)
+    const result = (await app.inject({ method: 'POST', url: `/tools/${tool}`, payload: { task: scenario.shell('ls', '/no/such/dir') } })).json()
+    t.match(result, {
+      ok: true,
+      session_id: /^[0-9a-f-]{36}$/,
+      usage: { cost_usd: tool === 'claude_run' ? Number : null },
+      // gemini tells an exit code only for a command that printed nothing.
+      steps_summary: {
+        commands: [{ command: 'ls /no/such/dir', exit_code: tool === 'claude_run' ? 2 : null, status: tool === 'claude_run' ? 'failed' : 'succeeded' }],
+        denied: [],
+        messages: 1,
+        skipped_lines: 0
+      }
+    })
+    t.equal(result.steps_summary.commands.length, 1)
+  })
+}
