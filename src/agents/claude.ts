@@ -25,7 +25,7 @@ export const claude: AgentSpec<'claude'> = {
   },
   // stream-json in every run, followed or not: its tool calls are the result's steps, which json mode's one final
   // report never tells (that report is stream-json's last line, the `result` line parseClaudeReport reads).
-  args: (task, _live, settings) => [
+  args: (task, settings) => [
     '-p',
     '--output-format', 'stream-json', '--verbose',
     '--permission-mode', settings.own['CLAUDE_PERMISSION_MODE']!,

@@ -42,7 +42,7 @@ export const gemini: AgentSpec<'gemini'> = {
     '`timeout` seconds, and answers with its answer as `output` (its error message when it failed) and whether it ' +
     'failed as `agent_report`. Waits for the whole run: up to 30 minutes.',
   // stream-json in every run, followed or not: json mode's one report tells none of the tool calls the steps are.
-  args: (task, _live, settings) => [
+  args: (task, settings) => [
     `--prompt=${task}`,
     '--output-format', 'stream-json',
     '--approval-mode=yolo',
