@@ -174,6 +174,13 @@ export function provePromises(t: Test, cli: RealCli): void {
     for (const end of ends) t.ok(commands.some((step) => step.phase === 'started' && step.call_id === end.call_id), `${end.command}: its start came first`)
     t.ok(steps.some((step) => step.kind === 'message' && step.text.includes('ALL DONE')), 'the answer is a message step')
     t.ok(steps.some((step) => step.kind === 'usage'), 'and the tokens it used')
+    const summary = { commands: ends.map((end) => ({ command: end.command, exit_code: end.exit_code, status: end.status })), denied: [] }
+    t.match(result, { session_id: String, usage: { input_tokens: Number }, steps_summary: summary }, 'its result says the same')
+
+    // Not followed: the same structured output, so the same summary in the JSON answer.
+    const sync = await runThrough('json', service.base, service.tool, { task: 'e2e steps', cwd: workdir(t, service), timeout: 300 })
+    t.match(sync.result, { ok: true, session_id: String, usage: { input_tokens: Number }, steps_summary: summary }, 'a synchronous run\'s result says what was done', { result: sync.result })
+    t.equal(sync.result.steps_summary?.commands.length, 2)
   })
 
   t.test('the deadline in the middle of a long command: the command and the CLI are gone, the slot is back', async (t) => {
