@@ -74,3 +74,18 @@ for (const tool of ['claude_run', 'gemini_run'] as const) {
     t.equal(result.steps_summary.commands.length, 1)
   })
 }
+
+// The stand-in refuses every shell call in these modes, as claude does one that is not read-only.
+for (const mode of ['dontAsk', 'default']) {
+  t.test(`claude in ${mode} mode: a refused command is denied in the result, and a run with nothing but refusals is not ok`, async (t) => {
+    const app = await build(t, { CLAUDE_PERMISSION_MODE: mode })
+    const result = (await app.inject({ method: 'POST', url: '/tools/claude_run', payload: { task: scenario.shell('touch', 'x') } })).json()
+    t.match(result, {
+      ok: false,
+      exit_code: 0,
+      agent_report: { is_error: false },
+      steps_summary: { commands: [{ command: 'touch x', exit_code: null, status: 'denied' }], denied: [{ kind: 'command', name: 'touch x' }] }
+    })
+    t.equal(result.steps_summary.denied.length, 1)
+  })
+}
