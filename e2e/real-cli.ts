@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process'
-import { readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import type { Test } from 'tap'
 import { call, cancelRun, createRun, parseNdjson, processesLeft, processesMatching, settled, startServer, until } from '../test/helpers/index.js'
@@ -70,6 +70,8 @@ interface ServiceOptions {
   sudo?: 'nopasswd' | 'password'
   /** Run the service itself as that account, without AGENT_USER, rather than as root with AGENT_USER. */
   nonRootService?: boolean
+  /** The service's own settings beyond the suite's (CLAUDE_PERMISSION_MODE…). */
+  settings?: Record<string, string>
 }
 
 /**
@@ -88,7 +90,8 @@ async function serviceFor(t: Test, cli: RealCli, turns: readonly ModelTurn[], op
     [`MAX_${upper}_AGENTS`]: '1',
     AGENT_CONTAINMENT: 'auto',
     AGENT_WORKDIR: directoryOf(t, user),
-    AGENT_KILL_GRACE_MS: '1000'
+    AGENT_KILL_GRACE_MS: '1000',
+    ...options.settings
   }
   // The CLIs write their state under the user's real home either way: that is where HOME points as AGENT_USER.
   const home = execFileSync('getent', ['passwd', user.name], { encoding: 'utf8' }).split(':')[5]!
@@ -130,7 +133,7 @@ const STEPS_SCRIPT: ModelTurn[] = [{ run: 'echo step-one' }, { run: "sh -c 'exit
  * What the CLI printed in a run of STEPS_SCRIPT, kept as the parsers' fixture (test/agents/recorded-steps.test.ts) when
  * RECORD_STEP_FIXTURES=1: what the live output carried, stdout and stderr as the service received them.
  */
-const recordedStream = (agent: string): string => fromRoot(`test/fixtures/streams/${agent}.out`)
+const recordedStream = (name: string): string => fromRoot(`test/fixtures/streams/${name}.out`)
 
 type CommandStep = Extract<Step, { kind: 'command' }>
 
@@ -166,14 +169,20 @@ export function provePromises(t: Test, cli: RealCli): void {
     const commands = steps.filter((step): step is CommandStep => step.kind === 'command')
     const ends = commands.filter((step) => step.phase === 'completed')
     // gemini tells a command's exit code only when the command printed nothing (docs/agents.md).
-    t.match(ends, [
-      { command: /echo step-one/, exit_code: cli.agent === 'gemini' ? null : 0 },
-      { command: /exit 3/, exit_code: 3 }
-    ], 'each command, in order, with its exit code', { steps })
+    const ran = [{ command: /echo step-one/, exit_code: cli.agent === 'gemini' ? null : 0 }, { command: /exit 3/, exit_code: 3 }]
+    t.match(ends, ran, 'each command, in order, with its exit code', { steps })
     t.equal(ends.length, 2)
     for (const end of ends) t.ok(commands.some((step) => step.phase === 'started' && step.call_id === end.call_id), `${end.command}: its start came first`)
     t.ok(steps.some((step) => step.kind === 'message' && step.text.includes('ALL DONE')), 'the answer is a message step')
     t.ok(steps.some((step) => step.kind === 'usage'), 'and the tokens it used')
+    const summary = { commands: ran, denied: [] }
+    t.match(result, { session_id: String, usage: { input_tokens: Number }, steps_summary: summary }, 'its result says the same')
+    t.equal(result.steps_summary?.commands.length, 2)
+
+    // Not followed: the same structured output, so the same summary in the JSON answer.
+    const sync = await runThrough('json', service.base, service.tool, { task: 'e2e steps', cwd: workdir(t, service), timeout: 300 })
+    t.match(sync.result, { ok: true, session_id: String, usage: { input_tokens: Number }, steps_summary: summary }, 'a synchronous run\'s result says what was done', { result: sync.result })
+    t.equal(sync.result.steps_summary?.commands.length, 2)
   })
 
   t.test('the deadline in the middle of a long command: the command and the CLI are gone, the slot is back', async (t) => {
@@ -228,4 +237,37 @@ export function provePromises(t: Test, cli: RealCli): void {
     // Its version probe may lapse (5 s) on a loaded machine: found, with nothing in the way, is what this adds.
     t.match(ready.agents.find((agent) => agent.tool === service.tool), { path: service.bin, problem: null })
   })
+}
+
+/**
+ * What claude does with a call its permission mode refuses (2.1.332, read here): a `system` `permission_denied` line
+ * (`decision_reason_type: "mode"` in dontAsk, none in default), the refusal as an error tool_result whose
+ * `tool_result_meta` says `reject`, and the call in the result line's `permission_denials`; exit 0, no error.
+ * `touch`: claude lets read-only commands (echo, ls) run in either mode.
+ */
+export function proveClaudeDenials(t: Test): void {
+  for (const [mode, fixture] of [['dontAsk', 'claude-denied'], ['default', 'claude-denied-default']] as const) {
+    t.test(`CLAUDE_PERMISSION_MODE=${mode}: a refused command is a denied step, and a run whose every call was refused is not ok`, async (t) => {
+      const service = await serviceFor(t, REAL_CLIS.claude, [{ run: 'touch made-by-claude' }, { say: 'ALL DONE' }], { settings: { CLAUDE_PERMISSION_MODE: mode } })
+      const cwd = workdir(t, service)
+      const { live, result } = await runThrough('ndjson', service.base, service.tool, { task: 'e2e denied', cwd, timeout: 300 })
+      const events = parseNdjson(live)
+      if (process.env['RECORD_STEP_FIXTURES'] === '1') {
+        writeFileSync(recordedStream(fixture), events.flatMap((event) => (event.type === 'output' ? [event.data] : [])).join(''))
+      }
+      t.notOk(existsSync(join(cwd, 'made-by-claude')), 'the command did not run')
+      t.match(toldTheModel(service), /denied|needs approval/, 'claude told the model it was refused', { told: toldTheModel(service) })
+      const ends = events.flatMap((event) => (event.type === 'step' && event.step.kind === 'command' && event.step.phase === 'completed' ? [event.step] : []))
+      t.match(ends, [{ command: 'touch made-by-claude', status: 'denied', exit_code: null }], 'one denied command step', { events })
+      t.equal(ends.length, 1, 'counted once, whatever else repeats it')
+      t.match(result, {
+        ok: false,
+        exit_code: 0,
+        agent_report: { is_error: false },
+        output: /ALL DONE/,
+        steps_summary: { commands: [{ command: 'touch made-by-claude', status: 'denied' }], denied: [{ kind: 'command', name: 'touch made-by-claude' }] }
+      }, 'claude says success; every call refused, the run is not ok', { result })
+      t.equal(result.steps_summary?.denied.length, 1)
+    })
+  }
 }

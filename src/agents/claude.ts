@@ -14,20 +14,20 @@ export const claude: AgentSpec<'claude'> = {
   env: ['ANTHROPIC_*', 'CLAUDE_*', 'CLOUD_ML_*', 'VERTEX_*', 'GOOGLE_*', 'AWS_*', 'DISABLE_*', 'MCP_*', 'IS_SANDBOX'],
   summary: 'Run a task with Claude Code headless (`claude -p`)',
   description:
-    'Runs `claude -p --output-format json --permission-mode <CLAUDE_PERMISSION_MODE> -- <task>` in `cwd`, at most ' +
-    '`timeout` seconds, and answers with the answer text of its JSON report as `output` and the rest as ' +
-    '`agent_report`. Waits for the whole run: up to 30 minutes.',
+    'Runs `claude -p --output-format stream-json --verbose --permission-mode <CLAUDE_PERMISSION_MODE> -- <task>` in ' +
+    '`cwd`, at most `timeout` seconds, and answers with the answer text of its final report as `output` and the rest ' +
+    'as `agent_report`. Waits for the whole run: up to 30 minutes.',
   ownSettings: {
     CLAUDE_PERMISSION_MODE: Type.Union(
       CLAUDE_PERMISSION_MODES.map((mode) => Type.Literal(mode)),
       { default: 'bypassPermissions' }
     )
   },
-  // Followed live, claude reports each step as a stream-json line (its final `result` line is the same report as json
-  // mode's, which parseClaudeReport reads either way).
-  args: (task, live, settings) => [
+  // stream-json in every run, followed or not: its tool calls are the result's steps, which json mode's one final
+  // report never tells (that report is stream-json's last line, the `result` line parseClaudeReport reads).
+  args: (task, settings) => [
     '-p',
-    ...(live ? ['--output-format', 'stream-json', '--verbose'] : ['--output-format', 'json']),
+    '--output-format', 'stream-json', '--verbose',
     '--permission-mode', settings.own['CLAUDE_PERMISSION_MODE']!,
     ...settings.extraArgs,
     '--', task

@@ -62,7 +62,7 @@ export const codex: AgentSpec<'codex'> = {
   ownSettings: {
     CODEX_SANDBOX: Type.Union(CODEX_SANDBOXES.map((mode) => Type.Literal(mode)), { default: 'bypass' })
   },
-  args: (task, _live, settings) => {
+  args: (task, settings) => {
     const sandbox = settings.own['CODEX_SANDBOX']!
     return [
       'exec',

@@ -14,6 +14,6 @@ export const crush: AgentSpec<'crush'> = {
     'Runs `crush run -- <task>` (Crush approves its own tools in `run` mode) in `cwd`, at most `timeout` seconds, ' +
     'and answers with its exit and its output. Waits for the whole run: up to 30 minutes.',
   // `--` ends cobra's flags: the task is the prompt, whatever it starts with.
-  args: (task, _live, settings) => ['run', ...settings.extraArgs, '--', task],
+  args: (task, settings) => ['run', ...settings.extraArgs, '--', task],
   steps: crushSteps
 }

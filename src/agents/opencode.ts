@@ -47,7 +47,7 @@ export const opencode: AgentSpec<'opencode'> = {
     'Runs `opencode run --format json --auto -- <task>` in `cwd`, at most `timeout` seconds, and answers with its ' +
     'text parts as `output` (its errors’ messages when it failed) and whether it failed as `agent_report`. Waits for ' +
     'the whole run: up to 30 minutes.',
-  args: (task, _live, settings) => ['run', '--format', 'json', '--auto', ...settings.extraArgs, '--', task],
+  args: (task, settings) => ['run', '--format', 'json', '--auto', ...settings.extraArgs, '--', task],
   parseReport: parseOpencodeReport,
   steps: opencodeSteps
 }

@@ -15,8 +15,8 @@ function optionalNumber(value: unknown, integer = false): number | null | undefi
 }
 
 /**
- * Claude's `--output-format json` prints one JSON object on one line, `{"type":"result", …}`, after whatever else
- * reached stderr; the last such line is the report.
+ * Claude's report is one JSON object on one line, `{"type":"result", …}`: stream-json's last line (json mode's only
+ * one), after whatever else it printed; the last such line is the report.
  */
 export function parseClaudeReport(output: string): ParsedReport | null {
   const lines = output.split('\n')

@@ -45,10 +45,10 @@ export interface AgentSpec<Agent extends string = string> {
   /** Variables of its own beyond the three every agent has, with their schema (a default included). */
   ownSettings?: Record<string, TSchema>
   /**
-   * The argv after the binary. `live`: someone follows the output as it comes (a stream, an async run), so progress
-   * events are worth printing. The task must reach the agent as its prompt, never as an option.
+   * The argv after the binary, the same whether the run is followed live or not: its result's steps come from the
+   * same structured output. The task must reach the agent as its prompt, never as an option.
    */
-  args(task: string, live: boolean, settings: AgentSettings): string[]
+  args(task: string, settings: AgentSettings): string[]
   /**
    * Why this CLI would not read `task` as its prompt, whatever the argv (a 400 before anything runs); null when it
    * would.
@@ -56,10 +56,7 @@ export interface AgentSpec<Agent extends string = string> {
   refuseTask?(task: string): string | null
   /** Turns what the agent printed into the answer a person reads, when it reports in a structured form. */
   parseReport?(output: string): ParsedReport | null
-  /**
-   * Where the CLI's live output is JSON lines (`args` with `live`): reads them into steps. Absent: plain text, which
-   * gives no steps.
-   */
+  /** Where the CLI's output is JSON lines: reads them into steps. Absent: plain text, which gives no steps. */
   steps?(): StepParser
   /**
    * Why every run would fail as configured, with the variable to change; null when nothing stands in the way.

@@ -26,8 +26,8 @@ export class AgentTool {
     this.#agentUid = agentUid
   }
 
-  args(task: string, live: boolean): string[] {
-    return this.spec.args(task, live, this.settings)
+  args(task: string): string[] {
+    return this.spec.args(task, this.settings)
   }
 
   refuseTask(task: string): string | null {

@@ -70,7 +70,7 @@ export class RunLauncher {
     const parser = tool.steps()
     const steps = parser === null ? null : new RunSteps(parser, onStep)
     const live = followedLive(hooks)
-    const placement = this.#place(tool, params, run.id, live)
+    const placement = this.#place(tool, params, run.id)
     await this.#assertPlaceable(placement, params)
     run.advance('placed')
     run.advance('waiting_for_slot')
@@ -104,12 +104,12 @@ export class RunLauncher {
     }
   }
 
-  #place(tool: AgentTool, params: RunParams, runId: string, live: boolean): Placement {
+  #place(tool: AgentTool, params: RunParams, runId: string): Placement {
     const { config, hostContainment } = this.#deps
     return placeRun({
       params,
       agentBin: tool.settings.bin,
-      agentArgs: tool.args(params.task, live),
+      agentArgs: tool.args(params.task),
       hostPlatform: config.hostPlatform,
       wslBin: config.wslBin,
       hostContainment,

@@ -131,9 +131,7 @@ export const RunResult = Type.Object({
   usage: Type.Union([RunUsage, Type.Null()], { default: null, description: 'null: the CLI reported none.' }),
   steps_summary: Type.Union([StepsSummary, Type.Null()], {
     default: null,
-    description:
-      'null for an agent whose output is plain text (crush), or a run whose output was not structured (claude and ' +
-      'gemini run synchronously print one final report: follow them live for their steps).'
+    description: 'null for an agent whose output is plain text (crush).'
   }),
   processes_may_remain: Type.Boolean({
     // Results stored before this field existed read back as false (resultFromStore).
@@ -160,8 +158,8 @@ export const RunResult = Type.Object({
       output_truncated: false,
       output_bytes: 912,
       command: [
-        'claude', '-p', '--output-format', 'json', '--permission-mode', 'bypassPermissions', '--',
-        'Explain what src/app.ts does'
+        'claude', '-p', '--output-format', 'stream-json', '--verbose', '--permission-mode', 'bypassPermissions',
+        '--', 'Explain what src/app.ts does'
       ],
       agent_report: {
         is_error: false,
@@ -173,6 +171,19 @@ export const RunResult = Type.Object({
         duration_api_ms: 7450
       },
       sudo: { status: 'passwordless', password_needed: false, message: null },
+      session_id: '0f9b…',
+      usage: { input_tokens: 5120, output_tokens: 310, cost_usd: 0.021, model: 'claude-sonnet-4-5' },
+      steps_summary: {
+        commands: [{ command: 'wc -l src/app.ts', exit_code: 0, status: 'succeeded' }],
+        commands_omitted: 0,
+        files_changed: [],
+        files_omitted: 0,
+        tools: { Read: 1 },
+        denied: [],
+        messages: 2,
+        errors: 0,
+        skipped_lines: 0
+      },
       processes_may_remain: false
     }
   ]

@@ -18,7 +18,7 @@ const echo: AgentSpec = {
   env: ['ECHO_*'],
   summary: 'Echo a task (a throwaway agent for this test)',
   description: 'Runs the crush stand-in with the task as its prompt.',
-  args: (task, live, settings) => ['run', ...settings.extraArgs, '--', live ? `${task} (live)` : task],
+  args: (task, settings) => ['run', ...settings.extraArgs, '--', task],
   parseReport: (output) => ({ text: output.trim().toUpperCase(), report: { is_error: false, subtype: 'echo' } })
 }
 
@@ -66,9 +66,8 @@ t.test('a spec in a list is a whole tool', async (t) => {
   const called = await client.callTool({ name: 'echo_run', arguments: { task: 'over mcp' } })
   t.match(called, { isError: false, structuredContent: { tool: 'echo_run', ok: true, command: ['crush', 'run', '--quiet', '--', 'over mcp'] } }, 'tools/call runs it')
   t.match(called.content, [{ type: 'text', text: /"PROMPT":"OVER MCP"/ }], 'its report parser made the answer')
-  // Asked for progress, the call is followed live: its spec builds the live argv.
   const followed = await client.callTool({ name: 'echo_run', arguments: { task: 'over mcp' } }, undefined, { onprogress: () => {} })
-  t.match(followed.structuredContent, { ok: true, command: ['crush', 'run', '--quiet', '--', 'over mcp (live)'] }, 'a call with progress is a live run')
+  t.match(followed.structuredContent, { ok: true, command: ['crush', 'run', '--quiet', '--', 'over mcp'] }, 'a call with progress runs it the same')
 
   const created = await app.inject({ method: 'POST', url: '/runs', payload: { tool: 'echo_run', task: 'later' } })
   t.equal(created.statusCode, 202, 'POST /runs takes it')

@@ -13,11 +13,11 @@ const GEMINI_VERSION = '0.61.0'
 // side by side.
 t.jobs = 4
 
-t.test('the task is --prompt’s value, whatever it looks like; tools approved, the folder trusted, JSON asked for', async (t) => {
+t.test('the task is --prompt’s value, whatever it looks like; tools approved, the folder trusted, stream-json asked for', async (t) => {
   const app = await build(t)
   const task = '--version -p "x" $(rm -rf /); --output-format=text'
   const body = await runTool(app, 'gemini_run', { task })
-  t.same(body.command, ['gemini', `--prompt=${task}`, '--output-format', 'json', '--approval-mode=yolo', '--skip-trust'])
+  t.same(body.command, ['gemini', `--prompt=${task}`, '--output-format', 'stream-json', '--approval-mode=yolo', '--skip-trust'])
   t.match(body, { tool: 'gemini_run', ok: true, exit_code: 0, agent_report: { is_error: false, session_id: String } })
   const echoed = JSON.parse(body.output) as { prompt: string; argv: string[] }
   t.equal(echoed.prompt, task, 'the prompt byte for byte')
@@ -28,7 +28,8 @@ t.test('gemini’s own failure is the run’s report: its message as output, ok 
   const { GEMINI_API_KEY: _key, ...withoutKey } = standInEnv()
   const app = await build(t, {}, withoutKey)
   const body = await runTool(app, 'gemini_run', { task: 'hello' })
-  t.match(body, { ok: false, exit_code: 41, output: /^Please set an Auth method/, agent_report: { is_error: true, subtype: 'Error' } })
+  // Before its run begins, stream-json's failure is plain text: no report, what it printed.
+  t.match(body, { ok: false, exit_code: 41, output: /^YOLO mode is enabled.*\nPlease set an Auth method/s, agent_report: null })
   const failed = await runTool(await build(t), 'gemini_run', { task: scenario.fail() })
   t.match(failed, { ok: false, exit_code: 1, output: 'something failed', agent_report: { is_error: true } })
 })
@@ -43,13 +44,7 @@ t.test('followed live, gemini prints stream-json and the answer is its assistant
   t.match((events.at(-1) as ResultEvent).result.command, ['gemini', `--prompt=${task}`, '--output-format', 'stream-json'])
 })
 
-t.test('the report parser: pretty JSON after gemini’s notices, stream events, or nothing it knows', async (t) => {
-  const pretty = 'YOLO mode is enabled.\n{\n  "session_id": "s1",\n  "response": "done",\n  "stats": {\n    "models": {}\n  }\n}\n'
-  t.same(parseGeminiReport(pretty), { text: 'done', report: { is_error: false, subtype: undefined, session_id: 's1' } })
-  t.same(parseGeminiReport('{\n  "session_id": "s2",\n  "error": {\n    "type": "Error",\n    "message": "no auth",\n    "code": 41\n  }\n}'), {
-    text: 'no auth',
-    report: { is_error: true, subtype: 'Error', session_id: 's2' }
-  })
+t.test('the report parser: stream events, or nothing it knows', async (t) => {
   const stream = [
     '{"type":"init","session_id":"s3"}',
     '{"type":"message","role":"user","content":"q"}',
@@ -62,7 +57,8 @@ t.test('the report parser: pretty JSON after gemini’s notices, stream events, 
     text: 'too many turns',
     report: { is_error: true, subtype: 'FatalTurnLimitedError', session_id: undefined }
   })
-  for (const unknown of ['', 'plain text\n', '{not json', '{"other":1}', '[1,2]']) t.equal(parseGeminiReport(unknown), null, JSON.stringify(unknown))
+  const fatal = 'YOLO mode is enabled.\nPlease set an Auth method in your settings.json\n'
+  for (const unknown of ['', fatal, '{not json', '{"other":1}', '[1,2]']) t.equal(parseGeminiReport(unknown), null, JSON.stringify(unknown))
 })
 
 t.test(`the real gemini ${GEMINI_VERSION}, with no credentials: its auth error comes back as a failed run`, async (t) => {
@@ -75,7 +71,7 @@ t.test(`the real gemini ${GEMINI_VERSION}, with no credentials: its auth error c
     ok: false,
     exit_code: 41,
     timed_out: false,
-    output: /^Please set an Auth method/,
-    agent_report: { is_error: true, session_id: String }
+    output: /Please set an Auth method/,
+    agent_report: null
   })
 })

@@ -46,6 +46,49 @@ t.test('claude: a non-zero code it judged no failure (test answering 1) is no 0:
   t.match(stepsOf(claudeSteps(), stream).steps.at(-1), { phase: 'completed', status: 'succeeded', exit_code: null })
 })
 
+t.test('claude: a refusal told only by its tool_result (its meta says reject, no permission_denied line first) is a denied step', async (t) => {
+  const stream = lines(
+    { type: 'assistant', message: { content: [{ type: 'tool_use', id: 'toolu_4', name: 'Bash', input: { command: 'touch x' } }] } },
+    { type: 'user', message: { content: [{ type: 'tool_result', tool_use_id: 'toolu_4', content: 'touch needs approval.', is_error: true }] }, tool_result_meta: [{ id: 'toolu_4', non_execution_kind: 'user-rejected', permission_decision: { decision: 'reject', source: 'config' } }] }
+  )
+  t.same(stepsOf(claudeSteps(), stream).steps.at(-1), {
+    kind: 'command', phase: 'completed', call_id: 'toolu_4', command: 'touch x', status: 'denied', exit_code: null, output: 'touch needs approval.'
+  })
+  const accepted = stream.replace('"reject"', '"accept"')
+  t.match(stepsOf(claudeSteps(), accepted).steps.at(-1), { status: 'failed' }, 'a meta that accepted it: an error like any other')
+})
+
+t.test('claude: the result line\'s permission_denials have the last word, and nothing is denied twice', async (t) => {
+  const stream = lines(
+    // Still open when the result comes: it ends denied there.
+    { type: 'assistant', message: { content: [{ type: 'tool_use', id: 'toolu_5', name: 'Bash', input: { command: 'rm -rf build' } }] } },
+    // Denied live (dontAsk), then its error tool_result: one denied end, whatever repeats it.
+    { type: 'assistant', message: { content: [{ type: 'tool_use', id: 'toolu_6', name: 'Bash', input: { command: 'touch y' } }] } },
+    { type: 'system', subtype: 'permission_denied', tool_name: 'Bash', tool_use_id: 'toolu_6', message: 'denied in don\'t ask mode' },
+    { type: 'user', message: { content: [{ type: 'tool_result', tool_use_id: 'toolu_6', content: 'denied in don\'t ask mode', is_error: true }] } },
+    {
+      type: 'result',
+      subtype: 'success',
+      is_error: false,
+      usage: { input_tokens: 1, output_tokens: 1 },
+      permission_denials: [
+        { tool_name: 'Bash', tool_use_id: 'toolu_5', tool_input: { command: 'rm -rf build' } },
+        { tool_name: 'Bash', tool_use_id: 'toolu_6', tool_input: { command: 'touch y' } },
+        // No line started it: the denial says what it was.
+        { tool_name: 'Write', tool_use_id: 'toolu_7', tool_input: { file_path: '/w/b.ts', content: 'x' } },
+        'not a denial', { tool_name: 'Bash' }
+      ]
+    }
+  )
+  const ends = stepsOf(claudeSteps(), stream).steps.filter((step) => 'phase' in step && step.phase === 'completed')
+  t.same(ends, [
+    { kind: 'command', phase: 'completed', call_id: 'toolu_6', command: 'touch y', status: 'denied', exit_code: null, output: 'denied in don\'t ask mode' },
+    { kind: 'command', phase: 'completed', call_id: 'toolu_5', command: 'rm -rf build', status: 'denied', exit_code: null, output: null },
+    { kind: 'file_change', tool: 'Write', path: '/w/b.ts', change: null, phase: 'completed', call_id: 'toolu_7', status: 'denied' }
+  ])
+  t.match(stepsOf(claudeSteps(), stream).steps.filter((step) => 'call_id' in step && step.call_id === 'toolu_7'), [{ phase: 'started' }, { phase: 'completed' }], 'its start too')
+})
+
 t.test('codex: a command item started then completed, a patch reported only once applied, the turn\'s usage', async (t) => {
   const stream = lines(
     { type: 'thread.started', thread_id: 'th-1' },

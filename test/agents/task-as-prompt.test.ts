@@ -36,18 +36,16 @@ function takesAsPrompt(argv: string[], task: string): boolean {
   return glued.length === 1 && !argv.includes(task)
 }
 
-t.test('each spec builds an argv with the task only where its CLI reads the prompt, batch and live', async (t) => {
+t.test('each spec builds an argv with the task only where its CLI reads the prompt', async (t) => {
   const extra = ['--model', 'some-model']
   for (const spec of BUILT_IN_AGENTS) {
     for (const task of HOSTILE_TASKS) {
       // A refused task never reaches an argv: the run through the service below shows the 400.
       if ((spec.refuseTask?.(task) ?? null) !== null) continue
-      for (const live of [false, true]) {
-        for (const settings of [settingsOf(spec), { ...settingsOf(spec), extraArgs: extra }]) {
-          const argv = spec.args(task, live, settings)
-          const what = `${spec.agent} ${live ? 'live' : 'batch'}${settings.extraArgs.length > 0 ? ' with extra args' : ''}, ${JSON.stringify(task)}`
-          t.ok(takesAsPrompt(argv, task), `${what}: ${JSON.stringify(argv)}`)
-        }
+      for (const settings of [settingsOf(spec), { ...settingsOf(spec), extraArgs: extra }]) {
+        const argv = spec.args(task, settings)
+        const what = `${spec.agent}${settings.extraArgs.length > 0 ? ' with extra args' : ''}, ${JSON.stringify(task)}`
+        t.ok(takesAsPrompt(argv, task), `${what}: ${JSON.stringify(argv)}`)
       }
     }
   }
@@ -70,7 +68,7 @@ for (const spec of BUILT_IN_AGENTS) {
     const starts = () => (existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter((line) => line.includes('"argv"')).length : 0)
     for (const task of HOSTILE_TASKS) {
       const refusal = spec.refuseTask?.(task) ?? null
-      // Batch: the JSON answer; live: an NDJSON stream, which the spec is asked for with live = true.
+      // Batch: the JSON answer; live: an NDJSON stream. The same argv either way.
       for (const live of [false, true]) {
         const what = `${live ? 'live' : 'batch'}, ${JSON.stringify(task)}`
         const before = starts()
@@ -88,7 +86,7 @@ for (const spec of BUILT_IN_AGENTS) {
         t.equal(result.ok, true, `${what}: its CLI took it`)
         const received = echoed(result)
         t.equal(received.prompt, task, `${what}: the prompt, byte for byte`)
-        t.same(received.argv, spec.args(task, live, settingsOf(spec)), `${what}: the argv the spec builds for this mode`)
+        t.same(received.argv, spec.args(task, settingsOf(spec)), `${what}: the argv the spec builds`)
         t.equal(starts(), before + 1, `${what}: one agent started`)
       }
     }

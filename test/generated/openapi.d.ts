@@ -55,7 +55,7 @@ export interface paths {
         put?: never;
         /**
          * Run a task with Claude Code headless (`claude -p`)
-         * @description Runs `claude -p --output-format json --permission-mode <CLAUDE_PERMISSION_MODE> -- <task>` in `cwd`, at most `timeout` seconds, and answers with the answer text of its JSON report as `output` and the rest as `agent_report`. Waits for the whole run: up to 30 minutes.
+         * @description Runs `claude -p --output-format stream-json --verbose --permission-mode <CLAUDE_PERMISSION_MODE> -- <task>` in `cwd`, at most `timeout` seconds, and answers with the answer text of its final report as `output` and the rest as `agent_report`. Waits for the whole run: up to 30 minutes.
          */
         post: operations["claudeRun"];
         delete?: never;
@@ -75,7 +75,7 @@ export interface paths {
         put?: never;
         /**
          * Run a task with Gemini CLI headless (`gemini --prompt`)
-         * @description Runs `gemini --prompt=<task> --output-format json --approval-mode=yolo --skip-trust` in `cwd`, at most `timeout` seconds, and answers with the `response` of its JSON report as `output` (its error message when it failed) and whether it failed as `agent_report`. Waits for the whole run: up to 30 minutes.
+         * @description Runs `gemini --prompt=<task> --output-format stream-json --approval-mode=yolo --skip-trust` in `cwd`, at most `timeout` seconds, and answers with its answer as `output` (its error message when it failed) and whether it failed as `agent_report`. Waits for the whole run: up to 30 minutes.
          */
         post: operations["geminiRun"];
         delete?: never;
@@ -328,7 +328,8 @@ export interface components {
          *         "claude",
          *         "-p",
          *         "--output-format",
-         *         "json",
+         *         "stream-json",
+         *         "--verbose",
          *         "--permission-mode",
          *         "bypassPermissions",
          *         "--",
@@ -347,6 +348,32 @@ export interface components {
          *         "status": "passwordless",
          *         "password_needed": false,
          *         "message": null
+         *       },
+         *       "session_id": "0f9b…",
+         *       "usage": {
+         *         "input_tokens": 5120,
+         *         "output_tokens": 310,
+         *         "cost_usd": 0.021,
+         *         "model": "claude-sonnet-4-5"
+         *       },
+         *       "steps_summary": {
+         *         "commands": [
+         *           {
+         *             "command": "wc -l src/app.ts",
+         *             "exit_code": 0,
+         *             "status": "succeeded"
+         *           }
+         *         ],
+         *         "commands_omitted": 0,
+         *         "files_changed": [],
+         *         "files_omitted": 0,
+         *         "tools": {
+         *           "Read": 1
+         *         },
+         *         "denied": [],
+         *         "messages": 2,
+         *         "errors": 0,
+         *         "skipped_lines": 0
          *       },
          *       "processes_may_remain": false
          *     }
@@ -402,7 +429,7 @@ export interface components {
                 model: string | null;
             } | null;
             /**
-             * @description null for an agent whose output is plain text (crush), or a run whose output was not structured (claude and gemini run synchronously print one final report: follow them live for their steps).
+             * @description null for an agent whose output is plain text (crush).
              * @default null
              */
             steps_summary?: {

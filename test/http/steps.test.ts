@@ -44,7 +44,7 @@ t.test('over SSE too: a step is an event of its own kind', async (t) => {
   t.match(response.body, /^event: step\ndata: \{"type":"step","step":\{"kind":"command","phase":"completed".*"exit_code":0/m)
 })
 
-t.test('the result says what was done: codex (structured in every run) its commands, session and usage; crush its lines', async (t) => {
+t.test('the result says what was done: codex its commands, session and usage; crush its lines', async (t) => {
   const app = await build(t)
   const result = (await app.inject({ method: 'POST', url: '/tools/codex_run', payload: { task: scenario.shell('ls', '/no/such/dir') } })).json()
   t.match(result, {
@@ -105,3 +105,39 @@ t.test('an async run keeps its steps among its events: each with an id to resume
   const chosenAtStart = await call(app, 'POST', '/runs', { body: { tool: 'claude_run', task: 'x', events: 'steps' } })
   t.match(chosenAtStart, { status: 400, body: { code: 'VALIDATION_ERROR' } }, 'an async run’s followers choose, not its request')
 })
+
+// Not followed live, claude and gemini still print stream-json: a synchronous run's result tells what they did.
+for (const tool of ['claude_run', 'gemini_run'] as const) {
+  t.test(`${tool}: a synchronous run's result says what was done, as a followed one's does`, async (t) => {
+    const app = await build(t)
+    const result = (await app.inject({ method: 'POST', url: `/tools/${tool}`, payload: { task: scenario.shell('ls', '/no/such/dir') } })).json()
+    t.match(result, {
+      ok: true,
+      session_id: /^[0-9a-f-]{36}$/,
+      usage: { cost_usd: tool === 'claude_run' ? Number : null },
+      // gemini tells an exit code only for a command that printed nothing.
+      steps_summary: {
+        commands: [{ command: 'ls /no/such/dir', exit_code: tool === 'claude_run' ? 2 : null, status: tool === 'claude_run' ? 'failed' : 'succeeded' }],
+        denied: [],
+        messages: 1,
+        skipped_lines: 0
+      }
+    })
+    t.equal(result.steps_summary.commands.length, 1)
+  })
+}
+
+// The stand-in refuses every shell call in these modes, as claude does one that is not read-only.
+for (const mode of ['dontAsk', 'default']) {
+  t.test(`claude in ${mode} mode: a refused command is denied in the result, and a run with nothing but refusals is not ok`, async (t) => {
+    const app = await build(t, { CLAUDE_PERMISSION_MODE: mode })
+    const result = (await app.inject({ method: 'POST', url: '/tools/claude_run', payload: { task: scenario.shell('touch', 'x') } })).json()
+    t.match(result, {
+      ok: false,
+      exit_code: 0,
+      agent_report: { is_error: false },
+      steps_summary: { commands: [{ command: 'touch x', exit_code: null, status: 'denied' }], denied: [{ kind: 'command', name: 'touch x' }] }
+    })
+    t.equal(result.steps_summary.denied.length, 1)
+  })
+}

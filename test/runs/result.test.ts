@@ -24,7 +24,7 @@ t.test('the task reaches each agent as one argv element, byte for byte, never as
     t.same(echoed(crush![index]!).argv, ['run', '--', task], `crush argv for ${JSON.stringify(task)}`)
     t.equal(echoed(crush![index]!).prompt, task)
     t.same(crush![index]!.command, ['crush', 'run', '--', task])
-    t.same(echoed(claude![index]!).argv, ['-p', '--output-format', 'json', '--permission-mode', 'bypassPermissions', '--', task], `claude argv for ${JSON.stringify(task)}`)
+    t.same(echoed(claude![index]!).argv, ['-p', '--output-format', 'stream-json', '--verbose', '--permission-mode', 'bypassPermissions', '--', task], `claude argv for ${JSON.stringify(task)}`)
     t.equal(echoed(claude![index]!).prompt, task)
   })
   t.notOk(existsSync('/tmp/agent-runner-pwned'), 'no shell ran the task')
@@ -129,7 +129,7 @@ t.test('extra arguments and the permission mode come from the configuration', as
   })
   t.same(echoed(await runTool(app, 'crush_run', { task: 'x' })).argv, ['run', '--quiet', '--', 'x'])
   t.same(echoed(await runTool(app, 'claude_run', { task: 'x' })).argv, [
-    '-p', '--output-format', 'json', '--permission-mode', 'acceptEdits', '--model', 'sonnet', '--', 'x'
+    '-p', '--output-format', 'stream-json', '--verbose', '--permission-mode', 'acceptEdits', '--model', 'sonnet', '--', 'x'
   ])
 })
 

@@ -17,8 +17,8 @@ t.jobs = 2
 t.test('sudo that needs a password: reported in every output mode, naming AGENT_USER, whatever the CLI prints', { skip }, async (t) => {
   const user = realUser('ar-sudo-pw', 'password')
   const base = await listen(t, await build(t, { AGENT_USER: user.name, AGENT_WORKDIR: directoryOf(t, user) }, standInEnv()))
-  // crush prints its tools' output; claude in json mode prints only its report (as the real one does), in stream-json
-  // its tool results: the password prompt must be seen whatever reached the output.
+  // crush prints its tools' output, claude its tool results inside stream-json lines, and its `output` is only its
+  // answer: the password prompt must be seen whatever reached the output.
   for (const [tool, surfaces] of [['crush_run', ['json']], ['claude_run', SURFACES]] as const) {
     for (const surface of surfaces) {
       const { result } = await runThrough(surface, base, tool, { task: scenario.sudo('true'), timeout: 60 })
@@ -26,7 +26,7 @@ t.test('sudo that needs a password: reported in every output mode, naming AGENT_
       t.match(result, { timed_out: false, sudo: { status: 'password_required', password_needed: true } }, `${what}: sudo failed at once and it was seen`)
       t.match(result.output, /sudo exited 1/)
       t.match(result.sudo.message, new RegExp(`l’utilisateur « ${user.name} » sur l’hôte`), `${what}: names the user the agent ran as`)
-      if (tool === 'claude_run' && surface === 'json') t.notMatch(result.output, /sudo:|agent-runner:/, 'nothing of sudo in what claude printed')
+      if (tool === 'claude_run') t.notMatch(result.output, /sudo:|agent-runner:/, 'nothing of sudo in claude\'s answer')
       if (tool === 'crush_run') t.match(result.output, new RegExp(`agent-runner: sudo needs a password for user ${user.name} here`), 'the agent itself read why')
     }
   }
