@@ -56,6 +56,21 @@ export const ERROR_CATALOG = {
     from: ['FST_ERR_BAD_URL'],
     example: "'/%zz' is not a valid url component"
   },
+  RESUME_NOT_SUPPORTED: {
+    status: 400,
+    when: '`resume` for an agent whose CLI cannot continue a session non-interactively (crush).',
+    message: (tool: string) => `body/resume: ${tool} cannot continue a session non-interactively`,
+    example: ['crush_run']
+  },
+  RESUME_PLACE_MISMATCH: {
+    status: 400,
+    when:
+      '`resume` with a `cwd`, `wsl_distro` or `wsl_user` other than the session’s: a session continues where it ran ' +
+      '(leave them out to use the session’s).',
+    message: (field: string, value: string, sessionValue: string) =>
+      `body/${field}: the session ran with ${field} ${sessionValue}, not ${value}; leave it out to continue there`,
+    example: ['cwd', '/srv/other', '/srv/project']
+  },
   CWD_NOT_FOUND: {
     status: 400,
     when: '`cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.',
@@ -131,12 +146,28 @@ export const ERROR_CATALOG = {
     message: (id: string) => `No run ${id} here: unknown, expired, or started on another replica`,
     example: ['0b5e…']
   },
+  SESSION_NOT_FOUND: {
+    status: 404,
+    when:
+      '`resume` names no session this token’s runs of this tool reported: unknown, another caller’s, another ' +
+      'tool’s, still in its first run, or past SESSIONS_RETENTION_MS.',
+    message: (id: string) => `body/resume: no session ${id} of yours to continue with this tool`,
+    example: ['9f1c…']
+  },
   METHOD_NOT_ALLOWED: {
     status: 405,
     when: 'GET or DELETE on /mcp: the endpoint is stateless, with no server-initiated stream and no session to end.',
     message: (method: string) =>
       `${method} /mcp: this MCP endpoint keeps no session and opens no stream of its own; send JSON-RPC with POST`,
     example: ['GET']
+  },
+  SESSION_BUSY: {
+    status: 409,
+    when:
+      'Another run is continuing this session now: a CLI’s session files are not safe for two writers. Retry once ' +
+      'it ends.',
+    message: (id: string) => `body/resume: session ${id} is being continued by another run; retry once it ends`,
+    example: ['9f1c…']
   },
   REQUEST_TIMEOUT: {
     status: 408,

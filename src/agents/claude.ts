@@ -25,13 +25,16 @@ export const claude: AgentSpec<'claude'> = {
   },
   // stream-json in every run, followed or not: its tool calls are the result's steps, which json mode's one final
   // report never tells (that report is stream-json's last line, the `result` line parseClaudeReport reads).
-  args: (task, settings) => [
+  args: (task, settings, session) => [
     '-p',
     '--output-format', 'stream-json', '--verbose',
     '--permission-mode', settings.own['CLAUDE_PERMISSION_MODE']!,
     ...settings.extraArgs,
+    // --resume takes an optional value: joined to it, the id is never read as anything else, nor the flag without it.
+    ...(session === undefined ? [] : [`--resume=${session}`]),
     '--', task
   ],
+  resumes: true,
   parseReport: parseClaudeReport,
   steps: claudeSteps,
   // Claude Code refuses to skip its permission prompts as root (containers, CI), unless told it is in a sandbox. What

@@ -62,7 +62,7 @@ export const codex: AgentSpec<'codex'> = {
   ownSettings: {
     CODEX_SANDBOX: Type.Union(CODEX_SANDBOXES.map((mode) => Type.Literal(mode)), { default: 'bypass' })
   },
-  args: (task, settings) => {
+  args: (task, settings, session) => {
     const sandbox = settings.own['CODEX_SANDBOX']!
     return [
       'exec',
@@ -74,9 +74,12 @@ export const codex: AgentSpec<'codex'> = {
       '-c', 'allow_login_shell=false',
       ...(sandbox === 'bypass' ? ['--dangerously-bypass-approvals-and-sandbox'] : ['--sandbox', sandbox]),
       ...settings.extraArgs,
+      // `exec resume` takes fewer flags than `exec` (no --sandbox, no --color): given to `exec` before it, they hold.
+      ...(session === undefined ? [] : ['resume', session]),
       '--', task
     ]
   },
+  resumes: true,
   // codex reads a prompt of exactly "-" as "read the prompt from standard input", which the agent does not have.
   refuseTask: (task) =>
     task === '-' ? 'codex reads a task of "-" as "read the prompt from standard input": say it in words' : null,

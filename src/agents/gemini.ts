@@ -42,13 +42,17 @@ export const gemini: AgentSpec<'gemini'> = {
     '`timeout` seconds, and answers with its answer as `output` (its error message when it failed) and whether it ' +
     'failed as `agent_report`. Waits for the whole run: up to 30 minutes.',
   // stream-json in every run, followed or not: json mode's one report tells none of the tool calls the steps are.
-  args: (task, settings) => [
+  args: (task, settings, session) => [
     `--prompt=${task}`,
     '--output-format', 'stream-json',
     '--approval-mode=yolo',
     '--skip-trust',
-    ...settings.extraArgs
+    ...settings.extraArgs,
+    // Its session by id, joined to the flag: gemini reads a number there as an index, "latest" as the newest. It keeps
+    // sessions per directory: a session continues in its own (the launcher holds it there).
+    ...(session === undefined ? [] : [`--resume=${session}`])
   ],
+  resumes: true,
   parseReport: parseGeminiReport,
   steps: geminiSteps
 }

@@ -47,7 +47,13 @@ export const opencode: AgentSpec<'opencode'> = {
     'Runs `opencode run --format json --auto -- <task>` in `cwd`, at most `timeout` seconds, and answers with its ' +
     'text parts as `output` (its errors’ messages when it failed) and whether it failed as `agent_report`. Waits for ' +
     'the whole run: up to 30 minutes.',
-  args: (task, settings) => ['run', '--format', 'json', '--auto', ...settings.extraArgs, '--', task],
+  // A session continued from another directory than its own hangs opencode 1.18.33: the launcher holds it there.
+  args: (task, settings, session) => [
+    'run', '--format', 'json', '--auto', ...settings.extraArgs,
+    ...(session === undefined ? [] : [`--session=${session}`]),
+    '--', task
+  ],
+  resumes: true,
   parseReport: parseOpencodeReport,
   steps: opencodeSteps
 }

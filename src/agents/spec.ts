@@ -46,9 +46,12 @@ export interface AgentSpec<Agent extends string = string> {
   ownSettings?: Record<string, TSchema>
   /**
    * The argv after the binary, the same whether the run is followed live or not: its result's steps come from the
-   * same structured output. The task must reach the agent as its prompt, never as an option.
+   * same structured output. The task must reach the agent as its prompt, never as an option; `session`, a session its
+   * CLI reported earlier (given only to a spec that `resumes`), as the session to continue, never as an option either.
    */
-  args(task: string, settings: AgentSettings): string[]
+  args(task: string, settings: AgentSettings, session?: string): string[]
+  /** Its CLI continues an earlier session non-interactively: a run may carry `resume`. */
+  resumes?: true
   /**
    * Why this CLI would not read `task` as its prompt, whatever the argv (a 400 before anything runs); null when it
    * would.

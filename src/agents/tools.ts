@@ -26,8 +26,9 @@ export class AgentTool {
     this.#agentUid = agentUid
   }
 
-  args(task: string): string[] {
-    return this.spec.args(task, this.settings)
+  /** `session`: the session this run continues, when it does. */
+  args(task: string, session?: string): string[] {
+    return this.spec.args(task, this.settings, session)
   }
 
   refuseTask(task: string): string | null {
@@ -36,6 +37,10 @@ export class AgentTool {
 
   parseReport(output: string): ParsedReport | null {
     return this.spec.parseReport?.(output) ?? null
+  }
+
+  get resumes(): boolean {
+    return this.spec.resumes === true
   }
 
   /** Its output says what it does (commands, edits, tool calls), not only its text: steps say more than the output. */

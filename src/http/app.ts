@@ -144,6 +144,9 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   // What escaped the ledger (a process that left its run's group) still carries its run's mark.
   const marked = await killMarked(isEarlierLife(life))
   if (marked > 0) app.log.warn({ processes: marked }, `stopped ${marked} process(es) a previous life's runs left`)
+  const store = await createRunStore(config, replica, app.log)
+  const lost = await store.recover()
+  if (lost.length > 0) app.log.warn({ runs: lost }, `${lost.length} run(s) of a previous life ended with it: now lost`)
   const launcher = new RunLauncher({
     config,
     tools,
@@ -152,11 +155,9 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     sudoShim,
     hostContainment: host.containment,
     ledger,
-    wslDistros: new WslDistros(config.wslBin, agentEnv)
+    wslDistros: new WslDistros(config.wslBin, agentEnv),
+    sessions: store
   })
-  const store = await createRunStore(config, replica, app.log)
-  const lost = await store.recover()
-  if (lost.length > 0) app.log.warn({ runs: lost }, `${lost.length} run(s) of a previous life ended with it: now lost`)
   const registry = new RunRegistry({
     launcher,
     metrics,

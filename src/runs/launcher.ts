@@ -16,6 +16,8 @@ import { runPlacedAgent } from './agent-run.js'
 import { placeRun, type Placement } from './placement.js'
 import type { Run } from './run.js'
 import { RunSteps } from './run-steps.js'
+import { continuedPlace, sessionLeftBy } from './sessions.js'
+import type { SessionRecord, SessionStore } from './stores/run-store.js'
 import { assertRunnableOnWindows } from './windows-checks.js'
 import { assertHostDirectory } from './workspace.js'
 
@@ -28,7 +30,11 @@ export interface LauncherDeps {
   hostContainment: Containment
   ledger: RunLedger
   wslDistros: WslDistros
+  sessions: SessionStore
 }
+
+/** A continued session stays claimed past its run's deadline by the stop's grace periods, and a margin. */
+const CLAIM_MARGIN_MS = 60_000
 
 /** What a launch's caller may watch: the process's hooks, and the steps read from the agent's structured output. */
 export interface LaunchHooks extends RunHooks {
@@ -61,55 +67,83 @@ export class RunLauncher {
     }
   }
 
-  async #launch(run: Run, params: RunParams, log: FastifyBaseLogger, launchHooks: LaunchHooks): Promise<RunResult> {
-    const { config, slots, sudoProbe, sudoShim, ledger } = this.#deps
+  async #launch(run: Run, request: RunParams, log: FastifyBaseLogger, launchHooks: LaunchHooks): Promise<RunResult> {
+    const { config, slots, sudoProbe, sudoShim, ledger, sessions } = this.#deps
     const tool = this.#deps.tools[run.tool]
-    const refusal = tool.refuseTask(params.task)
+    const refusal = tool.refuseTask(request.task)
     if (refusal !== null) throw serviceError('VALIDATION_ERROR', `body/task: ${refusal}`)
+    const session = request.resume
+    const params = session === undefined ? request : continuedPlace(request, await this.#sessionOf(tool, run, session))
     const { onStep, ...hooks } = launchHooks
     const parser = tool.steps()
     const steps = parser === null ? null : new RunSteps(parser, onStep)
     const live = followedLive(hooks)
-    const placement = this.#place(tool, params, run.id)
+    const placement = this.#place(tool, params, run.id, session)
     await this.#assertPlaceable(placement, params)
-    run.advance('placed')
-    run.advance('waiting_for_slot')
-    const lease = await slots.acquire(run.tool)
-    if (lease === null) throw serviceError('AGENT_LIMIT_REACHED', slots.limit(run.tool))
+    const claimed = session !== undefined &&
+      await sessions.claimSession(run.tool, session, run.id, params.timeout * 1000 + CLAIM_MARGIN_MS)
+    if (session !== undefined && !claimed) throw serviceError('SESSION_BUSY', session)
     try {
-      run.advance('starting')
-      const result = await runPlacedAgent(tool, placement, params, {
-        config,
-        sudoProbe,
-        sudoShim,
-        ledger,
-        runId: run.id,
-        signal: run.signal,
-        log,
-        live,
-        steps,
-        hooks: {
-          ...hooks,
-          ...(steps === null ? {} : { onStdout: (chunk: Buffer) => steps.push(chunk) }),
-          onSpawn: (pid) => {
-            run.agentStarted()
-            hooks.onSpawn?.(pid)
-          },
-          onStopping: () => run.stopping()
-        }
-      })
-      return result
+      run.advance('placed')
+      run.advance('waiting_for_slot')
+      const lease = await slots.acquire(run.tool)
+      if (lease === null) throw serviceError('AGENT_LIMIT_REACHED', slots.limit(run.tool))
+      try {
+        run.advance('starting')
+        const result = await runPlacedAgent(tool, placement, params, {
+          config,
+          sudoProbe,
+          sudoShim,
+          ledger,
+          runId: run.id,
+          signal: run.signal,
+          log,
+          live,
+          steps,
+          hooks: {
+            ...hooks,
+            ...(steps === null ? {} : { onStdout: (chunk: Buffer) => steps.push(chunk) }),
+            onSpawn: (pid) => {
+              run.agentStarted()
+              hooks.onSpawn?.(pid)
+            },
+            onStopping: () => run.stopping()
+          }
+        })
+        await this.#remember(result, run, params, log)
+        return result
+      } finally {
+        lease.release()
+      }
     } finally {
-      lease.release()
+      if (claimed) await sessions.releaseSession(run.tool, session, run.id).catch(() => undefined)
     }
   }
 
-  #place(tool: AgentTool, params: RunParams, runId: string): Placement {
+  /** The session `id` of this run's caller and tool; 400 for a CLI that cannot continue one, 404 for any other. */
+  async #sessionOf(tool: AgentTool, run: Run, id: string): Promise<SessionRecord> {
+    if (!tool.resumes) throw serviceError('RESUME_NOT_SUPPORTED', run.tool)
+    const session = await this.#deps.sessions.session(run.tool, id)
+    // Another caller's session is no more there than an unknown one.
+    if (session === undefined || session.owner !== run.owner) throw serviceError('SESSION_NOT_FOUND', id)
+    return session
+  }
+
+  /** The session the run leaves, for its owner to continue; a store that fails costs the next resume, not this run. */
+  async #remember(result: RunResult, run: Run, params: RunParams, log: FastifyBaseLogger): Promise<void> {
+    const session = sessionLeftBy(result, run.tool, run.owner, params)
+    if (session === null) return
+    await this.#deps.sessions.saveSession(session).catch((error: unknown) => {
+      log.warn({ err: error, session: session.id }, 'could not keep the run’s session: it cannot be continued')
+    })
+  }
+
+  #place(tool: AgentTool, params: RunParams, runId: string, session: string | undefined): Placement {
     const { config, hostContainment } = this.#deps
     return placeRun({
       params,
       agentBin: tool.settings.bin,
-      agentArgs: tool.args(params.task),
+      agentArgs: tool.args(params.task, session),
       hostPlatform: config.hostPlatform,
       wslBin: config.wslBin,
       hostContainment,

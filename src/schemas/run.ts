@@ -50,6 +50,15 @@ export const RunParams = Type.Object(
     wsl_user: Type.Optional(
       WslName('Windows hosts only: the distro user (the distro default otherwise). Requires wsl_distro.')
     ),
+    resume: Type.Optional(
+      Type.String({
+        pattern: '^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$',
+        description:
+          'Continue the agent’s session with this task: a `session_id` an earlier run of the same tool with the same ' +
+          'token answered with. The run takes that session’s place (its `cwd`, WSL distro and user; any given must ' +
+          'match) and the agent keeps its conversation.'
+      })
+    ),
     events: Type.Optional(
       eventsChoice(
         'Streamed runs (NDJSON, SSE) and MCP progress: what the stream carries, `step` events, the raw `output` or ' +

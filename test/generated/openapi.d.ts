@@ -307,6 +307,8 @@ export interface components {
             wsl_distro?: string;
             /** @description Windows hosts only: the distro user (the distro default otherwise). Requires wsl_distro. */
             wsl_user?: string;
+            /** @description Continue the agent’s session with this task: a `session_id` an earlier run of the same tool with the same token answered with. The run takes that session’s place (its `cwd`, WSL distro and user; any given must match) and the agent keeps its conversation. */
+            resume?: string;
             /** @description Streamed runs (NDJSON, SSE) and MCP progress: what the stream carries, `step` events, the raw `output` or both. Default: both for streams; for MCP progress, steps when the agent reports them (readable lines), else the output. Async runs choose when they are followed (GET /runs/{id}/events?events=). */
             events?: "both" | "steps" | "output";
         };
@@ -601,6 +603,8 @@ export interface components {
             wsl_distro?: string;
             /** @description Windows hosts only: the distro user (the distro default otherwise). Requires wsl_distro. */
             wsl_user?: string;
+            /** @description Continue the agent’s session with this task: a `session_id` an earlier run of the same tool with the same token answered with. The run takes that session’s place (its `cwd`, WSL distro and user; any given must match) and the agent keeps its conversation. */
+            resume?: string;
         };
         /**
          * RunSummary
@@ -652,7 +656,7 @@ export interface components {
              */
             error: string;
             /**
-             * @description Machine-readable error code: VALIDATION_ERROR, INVALID_JSON, INVALID_CONTENT_LENGTH, MALFORMED_REQUEST, BAD_URL, CWD_NOT_FOUND, CWD_NOT_A_DIRECTORY, WSL_DISTRO_NOT_FOUND, WSL_ARGUMENT_UNSAFE, COMMAND_LINE_TOO_LONG, UNAUTHORIZED, HOST_NOT_ALLOWED, FORBIDDEN_PATH, ORIGIN_NOT_ALLOWED, ROUTE_NOT_FOUND, RUN_NOT_FOUND, METHOD_NOT_ALLOWED, REQUEST_TIMEOUT, BODY_TOO_LARGE, URL_TOO_LONG, UNSUPPORTED_MEDIA_TYPE, AGENT_LIMIT_REACHED, HEADERS_TOO_LARGE, INTERNAL_ERROR, AGENT_NOT_INSTALLED, AGENT_SPAWN_FAILED, RUN_NOT_RECORDED, SLOTS_UNAVAILABLE, RUNS_UNAVAILABLE, SHUTTING_DOWN.
+             * @description Machine-readable error code: VALIDATION_ERROR, INVALID_JSON, INVALID_CONTENT_LENGTH, MALFORMED_REQUEST, BAD_URL, RESUME_NOT_SUPPORTED, RESUME_PLACE_MISMATCH, CWD_NOT_FOUND, CWD_NOT_A_DIRECTORY, WSL_DISTRO_NOT_FOUND, WSL_ARGUMENT_UNSAFE, COMMAND_LINE_TOO_LONG, UNAUTHORIZED, HOST_NOT_ALLOWED, FORBIDDEN_PATH, ORIGIN_NOT_ALLOWED, ROUTE_NOT_FOUND, RUN_NOT_FOUND, SESSION_NOT_FOUND, METHOD_NOT_ALLOWED, REQUEST_TIMEOUT, SESSION_BUSY, BODY_TOO_LARGE, URL_TOO_LONG, UNSUPPORTED_MEDIA_TYPE, AGENT_LIMIT_REACHED, HEADERS_TOO_LARGE, INTERNAL_ERROR, AGENT_NOT_INSTALLED, AGENT_SPAWN_FAILED, RUN_NOT_RECORDED, SLOTS_UNAVAILABLE, RUNS_UNAVAILABLE, SHUTTING_DOWN.
              * @example AGENT_LIMIT_REACHED
              */
             code: string;
@@ -775,6 +779,8 @@ export interface operations {
              *     - `INVALID_CONTENT_LENGTH`: The content-length header does not match the body.
              *     - `MALFORMED_REQUEST`: Not valid HTTP/1.1 (a bad header byte, Content-Length with Transfer-Encoding…); the connection is closed.
              *     - `BAD_URL`: The URL cannot be decoded.
+             *     - `RESUME_NOT_SUPPORTED`: `resume` for an agent whose CLI cannot continue a session non-interactively (crush).
+             *     - `RESUME_PLACE_MISMATCH`: `resume` with a `cwd`, `wsl_distro` or `wsl_user` other than the session’s: a session continues where it ran (leave them out to use the session’s).
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
              *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
@@ -895,6 +901,8 @@ export interface operations {
              *     - `INVALID_CONTENT_LENGTH`: The content-length header does not match the body.
              *     - `MALFORMED_REQUEST`: Not valid HTTP/1.1 (a bad header byte, Content-Length with Transfer-Encoding…); the connection is closed.
              *     - `BAD_URL`: The URL cannot be decoded.
+             *     - `RESUME_NOT_SUPPORTED`: `resume` for an agent whose CLI cannot continue a session non-interactively (crush).
+             *     - `RESUME_PLACE_MISMATCH`: `resume` with a `cwd`, `wsl_distro` or `wsl_user` other than the session’s: a session continues where it ran (leave them out to use the session’s).
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
              *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
@@ -1015,6 +1023,8 @@ export interface operations {
              *     - `INVALID_CONTENT_LENGTH`: The content-length header does not match the body.
              *     - `MALFORMED_REQUEST`: Not valid HTTP/1.1 (a bad header byte, Content-Length with Transfer-Encoding…); the connection is closed.
              *     - `BAD_URL`: The URL cannot be decoded.
+             *     - `RESUME_NOT_SUPPORTED`: `resume` for an agent whose CLI cannot continue a session non-interactively (crush).
+             *     - `RESUME_PLACE_MISMATCH`: `resume` with a `cwd`, `wsl_distro` or `wsl_user` other than the session’s: a session continues where it ran (leave them out to use the session’s).
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
              *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
@@ -1135,6 +1145,8 @@ export interface operations {
              *     - `INVALID_CONTENT_LENGTH`: The content-length header does not match the body.
              *     - `MALFORMED_REQUEST`: Not valid HTTP/1.1 (a bad header byte, Content-Length with Transfer-Encoding…); the connection is closed.
              *     - `BAD_URL`: The URL cannot be decoded.
+             *     - `RESUME_NOT_SUPPORTED`: `resume` for an agent whose CLI cannot continue a session non-interactively (crush).
+             *     - `RESUME_PLACE_MISMATCH`: `resume` with a `cwd`, `wsl_distro` or `wsl_user` other than the session’s: a session continues where it ran (leave them out to use the session’s).
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
              *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
@@ -1255,6 +1267,8 @@ export interface operations {
              *     - `INVALID_CONTENT_LENGTH`: The content-length header does not match the body.
              *     - `MALFORMED_REQUEST`: Not valid HTTP/1.1 (a bad header byte, Content-Length with Transfer-Encoding…); the connection is closed.
              *     - `BAD_URL`: The URL cannot be decoded.
+             *     - `RESUME_NOT_SUPPORTED`: `resume` for an agent whose CLI cannot continue a session non-interactively (crush).
+             *     - `RESUME_PLACE_MISMATCH`: `resume` with a `cwd`, `wsl_distro` or `wsl_user` other than the session’s: a session continues where it ran (leave them out to use the session’s).
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
              *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
@@ -1417,6 +1431,8 @@ export interface operations {
              *     - `INVALID_CONTENT_LENGTH`: The content-length header does not match the body.
              *     - `MALFORMED_REQUEST`: Not valid HTTP/1.1 (a bad header byte, Content-Length with Transfer-Encoding…); the connection is closed.
              *     - `BAD_URL`: The URL cannot be decoded.
+             *     - `RESUME_NOT_SUPPORTED`: `resume` for an agent whose CLI cannot continue a session non-interactively (crush).
+             *     - `RESUME_PLACE_MISMATCH`: `resume` with a `cwd`, `wsl_distro` or `wsl_user` other than the session’s: a session continues where it ran (leave them out to use the session’s).
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
              *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
@@ -1553,6 +1569,7 @@ export interface operations {
             /**
              * @description - `ROUTE_NOT_FOUND`: No route matches the method and path.
              *     - `RUN_NOT_FOUND`: No such async run on this replica: unknown, expired, or started elsewhere.
+             *     - `SESSION_NOT_FOUND`: `resume` names no session this token’s runs of this tool reported: unknown, another caller’s, another tool’s, still in its first run, or past SESSIONS_RETENTION_MS.
              */
             404: {
                 headers: {
@@ -1610,6 +1627,7 @@ export interface operations {
             /**
              * @description - `ROUTE_NOT_FOUND`: No route matches the method and path.
              *     - `RUN_NOT_FOUND`: No such async run on this replica: unknown, expired, or started elsewhere.
+             *     - `SESSION_NOT_FOUND`: `resume` names no session this token’s runs of this tool reported: unknown, another caller’s, another tool’s, still in its first run, or past SESSIONS_RETENTION_MS.
              */
             404: {
                 headers: {
@@ -1654,6 +1672,8 @@ export interface operations {
              *     - `INVALID_CONTENT_LENGTH`: The content-length header does not match the body.
              *     - `MALFORMED_REQUEST`: Not valid HTTP/1.1 (a bad header byte, Content-Length with Transfer-Encoding…); the connection is closed.
              *     - `BAD_URL`: The URL cannot be decoded.
+             *     - `RESUME_NOT_SUPPORTED`: `resume` for an agent whose CLI cannot continue a session non-interactively (crush).
+             *     - `RESUME_PLACE_MISMATCH`: `resume` with a `cwd`, `wsl_distro` or `wsl_user` other than the session’s: a session continues where it ran (leave them out to use the session’s).
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
              *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
@@ -1693,6 +1713,7 @@ export interface operations {
             /**
              * @description - `ROUTE_NOT_FOUND`: No route matches the method and path.
              *     - `RUN_NOT_FOUND`: No such async run on this replica: unknown, expired, or started elsewhere.
+             *     - `SESSION_NOT_FOUND`: `resume` names no session this token’s runs of this tool reported: unknown, another caller’s, another tool’s, still in its first run, or past SESSIONS_RETENTION_MS.
              */
             404: {
                 headers: {

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { once } from 'node:events'
 import { join } from 'node:path'
-import { build, call, cancelRun, createRun, isAlive, listen, outputText, parseSse, readPidFile, readUntil, scenario, settled, startServer, tempDir } from '../helpers/index.js'
+import { build, call, cancelRun, createRun, echoed, heldAgent, isAlive, listen, outputText, parseSse, readPidFile, readUntil, refused, runTool, scenario, settled, startServer, tempDir } from '../helpers/index.js'
 import { NO_REDIS, redisEnv, startRedis } from '../helpers/redis.js'
 
 // Two real service processes on one real redis-server: any replica answers for any run.
@@ -35,6 +35,23 @@ t.test('a fleet on Redis', { skip: NO_REDIS, jobs: 2 }, async (t) => {
     t.match(await cancelRun(b.base, id, ALICE), { id, status: 'cancelled', result: { stop_reason: 'cancelled' } }, 'B answers with the end A recorded')
     t.notOk(isAlive(agent), 'the agent on A is gone')
     t.match(await call(a.base, 'GET', `/runs/${id}`, { headers: ALICE }), { body: { status: 'cancelled' } }, 'A says the same')
+  })
+
+  t.test('a session one replica’s run reported is continued on another, by its owner only, one run at a time', async (t) => {
+    const { url } = await startRedis(t)
+    const env = redisEnv(url, { API_TOKENS: TOKENS })
+    const [a, b] = await Promise.all([startServer(t, env), startServer(t, env)])
+    // The agents' HOME is the same here, as a fleet's must be for its CLIs to find their sessions on every replica.
+    const first = await runTool(a.base, 'codex_run', { task: 'first on A' }, ALICE)
+    const held = heldAgent(t)
+    const continuing = runTool(b.base, 'codex_run', { task: held.task, resume: first.session_id! }, ALICE)
+    await readPidFile(held.pidFile)
+    t.match(await refused(a.base, 'codex_run', { task: 'me too', resume: first.session_id }, ALICE), { status: 409, body: { code: 'SESSION_BUSY' } }, 'A sees B’s claim')
+    t.match(await refused(a.base, 'codex_run', { task: 'mine?', resume: first.session_id }, BOB), { status: 404, body: { code: 'SESSION_NOT_FOUND' } })
+    held.release()
+    t.match(await continuing, { ok: true, session_id: first.session_id })
+    const third = await runTool(b.base, 'codex_run', { task: 'third on B', resume: first.session_id! }, ALICE)
+    t.same((echoed(third) as ReturnType<typeof echoed> & { earlier: string[] }).earlier, ['first on A', held.task], 'B’s runs were given A’s conversation')
   })
 
   t.test('kill -9 A: after the TTL, B reports A’s run lost, with the events A had saved', async (t) => {

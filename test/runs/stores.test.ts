@@ -89,8 +89,29 @@ if (NO_REDIS === false) {
 
 for (const [kind, open] of Object.entries(stores)) {
   t.test(`${kind} store`, async (t) => {
+    t.test('a session is its owner’s and its tool’s, forgotten past retention; one claim at a time, released by its holder', async (t) => {
+      const store = await open(t, { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000 })
+      const session = { id: randomUUID(), tool: 'claude_run', owner: 'alice', cwd: '/srv/p', wslDistro: null, wslUser: null, updatedAt: new Date().toISOString() }
+      await store.saveSession(session)
+      t.same(await store.session('claude_run', session.id), session)
+      t.equal(await store.session('codex_run', session.id), undefined, 'another tool’s id space')
+      t.equal(await store.session('claude_run', randomUUID()), undefined)
+      const stale = { ...session, id: randomUUID(), updatedAt: new Date(Date.now() - 61_000).toISOString() }
+      await store.saveSession(stale)
+      t.equal(await store.session('claude_run', stale.id), undefined, 'past retention since its last run')
+
+      t.ok(await store.claimSession('claude_run', session.id, 'run-a', 60_000))
+      t.notOk(await store.claimSession('claude_run', session.id, 'run-b', 60_000), 'held')
+      await store.releaseSession('claude_run', session.id, 'run-b')
+      t.notOk(await store.claimSession('claude_run', session.id, 'run-b', 60_000), 'only its holder releases it')
+      t.ok(await store.claimSession('codex_run', session.id, 'run-b', 60_000), 'another tool’s session is another')
+      await store.releaseSession('claude_run', session.id, 'run-a')
+      t.ok(await store.claimSession('claude_run', session.id, 'run-b', 50))
+      t.ok(await until(() => store.claimSession('claude_run', session.id, 'run-c', 60_000), (claimed) => claimed, 5000, 'the claim to lapse'), 'a claim its holder never released lapses')
+    })
+
     t.test('a step’s id falls between two bytes: kept exactly, in order, and resumed after', async (t) => {
-      const store = await open(t, { retentionMs: 60_000, maxFinished: 10 })
+      const store = await open(t, { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000 })
       const run = record('alice')
       await store.create(run)
       const log = new RunEventLog(1 << 20)
@@ -104,7 +125,7 @@ for (const [kind, open] of Object.entries(stores)) {
     })
 
     t.test('keeps a run, its events (less the dropped middle) and its end; lists by owner, newest first', async (t) => {
-      const store = await open(t, { retentionMs: 60_000, maxFinished: 10 })
+      const store = await open(t, { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000 })
       t.equal(store.kind, kind)
       const first = record('alice', { createdAt: new Date(Date.now() - 1000).toISOString() })
       const second = record('alice')
@@ -134,7 +155,7 @@ for (const [kind, open] of Object.entries(stores)) {
     })
 
     t.test('retention: the oldest finished runs past the count go, with their events', async (t) => {
-      const store = await open(t, { retentionMs: 60_000, maxFinished: 2 })
+      const store = await open(t, { retentionMs: 60_000, maxFinished: 2, sessionsRetentionMs: 60_000 })
       const runs = [3, 2, 1].map((secondsAgo) => record('alice', { createdAt: new Date(Date.now() - secondsAgo * 1000).toISOString() }))
       for (const run of runs) {
         await store.create(run)
@@ -149,7 +170,7 @@ for (const [kind, open] of Object.entries(stores)) {
     })
 
     t.test('retention: a finished run past its age is gone; a running one stays', async (t) => {
-      const store = await open(t, { retentionMs: 50, maxFinished: 10 })
+      const store = await open(t, { retentionMs: 50, maxFinished: 10, sessionsRetentionMs: 60_000 })
       const done = record('alice')
       const running = record('alice')
       await store.create(done)
@@ -163,7 +184,7 @@ for (const [kind, open] of Object.entries(stores)) {
 
 t.test('sqlite: runs a previous life left running are lost at the next start, with their events', async (t) => {
   const dir = tempDir(t)
-  const retention = { retentionMs: 60_000, maxFinished: 10 }
+  const retention = { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000 }
   const before = new SqliteRunStore(dir, retention)
   const run = record('alice')
   await before.create(run)
@@ -193,7 +214,7 @@ const askUntilHeard = (reader: RedisRunStore, run: RunRecord, heard: () => strin
 t.test('redis: a run whose replica stopped saying it is alive is lost; a cancel request reaches its replica', { skip: NO_REDIS }, async (t) => {
   const { url } = await startRedis(t)
   const { REDIS_URL, SLOTS_KEY_PREFIX } = redisEnv(url)
-  const options = { retentionMs: 60_000, maxFinished: 10, url: REDIS_URL, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 10_000, log }
+  const options = { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, url: REDIS_URL, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 10_000, log }
   const owner = new RedisRunStore({ ...options, replica: 'a' })
   const reader = new RedisRunStore({ ...options, replica: 'b' })
   t.teardown(() => reader.close())
@@ -215,7 +236,7 @@ t.test('redis: a run whose replica stopped saying it is alive is lost; a cancel 
 t.test('redis: a replica that met a slow Redis as it started still hears cancel requests', { skip: NO_REDIS }, async (t) => {
   const { url } = await startRedis(t)
   const { SLOTS_KEY_PREFIX } = redisEnv(url)
-  const options = { retentionMs: 60_000, maxFinished: 10, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 300, log }
+  const options = { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 300, log }
   // Its first answers come later than the service waits for a command (1 s): the subscription must survive that.
   const owner = new RedisRunStore({ ...options, url: await slowAtFirst(t, url, 2000, 1500), replica: 'a' })
   t.teardown(() => owner.close())
@@ -236,7 +257,7 @@ t.test('redis: a subscription Redis refuses is asked for again until it is made'
   await admin.call('ACL', 'SETUSER', 'default', 'resetchannels')
   const warnings: string[] = []
   const watched = pino({ level: 'warn' }, { write: (line: string) => warnings.push(String(JSON.parse(line).msg)) })
-  const options = { retentionMs: 60_000, maxFinished: 10, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 300, url }
+  const options = { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 300, url }
   const owner = new RedisRunStore({ ...options, log: watched, replica: 'a' })
   t.teardown(() => owner.close())
   let heard: string | undefined
@@ -252,7 +273,7 @@ t.test('redis: a subscription Redis refuses is asked for again until it is made'
 t.test('redis: Redis away is a 503 RUNS_UNAVAILABLE, not a hang', { skip: NO_REDIS }, async (t) => {
   const { url, stop } = await startRedis(t)
   await stop()
-  const store = new RedisRunStore({ retentionMs: 1000, maxFinished: 1, url, keyPrefix: 'x:', ttlMs: 300, replica: 'a', log })
+  const store = new RedisRunStore({ retentionMs: 1000, maxFinished: 1, sessionsRetentionMs: 60_000, url, keyPrefix: 'x:', ttlMs: 300, replica: 'a', log })
   t.teardown(() => store.close())
   t.same(await store.recover(), [], 'starting is not refused')
   await t.rejects(store.get('any'), { code: 'RUNS_UNAVAILABLE', message: /Redis/ })
@@ -261,7 +282,7 @@ t.test('redis: Redis away is a 503 RUNS_UNAVAILABLE, not a hang', { skip: NO_RED
 t.test('redis: every key expires, a running run\'s too; what this service did not write is skipped, never a 503', { skip: NO_REDIS }, async (t) => {
   const { url } = await startRedis(t)
   const { REDIS_URL, SLOTS_KEY_PREFIX } = redisEnv(url)
-  const store = new RedisRunStore({ retentionMs: 60_000, maxFinished: 10, url: REDIS_URL, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 10_000, replica: REPLICA, log })
+  const store = new RedisRunStore({ retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, url: REDIS_URL, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 10_000, replica: REPLICA, log })
   t.teardown(() => store.close())
   await store.recover()
   const redis = new Redis(REDIS_URL)
@@ -297,7 +318,7 @@ t.test('a result stored before processes_may_remain, session_id, usage and steps
   const { processes_may_remain: _added, session_id: _session, usage: _usage, steps_summary: _summary, ...before } = resultOf('crush_run')
   // The memory store holds only what this very process ran.
   for (const [kind, open] of Object.entries(stores).filter(([kind]) => kind !== 'memory')) {
-    const store = await open(t, { retentionMs: 60_000, maxFinished: 10 })
+    const store = await open(t, { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000 })
     const run = record('alice')
     await store.create(run)
     await store.finish({ ...finished(run), result: before as RunResult })

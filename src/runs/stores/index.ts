@@ -6,7 +6,11 @@ import { SqliteRunStore } from './sqlite-store.js'
 
 /** The store RUNS_STORE names; each is loaded only when chosen (a native module, a Redis client). */
 export async function createRunStore(config: Config, replica: string, log: FastifyBaseLogger): Promise<RunStore> {
-  const retention = { retentionMs: config.runsRetentionMs, maxFinished: config.runsMaxFinished }
+  const retention = {
+    retentionMs: config.runsRetentionMs,
+    maxFinished: config.runsMaxFinished,
+    sessionsRetentionMs: config.sessionsRetentionMs
+  }
   if (config.runsStore === 'memory') return new MemoryRunStore(retention)
   if (config.runsStore === 'sqlite') return new SqliteRunStore(config.dataDir, retention)
   if (config.slots.backend !== 'redis') throw new Error('RUNS_STORE=redis needs SLOTS_BACKEND=redis')

@@ -1,6 +1,7 @@
 import type { StoredEvent } from '../event-log.js'
 import {
-  byNewest, isRetained, type RetentionOptions, type RunRecord, type RunStore
+  byNewest, isFreshSession, isRetained, LocalSessionClaims, sessionKey, type RetentionOptions, type RunRecord,
+  type RunStore, type SessionRecord
 } from './run-store.js'
 
 interface Entry {
@@ -13,9 +14,33 @@ export class MemoryRunStore implements RunStore {
   readonly kind = 'memory'
   readonly #entries = new Map<string, Entry>()
   readonly #retention: RetentionOptions
+  readonly #sessions = new Map<string, SessionRecord>()
+  readonly #claims = new LocalSessionClaims()
 
   constructor(retention: RetentionOptions) {
     this.#retention = retention
+  }
+
+  async saveSession(session: SessionRecord): Promise<void> {
+    for (const [key, kept] of this.#sessions) {
+      if (!isFreshSession(kept, this.#retention.sessionsRetentionMs)) this.#sessions.delete(key)
+    }
+    this.#sessions.set(sessionKey(session.tool, session.id), { ...session })
+  }
+
+  async session(tool: string, id: string): Promise<SessionRecord | undefined> {
+    const session = this.#sessions.get(sessionKey(tool, id))
+    return session !== undefined && isFreshSession(session, this.#retention.sessionsRetentionMs)
+      ? { ...session }
+      : undefined
+  }
+
+  async claimSession(tool: string, id: string, holder: string, ttlMs: number): Promise<boolean> {
+    return this.#claims.claim(tool, id, holder, ttlMs)
+  }
+
+  async releaseSession(tool: string, id: string, holder: string): Promise<void> {
+    this.#claims.release(tool, id, holder)
   }
 
   async recover(): Promise<string[]> {

@@ -6,7 +6,9 @@ import { serviceError } from '../../errors.js'
 import { createRedis, whenConnected } from '../../redis-client.js'
 import { RunResult, resultFromStore, TIMEOUT_MAX_SECONDS } from '../../schemas/run.js'
 import type { StoredEvent } from '../event-log.js'
-import { RunRecordHead, type RetentionOptions, type RunRecord, type RunStore } from './run-store.js'
+import {
+  isFreshSession, RunRecordHead, SessionRecord, sessionKey, type RetentionOptions, type RunRecord, type RunStore
+} from './run-store.js'
 
 export interface RedisRunStoreOptions extends RetentionOptions {
   url: string
@@ -62,6 +64,9 @@ function everyCommandDone(results: Array<[Error | null, unknown]> | null): void 
   if (failed !== undefined) throw failed[0]!
 }
 
+/** Deletes a claim only if it is still the caller's. */
+const RELEASE_IF_HELD = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
+
 /** A subscription refused (the connection flushed its queue) is asked for again this long after. */
 const RESUBSCRIBE_DELAY_MS = 1000
 
@@ -110,6 +115,27 @@ export class RedisRunStore implements RunStore {
    */
   get #runningTtlMs(): number {
     return TIMEOUT_MAX_SECONDS * 1000 + this.#options.retentionMs
+  }
+
+  async saveSession(session: SessionRecord): Promise<void> {
+    const key = this.#sessionKey(session.tool, session.id)
+    await this.#call(() => this.#redis.set(key, JSON.stringify(session), 'PX', this.#options.sessionsRetentionMs))
+  }
+
+  async session(tool: string, id: string): Promise<SessionRecord | undefined> {
+    const text = await this.#call(() => this.#redis.get(this.#sessionKey(tool, id)))
+    const session = text === null ? undefined : this.#valid(SessionRecord, text, id)
+    return session !== undefined && isFreshSession(session, this.#options.sessionsRetentionMs) ? session : undefined
+  }
+
+  async claimSession(tool: string, id: string, holder: string, ttlMs: number): Promise<boolean> {
+    const key = `${this.#sessionKey(tool, id)}:claim`
+    return (await this.#call(() => this.#redis.set(key, holder, 'PX', ttlMs, 'NX'))) === 'OK'
+  }
+
+  async releaseSession(tool: string, id: string, holder: string): Promise<void> {
+    // Only its own claim: one that lapsed and was taken since is the new holder's.
+    await this.#call(() => this.#redis.eval(RELEASE_IF_HELD, 1, `${this.#sessionKey(tool, id)}:claim`, holder))
   }
 
   async create(record: RunRecord): Promise<void> {
@@ -273,6 +299,10 @@ export class RedisRunStore implements RunStore {
     } catch (error) {
       throw serviceError('RUNS_UNAVAILABLE', (error as Error).message)
     }
+  }
+
+  #sessionKey(tool: string, id: string): string {
+    return `${this.#options.keyPrefix}session:${sessionKey(tool, id)}`
   }
 
   #runKey(id: string): string {

@@ -18,8 +18,62 @@ export const RunRecordHead = Type.Object({
 })
 export type RunRecord = Static<typeof RunRecordHead> & { result: RunResult | null }
 
+const Nullable = Type.Union([Type.String(), Type.Null()])
+
+/**
+ * A session an agent's CLI reported (its conversation, which a later run may continue): whose it is and where it ran,
+ * so that only its owner continues it, there. Kept SESSIONS_RETENTION_MS after its last run.
+ */
+export const SessionRecord = Type.Object({
+  id: Type.String(),
+  tool: Type.String(),
+  owner: Type.String(),
+  cwd: Nullable,
+  wslDistro: Nullable,
+  wslUser: Nullable,
+  updatedAt: Type.String()
+})
+export type SessionRecord = Static<typeof SessionRecord>
+
+/** Who keeps sessions: each run store, beside its runs (across replicas with Redis). */
+export interface SessionStore {
+  saveSession(session: SessionRecord): Promise<void>
+  /** undefined once unknown or past retention. */
+  session(tool: string, id: string): Promise<SessionRecord | undefined>
+  /**
+   * Claims the session for `holder`, one run continuing it, for at most `ttlMs` (a crashed holder's claim lapses);
+   * false while another holds it, on any replica sharing the store.
+   */
+  claimSession(tool: string, id: string, holder: string, ttlMs: number): Promise<boolean>
+  releaseSession(tool: string, id: string, holder: string): Promise<void>
+}
+
+/** One service per store file or memory: its claims live in its memory, and lapse with it. */
+export class LocalSessionClaims {
+  readonly #held = new Map<string, { holder: string; until: number }>()
+
+  claim(tool: string, id: string, holder: string, ttlMs: number): boolean {
+    const key = sessionKey(tool, id)
+    const held = this.#held.get(key)
+    if (held !== undefined && held.holder !== holder && held.until > Date.now()) return false
+    this.#held.set(key, { holder, until: Date.now() + ttlMs })
+    return true
+  }
+
+  release(tool: string, id: string, holder: string): void {
+    const key = sessionKey(tool, id)
+    if (this.#held.get(key)?.holder === holder) this.#held.delete(key)
+  }
+}
+
+export const sessionKey = (tool: string, id: string): string => `${tool}:${id}`
+
+/** A session is kept while its last run is recent enough. */
+export const isFreshSession = (session: SessionRecord, retentionMs: number, now = Date.now()): boolean =>
+  now - Date.parse(session.updatedAt) <= retentionMs
+
 /** Where async runs are kept: their record, and their kept events, also after their agent has ended. */
-export interface RunStore {
+export interface RunStore extends SessionStore {
   /** What 'auto' chose, for the startup log and /readyz. */
   readonly kind: 'memory' | 'sqlite' | 'redis'
   /**
@@ -51,6 +105,7 @@ export interface RunStore {
 export interface RetentionOptions {
   retentionMs: number
   maxFinished: number
+  sessionsRetentionMs: number
 }
 
 /** A finished run is kept while it is recent enough. */

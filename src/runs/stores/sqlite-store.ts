@@ -4,7 +4,9 @@ import { createRequire } from 'node:module'
 import { join } from 'node:path'
 import { resultFromStore } from '../../schemas/run.js'
 import type { StoredEvent } from '../event-log.js'
-import type { RetentionOptions, RunRecord, RunStore } from './run-store.js'
+import {
+  LocalSessionClaims, type RetentionOptions, type RunRecord, type RunStore, type SessionRecord
+} from './run-store.js'
 
 const SCHEMA = `
   CREATE TABLE IF NOT EXISTS runs (
@@ -25,6 +27,16 @@ const SCHEMA = `
     end_byte INTEGER NOT NULL,
     frame BLOB NOT NULL,
     PRIMARY KEY (run, id)
+  ) WITHOUT ROWID;
+  CREATE TABLE IF NOT EXISTS sessions (
+    tool TEXT NOT NULL,
+    id TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    cwd TEXT,
+    wsl_distro TEXT,
+    wsl_user TEXT,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (tool, id)
   ) WITHOUT ROWID;
 `
 
@@ -93,6 +105,7 @@ export class SqliteRunStore implements RunStore {
   readonly #db: BetterSqlite3.Database
   readonly #retention: RetentionOptions
   readonly #statements
+  readonly #claims = new LocalSessionClaims()
 
   constructor(dataDir: string, retention: RetentionOptions) {
     mkdirSync(dataDir, { recursive: true, mode: 0o700 })
@@ -131,12 +144,38 @@ export class SqliteRunStore implements RunStore {
       events: db.prepare<[string, number, number]>(
         'SELECT id, start_byte, end_byte, frame FROM events WHERE run = ? AND id > ? ORDER BY id LIMIT ?'
       ),
+      saveSession: db.prepare(
+        'INSERT OR REPLACE INTO sessions (tool, id, owner, cwd, wsl_distro, wsl_user, updated_at) ' +
+          'VALUES (@tool, @id, @owner, @cwd, @wslDistro, @wslUser, @updatedAt)'
+      ),
+      session: db.prepare<[string, string, string]>(
+        'SELECT tool, id, owner, cwd, wsl_distro AS wslDistro, wsl_user AS wslUser, updated_at AS updatedAt ' +
+          'FROM sessions WHERE tool = ? AND id = ? AND updated_at >= ?'
+      ),
+      pruneSessions: db.prepare<[string]>('DELETE FROM sessions WHERE updated_at < ?'),
       pruneOld: db.prepare<[string]>('DELETE FROM runs WHERE finished_at IS NOT NULL AND finished_at < ?'),
       pruneMany: db.prepare<[number]>(
         'DELETE FROM runs WHERE finished_at IS NOT NULL AND id NOT IN ' +
           '(SELECT id FROM runs WHERE finished_at IS NOT NULL ORDER BY finished_at DESC LIMIT ?)'
       )
     }
+  }
+
+  async saveSession(session: SessionRecord): Promise<void> {
+    this.#statements.pruneSessions.run(this.#sessionsCutoff())
+    this.#statements.saveSession.run(session)
+  }
+
+  async session(tool: string, id: string): Promise<SessionRecord | undefined> {
+    return this.#statements.session.get(tool, id, this.#sessionsCutoff()) as SessionRecord | undefined
+  }
+
+  async claimSession(tool: string, id: string, holder: string, ttlMs: number): Promise<boolean> {
+    return this.#claims.claim(tool, id, holder, ttlMs)
+  }
+
+  async releaseSession(tool: string, id: string, holder: string): Promise<void> {
+    this.#claims.release(tool, id, holder)
   }
 
   async recover(): Promise<string[]> {
@@ -195,6 +234,10 @@ export class SqliteRunStore implements RunStore {
 
   async close(): Promise<void> {
     this.#db.close()
+  }
+
+  #sessionsCutoff(): string {
+    return new Date(Date.now() - this.#retention.sessionsRetentionMs).toISOString()
   }
 
   #cutoff(): string {
