@@ -36,11 +36,18 @@ export class EventWriter {
     return this.#raw.write(formatEvent(this.#format, event))
   }
 
-  /** An event already encoded for this stream's format (shared by every follower of a run). */
-  sendFrame(frame: Buffer): boolean {
+  /**
+   * Events already encoded for this stream's format (shared by every follower of a run), written as one: a batch of a
+   * hundred steps costs one socket write, not a hundred, for each of a run's followers.
+   */
+  sendFrames(frames: Buffer[]): boolean {
     if (this.closed) return true
     this.#armHeartbeat()
-    return this.#raw.write(frame)
+    this.#raw.cork()
+    let room = true
+    for (const frame of frames) room = this.#raw.write(frame)
+    this.#raw.uncork()
+    return room
   }
 
   /** The client has not taken what was written yet (a closed stream is never behind). */

@@ -143,7 +143,7 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
       // keeps (a gap event says how much it missed), so a slow reader never makes the service hold more.
       const lastId = parseEventId(request.headers['last-event-id'] ?? '0')!
       for await (const frames of feed(lastId, request.query.events ?? 'both', gone.signal)) {
-        for (const frame of frames) writer.sendFrame(frame)
+        writer.sendFrames(frames)
         if (!writer.closed && reply.raw.writableNeedDrain) await writer.drained()
       }
       writer.close()
