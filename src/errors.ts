@@ -83,6 +83,13 @@ export const ERROR_CATALOG = {
     message: (path: string) => `body/cwd: ${path} is not a directory`,
     example: ['/srv/project/README.md']
   },
+  WSL_NOT_AVAILABLE: {
+    status: 400,
+    when: '`wsl_distro` on a host that is not Windows: only a Windows host runs agents inside WSL.',
+    message: (platform: string) =>
+      `body/wsl_distro: this service runs on ${platform}; only a Windows host runs agents inside a WSL distro`,
+    example: ['linux']
+  },
   WSL_DISTRO_NOT_FOUND: {
     status: 400,
     when: 'Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.',

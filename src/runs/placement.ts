@@ -1,3 +1,4 @@
+import { serviceError } from '../errors.js'
 import { asAgentUser, type AgentUser } from '../process/agent-user.js'
 import type { Containment } from '../process/containment.js'
 import { searchPath } from '../process/search-path.js'
@@ -42,8 +43,11 @@ export interface PlacementInput {
 /** Decides where a run goes, without side effects: the one place that knows whether a run goes into WSL. */
 export function placeRun(input: PlacementInput): Placement {
   const { params, agentBin, agentArgs, env } = input
-  // Only a Windows host runs agents inside WSL; elsewhere wsl_distro means nothing.
-  if (input.hostPlatform !== 'win32' || params.wsl_distro === undefined) {
+  // Only a Windows host runs agents inside WSL: elsewhere a run asking for a distro would run somewhere it did not ask.
+  if (input.hostPlatform !== 'win32' && params.wsl_distro !== undefined) {
+    throw serviceError('WSL_NOT_AVAILABLE', input.hostPlatform)
+  }
+  if (params.wsl_distro === undefined) {
     return {
       where: 'host',
       user: input.user,

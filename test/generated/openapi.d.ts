@@ -656,7 +656,7 @@ export interface components {
              */
             error: string;
             /**
-             * @description Machine-readable error code: VALIDATION_ERROR, INVALID_JSON, INVALID_CONTENT_LENGTH, MALFORMED_REQUEST, BAD_URL, RESUME_NOT_SUPPORTED, RESUME_PLACE_MISMATCH, CWD_NOT_FOUND, CWD_NOT_A_DIRECTORY, WSL_DISTRO_NOT_FOUND, WSL_ARGUMENT_UNSAFE, COMMAND_LINE_TOO_LONG, UNAUTHORIZED, HOST_NOT_ALLOWED, FORBIDDEN_PATH, ORIGIN_NOT_ALLOWED, ROUTE_NOT_FOUND, RUN_NOT_FOUND, SESSION_NOT_FOUND, METHOD_NOT_ALLOWED, REQUEST_TIMEOUT, SESSION_BUSY, BODY_TOO_LARGE, URL_TOO_LONG, UNSUPPORTED_MEDIA_TYPE, AGENT_LIMIT_REACHED, HEADERS_TOO_LARGE, INTERNAL_ERROR, AGENT_NOT_INSTALLED, AGENT_SPAWN_FAILED, RUN_NOT_RECORDED, SLOTS_UNAVAILABLE, RUNS_UNAVAILABLE, SHUTTING_DOWN.
+             * @description Machine-readable error code: VALIDATION_ERROR, INVALID_JSON, INVALID_CONTENT_LENGTH, MALFORMED_REQUEST, BAD_URL, RESUME_NOT_SUPPORTED, RESUME_PLACE_MISMATCH, CWD_NOT_FOUND, CWD_NOT_A_DIRECTORY, WSL_NOT_AVAILABLE, WSL_DISTRO_NOT_FOUND, WSL_ARGUMENT_UNSAFE, COMMAND_LINE_TOO_LONG, UNAUTHORIZED, HOST_NOT_ALLOWED, FORBIDDEN_PATH, ORIGIN_NOT_ALLOWED, ROUTE_NOT_FOUND, RUN_NOT_FOUND, SESSION_NOT_FOUND, METHOD_NOT_ALLOWED, REQUEST_TIMEOUT, SESSION_BUSY, BODY_TOO_LARGE, URL_TOO_LONG, UNSUPPORTED_MEDIA_TYPE, AGENT_LIMIT_REACHED, HEADERS_TOO_LARGE, INTERNAL_ERROR, AGENT_NOT_INSTALLED, AGENT_SPAWN_FAILED, RUN_NOT_RECORDED, SLOTS_UNAVAILABLE, RUNS_UNAVAILABLE, SHUTTING_DOWN.
              * @example AGENT_LIMIT_REACHED
              */
             code: string;
@@ -783,6 +783,7 @@ export interface operations {
              *     - `RESUME_PLACE_MISMATCH`: `resume` with a `cwd`, `wsl_distro` or `wsl_user` other than the session’s: a session continues where it ran (leave them out to use the session’s).
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
+             *     - `WSL_NOT_AVAILABLE`: `wsl_distro` on a host that is not Windows: only a Windows host runs agents inside WSL.
              *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
              *     - `WSL_ARGUMENT_UNSAFE`: Windows hosts: `cwd` would be misread by wsl.exe's own command-line parser (a `"`, or a blank with a trailing `\`).
              *     - `COMMAND_LINE_TOO_LONG`: Windows hosts: the command line would exceed Windows' 32,767 characters (quotes and backslashes in the task count twice).
@@ -905,6 +906,7 @@ export interface operations {
              *     - `RESUME_PLACE_MISMATCH`: `resume` with a `cwd`, `wsl_distro` or `wsl_user` other than the session’s: a session continues where it ran (leave them out to use the session’s).
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
+             *     - `WSL_NOT_AVAILABLE`: `wsl_distro` on a host that is not Windows: only a Windows host runs agents inside WSL.
              *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
              *     - `WSL_ARGUMENT_UNSAFE`: Windows hosts: `cwd` would be misread by wsl.exe's own command-line parser (a `"`, or a blank with a trailing `\`).
              *     - `COMMAND_LINE_TOO_LONG`: Windows hosts: the command line would exceed Windows' 32,767 characters (quotes and backslashes in the task count twice).
@@ -932,6 +934,28 @@ export interface operations {
              *     - `ORIGIN_NOT_ALLOWED`: No API_TOKENS, and a browser sent an Origin that is not one of this service’s names.
              */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /**
+             * @description - `ROUTE_NOT_FOUND`: No route matches the method and path.
+             *     - `RUN_NOT_FOUND`: No such async run on this replica: unknown, expired, or started elsewhere.
+             *     - `SESSION_NOT_FOUND`: `resume` names no session this token’s runs of this tool reported: unknown, another caller’s, another tool’s, still in its first run, or past SESSIONS_RETENTION_MS.
+             */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `SESSION_BUSY`: Another run is continuing this session now: a CLI’s session files are not safe for two writers. Retry once it ends. */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1027,6 +1051,7 @@ export interface operations {
              *     - `RESUME_PLACE_MISMATCH`: `resume` with a `cwd`, `wsl_distro` or `wsl_user` other than the session’s: a session continues where it ran (leave them out to use the session’s).
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
+             *     - `WSL_NOT_AVAILABLE`: `wsl_distro` on a host that is not Windows: only a Windows host runs agents inside WSL.
              *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
              *     - `WSL_ARGUMENT_UNSAFE`: Windows hosts: `cwd` would be misread by wsl.exe's own command-line parser (a `"`, or a blank with a trailing `\`).
              *     - `COMMAND_LINE_TOO_LONG`: Windows hosts: the command line would exceed Windows' 32,767 characters (quotes and backslashes in the task count twice).
@@ -1054,6 +1079,28 @@ export interface operations {
              *     - `ORIGIN_NOT_ALLOWED`: No API_TOKENS, and a browser sent an Origin that is not one of this service’s names.
              */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /**
+             * @description - `ROUTE_NOT_FOUND`: No route matches the method and path.
+             *     - `RUN_NOT_FOUND`: No such async run on this replica: unknown, expired, or started elsewhere.
+             *     - `SESSION_NOT_FOUND`: `resume` names no session this token’s runs of this tool reported: unknown, another caller’s, another tool’s, still in its first run, or past SESSIONS_RETENTION_MS.
+             */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `SESSION_BUSY`: Another run is continuing this session now: a CLI’s session files are not safe for two writers. Retry once it ends. */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1149,6 +1196,7 @@ export interface operations {
              *     - `RESUME_PLACE_MISMATCH`: `resume` with a `cwd`, `wsl_distro` or `wsl_user` other than the session’s: a session continues where it ran (leave them out to use the session’s).
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
+             *     - `WSL_NOT_AVAILABLE`: `wsl_distro` on a host that is not Windows: only a Windows host runs agents inside WSL.
              *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
              *     - `WSL_ARGUMENT_UNSAFE`: Windows hosts: `cwd` would be misread by wsl.exe's own command-line parser (a `"`, or a blank with a trailing `\`).
              *     - `COMMAND_LINE_TOO_LONG`: Windows hosts: the command line would exceed Windows' 32,767 characters (quotes and backslashes in the task count twice).
@@ -1176,6 +1224,28 @@ export interface operations {
              *     - `ORIGIN_NOT_ALLOWED`: No API_TOKENS, and a browser sent an Origin that is not one of this service’s names.
              */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /**
+             * @description - `ROUTE_NOT_FOUND`: No route matches the method and path.
+             *     - `RUN_NOT_FOUND`: No such async run on this replica: unknown, expired, or started elsewhere.
+             *     - `SESSION_NOT_FOUND`: `resume` names no session this token’s runs of this tool reported: unknown, another caller’s, another tool’s, still in its first run, or past SESSIONS_RETENTION_MS.
+             */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `SESSION_BUSY`: Another run is continuing this session now: a CLI’s session files are not safe for two writers. Retry once it ends. */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1271,6 +1341,7 @@ export interface operations {
              *     - `RESUME_PLACE_MISMATCH`: `resume` with a `cwd`, `wsl_distro` or `wsl_user` other than the session’s: a session continues where it ran (leave them out to use the session’s).
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
+             *     - `WSL_NOT_AVAILABLE`: `wsl_distro` on a host that is not Windows: only a Windows host runs agents inside WSL.
              *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
              *     - `WSL_ARGUMENT_UNSAFE`: Windows hosts: `cwd` would be misread by wsl.exe's own command-line parser (a `"`, or a blank with a trailing `\`).
              *     - `COMMAND_LINE_TOO_LONG`: Windows hosts: the command line would exceed Windows' 32,767 characters (quotes and backslashes in the task count twice).
@@ -1298,6 +1369,28 @@ export interface operations {
              *     - `ORIGIN_NOT_ALLOWED`: No API_TOKENS, and a browser sent an Origin that is not one of this service’s names.
              */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /**
+             * @description - `ROUTE_NOT_FOUND`: No route matches the method and path.
+             *     - `RUN_NOT_FOUND`: No such async run on this replica: unknown, expired, or started elsewhere.
+             *     - `SESSION_NOT_FOUND`: `resume` names no session this token’s runs of this tool reported: unknown, another caller’s, another tool’s, still in its first run, or past SESSIONS_RETENTION_MS.
+             */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `SESSION_BUSY`: Another run is continuing this session now: a CLI’s session files are not safe for two writers. Retry once it ends. */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1435,6 +1528,7 @@ export interface operations {
              *     - `RESUME_PLACE_MISMATCH`: `resume` with a `cwd`, `wsl_distro` or `wsl_user` other than the session’s: a session continues where it ran (leave them out to use the session’s).
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
+             *     - `WSL_NOT_AVAILABLE`: `wsl_distro` on a host that is not Windows: only a Windows host runs agents inside WSL.
              *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
              *     - `WSL_ARGUMENT_UNSAFE`: Windows hosts: `cwd` would be misread by wsl.exe's own command-line parser (a `"`, or a blank with a trailing `\`).
              *     - `COMMAND_LINE_TOO_LONG`: Windows hosts: the command line would exceed Windows' 32,767 characters (quotes and backslashes in the task count twice).
@@ -1462,6 +1556,28 @@ export interface operations {
              *     - `ORIGIN_NOT_ALLOWED`: No API_TOKENS, and a browser sent an Origin that is not one of this service’s names.
              */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /**
+             * @description - `ROUTE_NOT_FOUND`: No route matches the method and path.
+             *     - `RUN_NOT_FOUND`: No such async run on this replica: unknown, expired, or started elsewhere.
+             *     - `SESSION_NOT_FOUND`: `resume` names no session this token’s runs of this tool reported: unknown, another caller’s, another tool’s, still in its first run, or past SESSIONS_RETENTION_MS.
+             */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `SESSION_BUSY`: Another run is continuing this session now: a CLI’s session files are not safe for two writers. Retry once it ends. */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1676,6 +1792,7 @@ export interface operations {
              *     - `RESUME_PLACE_MISMATCH`: `resume` with a `cwd`, `wsl_distro` or `wsl_user` other than the session’s: a session continues where it ran (leave them out to use the session’s).
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
+             *     - `WSL_NOT_AVAILABLE`: `wsl_distro` on a host that is not Windows: only a Windows host runs agents inside WSL.
              *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
              *     - `WSL_ARGUMENT_UNSAFE`: Windows hosts: `cwd` would be misread by wsl.exe's own command-line parser (a `"`, or a blank with a trailing `\`).
              *     - `COMMAND_LINE_TOO_LONG`: Windows hosts: the command line would exceed Windows' 32,767 characters (quotes and backslashes in the task count twice).

@@ -3,7 +3,7 @@ import { spawn, spawnSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { parse as parseYaml } from 'yaml'
-import { heldAgent, ROOT, scenario, settled, startServer, until, waitFor } from '../helpers/index.js'
+import { heldAgent, readPidFile, ROOT, scenario, settled, startServer, until, waitFor } from '../helpers/index.js'
 import { npmTool } from '../helpers/npm-tool.js'
 import { freePort } from '../helpers/redis.js'
 
@@ -146,6 +146,19 @@ t.test('every documented response, as Prism and JSON::Validator read the documen
     return answered
   }
   for (const answered of await Promise.all([...sequences.map(inOrder), ...others.map(call)])) samples.push(...[answered].flat())
+  // 404 and 409 of the agents that continue sessions: a follow-up of no session; one of a session another is continuing.
+  for (const tool of tools.filter((name) => document.paths[`/tools/${name}`]!['post']!.responses['409'] !== undefined)) {
+    samples.push(await call([main, 'POST', `/tools/${tool}`, `/tools/${tool}`, json({ task: 'x', resume: 'no-such-session' })]))
+    samples.push(await call([main, 'POST', '/runs', '/runs', json({ tool, task: 'x', resume: 'no-such-session' })]))
+    const first = (await (await fetch(`${open.base}/tools/${tool}`, { method: 'POST', ...json({ task: 'x' }) })).json()) as { session_id: string }
+    const held = heldAgent(t)
+    const continuing = fetch(`${open.base}/tools/${tool}`, { method: 'POST', ...json({ task: held.task, resume: first.session_id }) })
+    await readPidFile(held.pidFile)
+    samples.push(await call([main, 'POST', `/tools/${tool}`, `/tools/${tool}`, json({ task: 'x', resume: first.session_id })]))
+    samples.push(await call([main, 'POST', '/runs', '/runs', json({ tool, task: 'x', resume: first.session_id })]))
+    held.release()
+    await (await continuing).text()
+  }
   // The 429s: while a run holds each tool's one slot.
   const holders = tools.map(() => heldAgent(t))
   tools.forEach((tool, index) => void fetch(`${open.base}/tools/${tool}`, { method: 'POST', ...json({ task: holders[index]!.task }) }).catch(() => undefined))

@@ -63,12 +63,13 @@ t.test('the document is valid OpenAPI 3.1 and says what clients need', async (t)
   t.same(new Set(operationIds).size, operationIds.length, 'operationIds are unique')
   t.ok(['createRun', 'getRun', 'listRuns', 'followRun', 'cancelRun'].every((id) => operationIds.includes(id)), 'the async run operations')
   // Every agent of the catalog has its operation, named `<agent>Run`.
-  for (const [path, operationId] of BUILT_IN_AGENTS.map((spec) => [`/tools/${toolNameOf(spec)}`, `${spec.agent}Run`] as const)) {
+  for (const [path, operationId, spec] of BUILT_IN_AGENTS.map((spec) => [`/tools/${toolNameOf(spec)}`, `${spec.agent}Run`, spec] as const)) {
     const operation = document.paths[path]!['post']!
     t.equal(operation.operationId, operationId, `${path} is ${operationId}`)
     t.ok(operation.summary && operation.description, `${path} has a summary and a description`)
     t.same(operation.tags, ['tools'])
-    t.same(Object.keys(operation.responses), ['200', '400', '401', '403', '413', '415', '429', '500', '503'], `${path}: every status`)
+    const sessions = spec.resumes === true ? ['404', '409'] : []
+    t.same(Object.keys(operation.responses), ['200', '400', '401', '403', ...sessions, '413', '415', '429', '500', '503'], `${path}: every status`)
     for (const [status, codes] of Object.entries(ERROR_CODES)) {
       const response = operation.responses[status]
       if (response === undefined) continue

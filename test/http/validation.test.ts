@@ -51,7 +51,7 @@ t.test('invalid bodies get a 400 naming the field, start nothing and take no slo
   t.equal((await post(app, 'crush_run', { task: 'still works' })).status, 200, 'the single slot is still free')
 })
 
-t.test('cwd is checked on the host before anything runs', async (t) => {
+t.test('cwd is checked on the host before anything runs, and a WSL distro asked of a host that has none is refused', async (t) => {
   const dir = tempDir(t)
   const file = join(dir, 'a-file')
   writeFileSync(file, '')
@@ -59,6 +59,8 @@ t.test('cwd is checked on the host before anything runs', async (t) => {
   const app = await build(t, {}, standInEnv({ STAND_IN_LOG: log }))
   expectError(t, await post(app, 'crush_run', { task: 'x', cwd: join(dir, 'missing') }), 400, 'CWD_NOT_FOUND', /missing/)
   expectError(t, await post(app, 'claude_run', { task: 'x', cwd: file }), 400, 'CWD_NOT_A_DIRECTORY', /a-file/)
+  // Not ignored: a run that asked for a distro would otherwise run on this host, as the service's user.
+  expectError(t, await post(app, 'crush_run', { task: 'x', wsl_distro: 'Ubuntu', wsl_user: 'dev' }), 400, 'WSL_NOT_AVAILABLE', /runs on linux/)
   t.notOk(existsSync(log), 'no agent started')
   t.equal(app.slots.inUse('crush_run') + app.slots.inUse('claude_run'), 0)
 })

@@ -45,8 +45,9 @@ t.test('placeRun: the WSL shape, once per run', async (t) => {
 
   const native = placeRun({ ...base, hostPlatform: 'win32', params: { cwd: 'C:\\src' } })
   t.same(native.command, { file: 'crush', args: ['run', '--', 'task'], cwd: 'C:\\src' }, 'a Windows host without wsl_distro runs the agent directly')
-  const linux = placeRun({ ...base, hostPlatform: 'linux', params: { wsl_distro: 'Ubuntu', wsl_user: 'dev', cwd: '/src' } })
-  t.same(linux.command, { file: 'crush', args: ['run', '--', 'task'], cwd: '/src' }, 'other hosts ignore the wsl fields')
+  t.throws(() => placeRun({ ...base, hostPlatform: 'linux', params: { wsl_distro: 'Ubuntu', wsl_user: 'dev', cwd: '/src' } }), { code: 'WSL_NOT_AVAILABLE' }, 'another host refuses a distro rather than run on itself')
+  const linux = placeRun({ ...base, hostPlatform: 'linux', params: { cwd: '/src' } })
+  t.same(linux.command, { file: 'crush', args: ['run', '--', 'task'], cwd: '/src' })
   t.equal(linux.containment, PLACEMENT.hostContainment, 'the host containment')
   t.equal(placeRun({ ...base, hostPlatform: 'linux', params: {} }).command.cwd, '/agents', 'no cwd: AGENT_WORKDIR, never the service’s own directory')
   t.same(placeRun({ ...base, hostPlatform: 'win32', params: { wsl_distro: 'Ubuntu' } }).command.args.slice(0, 4), ['-d', 'Ubuntu', '--cd', '~'], 'no cwd in WSL: the distro user’s home, not the Windows directory of the service')

@@ -48,7 +48,7 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
         body: Type.Unsafe<RunRequest<ToolName>>(Type.Ref('RunRequest')),
         response: {
           202: ref(RunState, { description: 'The run started; poll its Location or follow /runs/{id}/events.' }),
-          ...errorResponses([400, 401, 403, 413, 415, 429, 500, 503])
+          ...errorResponses([400, 401, 403, 404, 409, 413, 415, 429, 500, 503])
         }
       }
     },

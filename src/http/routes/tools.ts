@@ -78,7 +78,8 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, opt
                 'application/x-ndjson` or `text/event-stream`, the output streams live as RunEvents and the last one ' +
                 'carries the result.'
             ),
-            ...errorResponses([400, 401, 403, 413, 415, 429, 500, 503])
+            // Only an agent that continues sessions answers for one (404 unknown, 409 busy).
+            ...errorResponses([400, 401, 403, ...(tool.resumes ? [404, 409] as const : []), 413, 415, 429, 500, 503])
           }
         }
       },
