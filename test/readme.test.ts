@@ -109,6 +109,10 @@ t.test("README's and docs' curl examples run as written against the stand-in age
       const expected = EXPECTED[request]
       if (expected === undefined) return t.fail(`no expected answer for ${request}: add one to expectations() in test/readme.test.ts`)
       t.match(expected instanceof RegExp ? stdout : JSON.parse(stdout), expected, `${request} answers as ${document} says`)
+      // A reader without tokens sends no empty bearer token (a proxy checking the document refuses one).
+      const printArgs = 'curl() { printf "%s\\n" "$@"; }; '
+      const untokened = await run('sh', ['-c', printArgs + runnable], { cwd, env: { ...process.env, TOKEN: '', RUN_ID: runId } })
+      t.notMatch(untokened.stdout, /^authorization:/im, 'no Authorization header when $TOKEN is empty')
     })
   }
 })
