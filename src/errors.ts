@@ -149,8 +149,11 @@ export const ERROR_CATALOG = {
   },
   RUN_NOT_FOUND: {
     status: 404,
-    when: 'No such async run on this replica: unknown, expired, or started elsewhere.',
-    message: (id: string) => `No run ${id} here: unknown, expired, or started on another replica`,
+    when:
+      'No such run for this caller: unknown, expired, another token’s, or started on another replica whose runs ' +
+      'this one cannot see (they share them with RUNS_STORE=redis).',
+    message: (id: string) =>
+      `No run ${id} of yours: unknown, expired, or started on a replica that does not share its runs with this one`,
     example: ['0b5e…']
   },
   SESSION_NOT_FOUND: {

@@ -74,3 +74,25 @@ t.test('timeouts count as timed_out', async (t) => {
   const samples = await scrape(t, app)
   t.equal(samples.get('agent_runner_runs_total{tool="claude_run",outcome="timed_out"}'), 1)
 })
+
+t.test('MCP refusals count as REST ones do, under their tool and code', async (t) => {
+  const app = await build(t, { MAX_CRUSH_AGENTS: '1' })
+  const call = (name: string, args: object) => app.inject({
+    method: 'POST',
+    url: '/mcp',
+    headers: { accept: 'application/json, text/event-stream' },
+    payload: { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } }
+  })
+  const held = heldAgent(t)
+  const holding = runTool(app, 'crush_run', { task: held.task })
+  await readPidFile(held.pidFile)
+  t.match((await call('crush_run', { task: 'one too many' })).body, /Limite de 1 agent atteinte/)
+  t.match((await call('crush_run', { task: '' })).body, /body\/task/)
+  t.match((await call('nope_run', { task: 'x' })).body, /Unknown tool/)
+  held.release()
+  await holding
+  const samples = await scrape(t, app)
+  t.equal(samples.get('agent_runner_rejections_total{tool="crush_run",reason="AGENT_LIMIT_REACHED"}'), 1)
+  t.equal(samples.get('agent_runner_rejections_total{tool="crush_run",reason="VALIDATION_ERROR"}'), 1)
+  t.equal(samples.get('agent_runner_rejections_total{tool="unknown",reason="VALIDATION_ERROR"}'), 1)
+})

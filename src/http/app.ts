@@ -197,7 +197,13 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     }
     await authenticated.register(toolRoutes, { config, tools, slots, registry, launcher })
     await authenticated.register(runRoutes, { registry, toolNames, heartbeatMs: config.heartbeatMs })
-    await authenticated.register(mcpRoute, { tools, registry, launcher, version })
+    await authenticated.register(mcpRoute, {
+      tools,
+      registry,
+      launcher,
+      version,
+      onRejection: (tool, code) => metrics.observeRejection(tool, code)
+    })
   })
   const probes = new AbortController()
   app.addHook('onClose', () => { probes.abort() })

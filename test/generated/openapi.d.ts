@@ -943,7 +943,7 @@ export interface operations {
             };
             /**
              * @description - `ROUTE_NOT_FOUND`: No route matches the method and path.
-             *     - `RUN_NOT_FOUND`: No such async run on this replica: unknown, expired, or started elsewhere.
+             *     - `RUN_NOT_FOUND`: No such run for this caller: unknown, expired, another token’s, or started on another replica whose runs this one cannot see (they share them with RUNS_STORE=redis).
              *     - `SESSION_NOT_FOUND`: `resume` names no session this token’s runs of this tool reported: unknown, another caller’s, another tool’s, still in its first run, or past SESSIONS_RETENTION_MS.
              */
             404: {
@@ -1088,7 +1088,7 @@ export interface operations {
             };
             /**
              * @description - `ROUTE_NOT_FOUND`: No route matches the method and path.
-             *     - `RUN_NOT_FOUND`: No such async run on this replica: unknown, expired, or started elsewhere.
+             *     - `RUN_NOT_FOUND`: No such run for this caller: unknown, expired, another token’s, or started on another replica whose runs this one cannot see (they share them with RUNS_STORE=redis).
              *     - `SESSION_NOT_FOUND`: `resume` names no session this token’s runs of this tool reported: unknown, another caller’s, another tool’s, still in its first run, or past SESSIONS_RETENTION_MS.
              */
             404: {
@@ -1233,7 +1233,7 @@ export interface operations {
             };
             /**
              * @description - `ROUTE_NOT_FOUND`: No route matches the method and path.
-             *     - `RUN_NOT_FOUND`: No such async run on this replica: unknown, expired, or started elsewhere.
+             *     - `RUN_NOT_FOUND`: No such run for this caller: unknown, expired, another token’s, or started on another replica whose runs this one cannot see (they share them with RUNS_STORE=redis).
              *     - `SESSION_NOT_FOUND`: `resume` names no session this token’s runs of this tool reported: unknown, another caller’s, another tool’s, still in its first run, or past SESSIONS_RETENTION_MS.
              */
             404: {
@@ -1378,7 +1378,7 @@ export interface operations {
             };
             /**
              * @description - `ROUTE_NOT_FOUND`: No route matches the method and path.
-             *     - `RUN_NOT_FOUND`: No such async run on this replica: unknown, expired, or started elsewhere.
+             *     - `RUN_NOT_FOUND`: No such run for this caller: unknown, expired, another token’s, or started on another replica whose runs this one cannot see (they share them with RUNS_STORE=redis).
              *     - `SESSION_NOT_FOUND`: `resume` names no session this token’s runs of this tool reported: unknown, another caller’s, another tool’s, still in its first run, or past SESSIONS_RETENTION_MS.
              */
             404: {
@@ -1565,7 +1565,7 @@ export interface operations {
             };
             /**
              * @description - `ROUTE_NOT_FOUND`: No route matches the method and path.
-             *     - `RUN_NOT_FOUND`: No such async run on this replica: unknown, expired, or started elsewhere.
+             *     - `RUN_NOT_FOUND`: No such run for this caller: unknown, expired, another token’s, or started on another replica whose runs this one cannot see (they share them with RUNS_STORE=redis).
              *     - `SESSION_NOT_FOUND`: `resume` names no session this token’s runs of this tool reported: unknown, another caller’s, another tool’s, still in its first run, or past SESSIONS_RETENTION_MS.
              */
             404: {
@@ -1684,7 +1684,7 @@ export interface operations {
             };
             /**
              * @description - `ROUTE_NOT_FOUND`: No route matches the method and path.
-             *     - `RUN_NOT_FOUND`: No such async run on this replica: unknown, expired, or started elsewhere.
+             *     - `RUN_NOT_FOUND`: No such run for this caller: unknown, expired, another token’s, or started on another replica whose runs this one cannot see (they share them with RUNS_STORE=redis).
              *     - `SESSION_NOT_FOUND`: `resume` names no session this token’s runs of this tool reported: unknown, another caller’s, another tool’s, still in its first run, or past SESSIONS_RETENTION_MS.
              */
             404: {
@@ -1742,7 +1742,7 @@ export interface operations {
             };
             /**
              * @description - `ROUTE_NOT_FOUND`: No route matches the method and path.
-             *     - `RUN_NOT_FOUND`: No such async run on this replica: unknown, expired, or started elsewhere.
+             *     - `RUN_NOT_FOUND`: No such run for this caller: unknown, expired, another token’s, or started on another replica whose runs this one cannot see (they share them with RUNS_STORE=redis).
              *     - `SESSION_NOT_FOUND`: `resume` names no session this token’s runs of this tool reported: unknown, another caller’s, another tool’s, still in its first run, or past SESSIONS_RETENTION_MS.
              */
             404: {
@@ -1829,7 +1829,7 @@ export interface operations {
             };
             /**
              * @description - `ROUTE_NOT_FOUND`: No route matches the method and path.
-             *     - `RUN_NOT_FOUND`: No such async run on this replica: unknown, expired, or started elsewhere.
+             *     - `RUN_NOT_FOUND`: No such run for this caller: unknown, expired, another token’s, or started on another replica whose runs this one cannot see (they share them with RUNS_STORE=redis).
              *     - `SESSION_NOT_FOUND`: `resume` names no session this token’s runs of this tool reported: unknown, another caller’s, another tool’s, still in its first run, or past SESSIONS_RETENTION_MS.
              */
             404: {

@@ -6,7 +6,8 @@ import type { AgentTool } from '../../agents/tools.js'
 import type { RunRegistry } from '../../runs/registry.js'
 import type { RunLauncher } from '../../runs/launcher.js'
 import type { Run } from '../../runs/run.js'
-import { serviceError } from '../../errors.js'
+import { serviceError, type ServiceError } from '../../errors.js'
+import { toErrorResponse, type RejectionObserver } from '../error-handler.js'
 import { errorResponses } from '../../schemas/shared.js'
 import { PendingProgress, PROGRESS_EVERY_MS, PROGRESS_PENDING_BYTES, stepLine } from './progress.js'
 import { mcpToolOf, paramsOf } from './tools.js'
@@ -16,6 +17,8 @@ interface McpRouteOptions {
   registry: RunRegistry
   launcher: RunLauncher
   version: string
+  /** A refused call counts as a refused REST request does (metrics). */
+  onRejection: RejectionObserver
 }
 
 /**
@@ -62,7 +65,8 @@ function cancelledIds(body: unknown): unknown[] {
  * same slots, containment and deadline as POST /tools/{tool}; stopping it (notifications/cancelled, or the connection
  * closing) stops its agent.
  */
-const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, { tools, registry, launcher, version }) => {
+const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, options) => {
+  const { tools, registry, launcher, version, onRejection } = options
   // Stateless: the cancellation of a call arrives in another POST, to another server instance, so calls in flight are
   // found here by who asked and the request's id.
   const inFlight = new Map<string, Set<Run>>()
@@ -78,9 +82,15 @@ const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, { tools, regis
     server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
       // Own names only: `constructor` or `__proto__` are not tools.
       const tool = Object.hasOwn(tools, request.params.name) ? tools[request.params.name as ToolName] : undefined
-      if (tool === undefined) return toolError(`Unknown tool: ${request.params.name}`)
+      if (tool === undefined) {
+        onRejection('unknown', 'VALIDATION_ERROR')
+        return toolError(`Unknown tool: ${request.params.name}`)
+      }
       const params = paramsOf(request.params.arguments)
-      if (typeof params === 'string') return toolError(params)
+      if (typeof params === 'string') {
+        onRejection(tool.name, 'VALIDATION_ERROR')
+        return toolError(params)
+      }
       const run = registry.open('sync', tool.name, caller, app.log)
       const key = callKey(caller, extra.requestId)
       // A caller reusing an id in flight: its cancellation reaches every call of that id, none is left unreachable.
@@ -133,7 +143,11 @@ const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, { tools, regis
         return { content: [{ type: 'text', text: result.output }], structuredContent: result, isError: !result.ok }
       } catch (error) {
         clearTimeout(timer)
-        return toolError((error as Error).message)
+        // The REST answer's code and message: an unexpected failure's details stay in the log, as they do there.
+        const answer = toErrorResponse(error as ServiceError)
+        if (answer.statusCode >= 500 && answer.code === 'INTERNAL_ERROR') app.log.error({ err: error }, 'MCP call failed')
+        onRejection(tool.name, answer.code)
+        return toolError(answer.message)
       } finally {
         sameId.delete(run)
         if (sameId.size === 0 && inFlight.get(key) === sameId) inFlight.delete(key)
