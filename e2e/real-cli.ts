@@ -151,7 +151,11 @@ const answering = (say: string): ModelTurn[] => [FOLLOWED_COMMAND, { say }]
  * before the last, and the last (only) holds `prompt`, the follow-up's task.
  */
 function continued(t: Test, conversation: unknown[] | undefined, earlier: readonly string[], prompt: string, surface: string): void {
-  const items = (conversation ?? []).map((item) => JSON.stringify(item))
+  if (conversation === undefined) {
+    t.fail(`${surface}: the model was never asked`)
+    return
+  }
+  const items = conversation.map((item) => JSON.stringify(item))
   const positions = earlier.map((text) => items.findIndex((item) => item.includes(text)))
   const inOrder = positions.every((index, i) => index >= 0 && index < items.length - 1 && (i === 0 || index > positions[i - 1]!))
   t.ok(inOrder, `${surface}: the model got the conversation so far, in order: ${earlier.join(', ')}`, { positions, items })
@@ -210,7 +214,7 @@ export function provePromises(t: Test, cli: RealCli): void {
     const service = await serviceFor(t, cli, answering('ANSWER-ONE'))
     const first = await runThrough('json', service.base, service.tool, { task: 'first task MARKER-ALPHA', cwd: workdir(t, service), timeout: 300 })
     t.match(first.result, { ok: true, output: /ANSWER-ONE/, session_id: String }, 'the first run ran its command and answered', { result: first.result })
-    t.match(toldTheModel(service), /FIRST-TOOL-OUTPUT/)
+    t.match(toldTheModel(service), /FIRST-TOOL-OUTPUT/, 'the model got its output')
     const session = first.result.session_id!
     // No cwd: the follow-ups run in the session's (gemini finds its sessions by directory, opencode hangs elsewhere).
     // A task that reads as a flag stays the task.
