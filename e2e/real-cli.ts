@@ -137,6 +137,31 @@ const recordedStream = (name: string): string => fromRoot(`test/fixtures/streams
 
 type CommandStep = Extract<Step, { kind: 'command' }>
 
+/** A command whose output is not its own text: found in a conversation, it is the tool's result, not its call. */
+const FOLLOWED_COMMAND: ModelTurn = { run: 'echo first-tool-output | tr a-z A-Z' }
+
+/**
+ * What a continued session's run is scripted to answer. Its conversation already holds the first run's one tool result,
+ * so the due turn is the second (the command is never reached again): one model call, the answer.
+ */
+const answering = (say: string): ModelTurn[] => [FOLLOWED_COMMAND, { say }]
+
+/**
+ * The model call of a follow-up, as the scripted server received it: `earlier` is there in this order, in items
+ * before the last, and the last (only) holds `prompt`, the follow-up's task.
+ */
+function continued(t: Test, conversation: unknown[] | undefined, earlier: readonly string[], prompt: string, surface: string): void {
+  if (conversation === undefined) {
+    t.fail(`${surface}: the model was never asked`)
+    return
+  }
+  const items = conversation.map((item) => JSON.stringify(item))
+  const positions = earlier.map((text) => items.findIndex((item) => item.includes(text)))
+  const inOrder = positions.every((index, i) => index >= 0 && index < items.length - 1 && (i === 0 || index > positions[i - 1]!))
+  t.ok(inOrder, `${surface}: the model got the conversation so far, in order: ${earlier.join(', ')}`, { positions, items })
+  t.equal(items.findIndex((item) => item.includes(prompt)), items.length - 1, `${surface}: and the new task, last`, { items })
+}
+
 /** The long command is running: the agent's tool reached it. */
 const commandRunning = (marker: string) => until(() => processesMatching(marker).length, (count) => count > 0, 120_000, `${marker} to run`)
 
@@ -183,6 +208,28 @@ export function provePromises(t: Test, cli: RealCli): void {
     const sync = await runThrough('json', service.base, service.tool, { task: 'e2e steps', cwd: workdir(t, service), timeout: 300 })
     t.match(sync.result, { ok: true, session_id: String, usage: { input_tokens: Number }, steps_summary: summary }, 'a synchronous run\'s result says what was done', { result: sync.result })
     t.equal(sync.result.steps_summary?.commands.length, 2)
+  })
+
+  t.test('follow-up: a run resuming the session_id continues the conversation (REST, then MCP): the model gets it all, the new task last', async (t) => {
+    const service = await serviceFor(t, cli, answering('ANSWER-ONE'))
+    const first = await runThrough('json', service.base, service.tool, { task: 'first task MARKER-ALPHA', cwd: workdir(t, service), timeout: 300 })
+    t.match(first.result, { ok: true, output: /ANSWER-ONE/, session_id: String }, 'the first run ran its command and answered', { result: first.result })
+    t.match(toldTheModel(service), /FIRST-TOOL-OUTPUT/, 'the model got its output')
+    const session = first.result.session_id!
+    // No cwd: the follow-ups run in the session's (gemini finds its sessions by directory, opencode hangs elsewhere).
+    // A task that reads as a flag stays the task.
+    service.model.rescript(answering('ANSWER-TWO'))
+    let since = service.model.requests.length
+    const second = await runThrough('json', service.base, service.tool, { task: '--help second task MARKER-BETA', resume: session, timeout: 300 })
+    t.match(second.result, { ok: true, output: /ANSWER-TWO/, session_id: session }, 'REST: the same session went on', { result: second.result })
+    continued(t, service.model.conversations(since)[0], ['MARKER-ALPHA', 'FIRST-TOOL-OUTPUT', 'ANSWER-ONE'], 'MARKER-BETA', 'REST')
+
+    service.model.rescript(answering('ANSWER-THREE'))
+    since = service.model.requests.length
+    const third = await runThrough('mcp', service.base, service.tool, { task: 'third task MARKER-GAMMA', resume: session, timeout: 300 })
+    t.match(third.result, { ok: true, output: /ANSWER-THREE/, session_id: session }, 'MCP: the same session went on', { result: third.result })
+    const earlier = ['MARKER-ALPHA', 'FIRST-TOOL-OUTPUT', 'ANSWER-ONE', 'MARKER-BETA', 'ANSWER-TWO']
+    continued(t, service.model.conversations(since)[0], earlier, 'MARKER-GAMMA', 'MCP')
   })
 
   t.test('the deadline in the middle of a long command: the command and the CLI are gone, the slot is back', async (t) => {

@@ -29,9 +29,11 @@ function toolResults(body: unknown): string[] {
  * The main conversation is the one that offers the Bash tool; claude's side requests (titles, topic detection,
  * summaries, quota checks) offer none and only need some text back.
  */
+const offersBash = (body: unknown): boolean =>
+  isRecord(body) && list(body['tools']).some((tool) => isRecord(tool) && tool['name'] === 'Bash')
+
 function replyTo(body: Record<string, unknown>, turns: readonly ModelTurn[]): Block {
-  const offersBash = list(body['tools']).some((tool) => isRecord(tool) && tool['name'] === 'Bash')
-  if (!offersBash) return { type: 'text', text: 'ok' }
+  if (!offersBash(body)) return { type: 'text', text: 'ok' }
   const turn = turnFor(turns, toolResults(body).length)
   return 'run' in turn
     ? { type: 'tool_use', id: newId('toolu'), name: 'Bash', input: { command: turn.run, description: 'Run the scripted command' } }
@@ -81,7 +83,8 @@ const anthropicMessages: WireProtocol = {
     if (body['stream'] === true) streamMessage(res, message, block)
     else sendJson(res, 200, message)
   },
-  toolResults
+  toolResults,
+  conversation: (body) => offersBash(body) && isRecord(body) ? list(body['messages']) : null
 }
 
 export const startAnthropicServer = (turns: readonly ModelTurn[]) => startScriptedServer(anthropicMessages, turns)

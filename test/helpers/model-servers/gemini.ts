@@ -121,7 +121,8 @@ const geminiApi: WireProtocol = {
     writeSse(res, response)
     res.end()
   },
-  toolResults
+  toolResults,
+  conversation: (body) => shellDeclaration(body) === undefined ? null : asArray(asRecord(body)['contents'])
 }
 
 export const startGeminiServer = (turns: readonly ModelTurn[]): Promise<ScriptedModelServer> => startScriptedServer(geminiApi, turns)

@@ -121,7 +121,8 @@ const openaiChat: WireProtocol = {
   },
   toolResults(body: unknown): string[] {
     return messagesOf(body).filter((message) => message.role === 'tool').map((message) => textOf(message.content))
-  }
+  },
+  conversation: (body) => shellToolOf(body) === undefined ? null : messagesOf(body)
 }
 
 export const startChatServer = (turns: readonly ModelTurn[]): Promise<ScriptedModelServer> => startScriptedServer(openaiChat, turns)

@@ -92,7 +92,9 @@ const openaiResponses: WireProtocol = {
     if (call === null) say(`the request offered no shell tool to run: ${turn.run}`)
     else streamResponse(res, model, id, call)
   },
-  toolResults
+  toolResults,
+  // A request offering no shell tool gets a message saying so: it is no turn of the script.
+  conversation: (body) => shellCall(items(body, 'tools'), '', '') === null ? null : items(body, 'input')
 }
 
 export const startResponsesServer = (turns: readonly ModelTurn[]) => startScriptedServer(openaiResponses, turns)

@@ -27,6 +27,11 @@ export interface WireProtocol {
   answer: (request: RecordedRequest, turns: readonly ModelTurn[], res: ServerResponse) => void
   /** The text of each tool result in the request's conversation, in order (what the tool printed, as the CLI put it). */
   toolResults: (body: unknown) => string[]
+  /**
+   * The conversation the request gives the model (its messages, contents or input items, in order) when it is the
+   * main one, offering the shell tool; null for a side request (title, summary, check) that only needs some answer.
+   */
+  conversation: (body: unknown) => unknown[] | null
 }
 
 export interface ScriptedModelServer {
@@ -36,6 +41,13 @@ export interface ScriptedModelServer {
   requests: RecordedRequest[]
   /** The tool results in the most complete conversation received so far: what the CLI reported back to the model. */
   toolResults: () => string[]
+  /** The conversation of each main request (see WireProtocol.conversation) from request number `since` on, in order. */
+  conversations: (since?: number) => unknown[][]
+  /**
+   * Follows `turns` from the next request on. The due turn is still the one at the count of tool results in the
+   * conversation, and a continued conversation holds the earlier runs' results: its script goes on from that count.
+   */
+  rescript: (turns: readonly ModelTurn[]) => void
   close: () => Promise<void>
 }
 
@@ -72,11 +84,12 @@ async function readBody(req: IncomingMessage): Promise<unknown> {
 /** A dependency-free model server on loopback that follows the script, speaking one wire protocol. */
 export async function startScriptedServer(protocol: WireProtocol, turns: readonly ModelTurn[]): Promise<ScriptedModelServer> {
   const requests: RecordedRequest[] = []
+  let script = turns
   const server = createServer((req, res) => {
     readBody(req).then((body) => {
       const request: RecordedRequest = { method: req.method ?? 'GET', url: req.url ?? '/', headers: req.headers, body }
       requests.push(request)
-      protocol.answer(request, turns, res)
+      protocol.answer(request, script, res)
     }).catch((error: unknown) => { sendJson(res, 500, { error: String(error) }) })
   })
   // A CLI keeps its connections alive; closing must not wait for them.
@@ -87,6 +100,9 @@ export async function startScriptedServer(protocol: WireProtocol, turns: readonl
     url: `http://127.0.0.1:${port}`,
     requests,
     toolResults: () => requests.map((request) => protocol.toolResults(request.body)).reduce((longest, results) => results.length > longest.length ? results : longest, []),
+    conversations: (since = 0) => requests.slice(since).map((request) => protocol.conversation(request.body))
+      .filter((conversation): conversation is unknown[] => conversation !== null),
+    rescript: (next) => { script = next },
     close: () => new Promise<void>((resolve) => {
       server.closeAllConnections()
       server.close(() => { resolve() })
