@@ -145,7 +145,7 @@ const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, options) => {
         clearTimeout(timer)
         // The REST answer's code and message: an unexpected failure's details stay in the log, as they do there.
         const answer = toErrorResponse(error as ServiceError)
-        if (answer.statusCode >= 500 && answer.code === 'INTERNAL_ERROR') app.log.error({ err: error }, 'MCP call failed')
+        if (answer.code === 'INTERNAL_ERROR') app.log.error({ err: error }, 'MCP call failed')
         onRejection(tool.name, answer.code)
         return toolError(answer.message)
       } finally {
