@@ -41,7 +41,7 @@ export const scenario = {
   /** A daemon in its own session that clears its environment, marking `dir` once running; then lives `ms`. */
   scrubbed: (dir: string, ms: number) => task('scrubbed', dir, ms),
   /** A child in its own session holding the agent's stdout; its pid in `pidFile`; the agent exits at once. */
-  escape: (pidFile: string) => task('escape', pidFile),
+  escape: (pidFile: string, marker: string) => task('escape', pidFile, marker),
   /** `tick 1`…`tick <count>`, `ms` apart; its own pid in `pidFile` first, when given. */
   drip: (count: number, ms: number, pidFile?: string) => (pidFile === undefined ? task('drip', count, ms) : task('drip', count, ms, pidFile)),
   /**

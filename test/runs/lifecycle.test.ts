@@ -1,8 +1,9 @@
 import t from 'tap'
+import { randomUUID } from 'node:crypto'
 import { existsSync, writeFileSync } from 'node:fs'
 import { request } from 'node:http'
 import { join } from 'node:path'
-import { build, call, FIXTURE_BIN, isAlive, listen, readPidFile, runTool, scenario, standInEnv, tempDir, until } from '../helpers/index.js'
+import { build, call, FIXTURE_BIN, isAlive, listen, processesMatching, readPidFile, runTool, scenario, standInEnv, tempDir, until } from '../helpers/index.js'
 
 // How a run ends when it does not end by itself (src/process/agent-process.ts, src/runs/registry.ts): its deadline,
 // the stop escalation SIGINT → SIGTERM → SIGKILL a grace apart, its client leaving, the service closing.
@@ -40,9 +41,16 @@ t.test('an agent ignoring SIGINT and SIGTERM is killed after two grace periods, 
 t.test('a process that left the group cannot hold the response open', async (t) => {
   const pidFile = join(tempDir(t), 'escaped.pid')
   const app = await build(t)
-  const result = await runTool(app, 'crush_run', { task: scenario.escape(pidFile), timeout: 60 })
-  const escaped = await readPidFile(pidFile)
-  t.teardown(() => process.kill(escaped, 'SIGKILL'))
+  const marker = `escaped-${randomUUID()}`
+  // Found by its marker, never by the pid on file: in a PID namespace that pid is the namespace's, and on the host it
+  // may be anyone's.
+  t.teardown(() => {
+    for (const line of processesMatching(marker)) {
+      try { process.kill(Number(line.trim().split(/\s+/)[0]), 'SIGKILL') } catch {}
+    }
+  })
+  const result = await runTool(app, 'crush_run', { task: scenario.escape(pidFile, marker), timeout: 60 })
+  await readPidFile(pidFile)
   t.match(result, { ok: true, exit_code: 0, timed_out: false, output: /escaped/ })
   t.equal(app.slots.inUse('crush_run'), 0)
 })
