@@ -84,7 +84,7 @@ t.test('the task reaches a Windows agent byte for byte: a native .exe, and an np
   const server = await startWindowsServer(t, { CLAUDE_BIN: windowsPath(join(wine.standIns, 'argv.exe')) })
   const native = await postJson(server.base, '/tools/claude_run', { task: TASK })
   t.equal(native.status, 200)
-  t.same(JSON.parse(native.body.output).argv, ['-p', '--output-format', 'json', '--permission-mode', 'bypassPermissions', '--', TASK], 'argv.exe got each argument exactly')
+  t.same(JSON.parse(native.body.output).argv, ['-p', '--output-format', 'stream-json', '--verbose', '--permission-mode', 'bypassPermissions', '--', TASK], 'argv.exe got each argument exactly')
 
   // crush is found by its bare name as crush.cmd through PATHEXT, and started as node + the script the shim names.
   const shim = await postJson(server.base, '/tools/crush_run', { task: TASK })
