@@ -1,8 +1,10 @@
 import { execFile } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { build, createRun, fromRoot, listen, settled, tempDir } from './helpers/index.js'
+import { startPrism, violationsOf, type Violation } from './helpers/prism.js'
 
 const run = promisify(execFile)
 /** README.md and every page under docs/: their curl examples are all run. */
@@ -114,5 +116,36 @@ t.test("README's and docs' curl examples run as written against the stand-in age
       const untokened = await run('sh', ['-c', printArgs + runnable], { cwd, env: { ...process.env, TOKEN: '', RUN_ID: runId } })
       t.notMatch(untokened.stdout, /^authorization:/im, 'no Authorization header when $TOKEN is empty')
     })
+  }
+})
+
+t.test("README's and docs' curl examples through Prism, with a token and without: nothing breaks the document", async (t) => {
+  const examples = DOCUMENTS.flatMap((document) =>
+    curlCommands(readFileSync(fromRoot(document), 'utf8')).map((command) => ({ document, command, request: requestOf(command) }))
+  )
+  const tokened = await listen(t, await build(t, { API_TOKENS: EXAMPLE_TOKEN }))
+  const open = await listen(t, await build(t))
+  const headers = { authorization: `Bearer ${EXAMPLE_TOKEN}` }
+  const readers = [
+    { who: 'with $TOKEN', base: await startPrism(t, tokened), token: EXAMPLE_TOKEN, runId: (await createRun(tokened, { tool: 'crush_run', task: 'x' }, headers)).id },
+    { who: 'with an empty $TOKEN', base: await startPrism(t, open), token: '', runId: (await createRun(open, { tool: 'crush_run', task: 'x' })).id }
+  ]
+  await Promise.all([settled(tokened, readers[0]!.runId, 10_000, headers), settled(open, readers[1]!.runId, 10_000)])
+  const cwd = tempDir(t)
+  for (const { document, command, request } of examples) {
+    for (const { who, base, token, runId } of readers) {
+      // The response's headers, where Prism writes what it found (sl-violations), beside what the example prints.
+      const dump = join(cwd, 'headers')
+      const runnable = command.replaceAll(DOCUMENTED_ADDRESS, base).replace(/^curl /, `curl -D ${dump} `)
+      await run('sh', ['-c', runnable], { cwd, env: { ...process.env, TOKEN: token, RUN_ID: runId } })
+      const answer = readFileSync(dump, 'utf8')
+      const status = /^HTTP\/[\d.]+ (\d+)/m.exec(answer)?.[1]
+      const mediaType = /^content-type: ([^;\r\n]+)/im.exec(answer)?.[1] ?? ''
+      const violations = JSON.parse(/^sl-violations: (.*)$/im.exec(answer)?.[1]?.trim() ?? '[]') as Violation[]
+      // The document describes the API, not where it is published: its own routes are not in it, which Prism notes.
+      const published = request === 'GET /openapi.json' ? violations.filter((violation) => violation.message !== 'Selected route not found') : violations
+      t.same(violationsOf(published, mediaType, 'both'), [], `${document}: curl ${request}, ${who}: ${status} ${mediaType}, request and response as documented`)
+      t.ok(status !== undefined && Number(status) < 400, `${document}: curl ${request}, ${who}: answered ${status}`)
+    }
   }
 })

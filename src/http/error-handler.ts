@@ -35,7 +35,7 @@ function describeValidationIssue(context: string, issue: ValidationIssue): strin
 }
 
 /** Fastify's schemaErrorFormatter: the message is written once, naming each field and why. */
-export function formatValidationError(issues: ValidationIssue[], context: string): Error {
+export function formatValidationError(issues: ValidationIssue[], context: string): ServiceError {
   return serviceError('VALIDATION_ERROR', issues.map((issue) => describeValidationIssue(context, issue)).join('; '))
 }
 

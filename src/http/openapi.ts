@@ -3,6 +3,7 @@ import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { stringify } from 'yaml'
 import { ERROR_CODES } from '../schemas/error.js'
+import { forCallers } from '../schemas/for-callers.js'
 import { version } from '../version.js'
 
 const errorTable = Object.entries(ERROR_CODES)
@@ -22,35 +23,13 @@ ${errorTable}
 
 Every response carries \`x-request-id\` (the caller's, if it sent one).`
 
-interface ComponentSchema {
-  required?: string[]
-  properties?: Record<string, { default?: unknown }>
-  [keyword: string]: unknown
-}
-
 interface OpenApiDocument {
-  components: { schemas: Record<string, ComponentSchema> }
+  components: { schemas: Record<string, Record<string, unknown>> }
 }
 
-/**
- * The shared schemas say what the service validates; the document says what a caller must send. They differ twice:
- * - Fastify validates with Ajv's draft-07, which knows `dependencies`; OpenAPI 3.1 schemas are JSON Schema 2020-12,
- *   which names the same rule `dependentRequired`.
- * - A property with a default (`timeout`) is required by the schema only because Ajv fills it in before checking;
- *   a caller may omit it, and generated clients must let it.
- */
 function describeForCallers(document: OpenApiDocument): OpenApiDocument {
-  for (const schema of Object.values(document.components.schemas)) {
-    if ('dependencies' in schema) {
-      schema['dependentRequired'] = schema['dependencies']
-      delete schema['dependencies']
-    }
-    // Object schemas only: a union (RunEvent) has neither list.
-    if (schema.required && schema.properties) {
-      const properties = schema.properties
-      schema.required = schema.required.filter((name) => properties[name]?.default === undefined)
-    }
-  }
+  const { schemas } = document.components
+  for (const name of Object.keys(schemas)) schemas[name] = forCallers(schemas[name]!)
   return document
 }
 

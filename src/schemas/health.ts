@@ -30,25 +30,35 @@ export const AgentReadiness = Type.Object({
   )
 })
 
-export const Readiness = Type.Object({
-  status: Type.Union([Type.Literal('ready'), Type.Literal('unavailable')]),
-  agents: Type.Optional(Type.Array(AgentReadiness)),
-  slots: Type.Optional(SlotsHealth),
-  containment: Type.Optional(Type.Object(
+const ReadinessStatus = Type.Union([Type.Literal('ready'), Type.Literal('unavailable')])
+
+const ReadinessDetails = Type.Object({
+  status: ReadinessStatus,
+  agents: Type.Array(AgentReadiness),
+  slots: SlotsHealth,
+  containment: Type.Object(
     {
       mode: ContainmentMode,
       reason: Type.String(),
       escapes: Type.String({ description: 'What, in this mode, can outlive its run.' })
     },
     { description: 'How agents on this host are contained (WSL runs: wsl-process-group), and why not a stronger mode.' }
-  )),
-  isolation: Type.Optional(Type.Object(
+  ),
+  isolation: Type.Object(
     {
       agents_can_reach: Type.Array(Type.String(), {
         description: 'What an agent can reach that is not its own in this setup (empty: nothing known to be open).'
       })
     },
     { description: 'Who agents run as decides what they can read: AGENT_USER closes most of this list.' }
-  ))
-}, { description: 'With API_TOKENS set, only `status` unless the request carries a valid token.' })
+  )
+}, { title: 'ReadinessDetails', description: 'Without API_TOKENS, or with a valid token: everything.' })
+
+export const Readiness = Type.Union([
+  ReadinessDetails,
+  Type.Object(
+    { status: ReadinessStatus },
+    { title: 'ReadinessStatus', additionalProperties: false, description: 'With API_TOKENS set and no valid token.' }
+  )
+], { description: 'With API_TOKENS set, only `status` unless the request carries a valid token.' })
 export type AgentReadiness = Static<typeof AgentReadiness>

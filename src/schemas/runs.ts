@@ -1,6 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { ref } from './ref.js'
 import { RunParams, RunResult } from './run.js'
+import { ToolName } from './tool-name.js'
 
 export const RunStatus = Type.Union(
   [
@@ -26,7 +27,7 @@ const { events: _events, ...asyncRunParams } = RunParams.properties
 export function runRequestSchema(toolNames: readonly string[]) {
   return Type.Object(
     {
-      tool: Type.Union(toolNames.map((name) => Type.Literal(name)), { description: 'Which agent runs the task.' }),
+      tool: ToolName(toolNames, 'Which agent runs the task.'),
       ...asyncRunParams
     },
     {

@@ -1,4 +1,3 @@
-import { Type } from '@sinclair/typebox'
 import { STATUS_CODES } from 'node:http'
 import { ERROR_CODES, ErrorResponse, type ErrorStatus } from './error.js'
 import { ref } from './ref.js'
@@ -6,13 +5,22 @@ import { RunEvent } from './events.js'
 import { RunParams, RunResult } from './run.js'
 import { runRequestSchema, RunState, RunSummary } from './runs.js'
 import { Step } from './steps.js'
+import { namingTools } from './tool-name.js'
 
 /**
  * The schemas registered once with app.addSchema: routes point at them by $id, so validation, serialization and the
  * OpenAPI document share one definition, which @fastify/swagger names after the $id in components/schemas.
  */
-export const sharedSchemas = (toolNames: readonly string[]) =>
-  [RunParams, RunResult, Step, RunEvent, runRequestSchema(toolNames), RunSummary, RunState, ErrorResponse] as const
+export const sharedSchemas = (toolNames: readonly string[]) => [
+  RunParams,
+  namingTools(RunResult, toolNames),
+  Step,
+  RunEvent,
+  runRequestSchema(toolNames),
+  namingTools(RunSummary, toolNames),
+  namingTools(RunState, toolNames),
+  ErrorResponse
+] as const
 
 interface ErrorResponseEntry {
   description: string
@@ -48,27 +56,26 @@ export function errorResponses<S extends ErrorStatus>(statuses: readonly S[]): R
 }
 
 /**
+ * A stream of RunEvents, typed as generated clients read one: OpenAPI 3.1 has no schema for a stream's items, and
+ * clients (hey-api's SSE client, openapi-typescript) take a stream's schema as its items'. The 3.2 document
+ * (openapi-3.2.yaml) says it in 3.2's words, `itemSchema`.
+ */
+export const STREAM_ITEMS = { schema: ref(RunEvent) }
+const STREAMS_ARE =
+  'As NDJSON (`Accept: application/x-ndjson`), one RunEvent per line; as SSE (`Accept: text/event-stream`), one ' +
+  'frame per RunEvent: `event: <type>`, `data: <the RunEvent as JSON>`, and `id:` on stored events. The last event ' +
+  'is the `result`. The schema of each stream is its items’.'
+
+/**
  * A run's 200, as the client's Accept chose it: the result as JSON, or the run's events live as NDJSON or SSE.
  */
 export function runResponse(description: string) {
   return {
-    description,
+    description: `${description} ${STREAMS_ARE}`,
     content: {
       'application/json': { schema: ref(RunResult) },
-      // A stream is a sequence of RunEvents, which OpenAPI 3.1 cannot type (3.2's itemSchema can): a string whose
-      // lines are RunEvents, so validators (Prism) read the body as what it is, and the RunEvent schema names the
-      // items.
-      'application/x-ndjson': {
-        schema: Type.String({
-          description:
-            'One RunEvent (components/schemas/RunEvent) as JSON per line, `\\n`-terminated; the last is `result`.'
-        })
-      },
-      'text/event-stream': {
-        schema: Type.String({
-          description: 'SSE frames: `event: <type>`, `data: <RunEvent as JSON>`, and `id:` on stored events.'
-        })
-      }
+      'application/x-ndjson': STREAM_ITEMS,
+      'text/event-stream': STREAM_ITEMS
     }
   }
 }

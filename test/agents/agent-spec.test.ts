@@ -5,7 +5,6 @@ import { buildApp } from '#src/http/app.js'
 import { BUILT_IN_AGENTS } from '#src/agents/catalog.js'
 import type { AgentSpec } from '#src/agents/spec.js'
 import { loadConfig } from '#src/config.js'
-import { RunParams } from '#src/schemas/run.js'
 import { listen, scenario, standInEnv, tempDir, TEST_AGENT_ENV_ALLOW } from '../helpers/index.js'
 
 // Adding an agent is one file: a sixth agent, declared here alone, becomes a tool with its route, its variables, its
@@ -59,10 +58,11 @@ t.test('a spec in a list is a whole tool', async (t) => {
   t.teardown(() => client.close())
   const { tools: listed } = await client.listTools()
   t.same(listed.map((tool) => tool.name), tools.tools.map((tool) => tool.name), 'tools/list: the same tools as GET /tools')
-  const { $id: _id, examples: _examples, ...params } = JSON.parse(JSON.stringify(RunParams))
   const echoTool = listed.find((tool) => tool.name === 'echo_run')
   t.match(echoTool, { title: echo.summary, description: echo.description }, 'tools/list: its summary and description')
-  t.same(echoTool?.inputSchema, params, 'tools/list: the REST body\'s schema as its input')
+  t.same(echoTool?.inputSchema, listed[0]?.inputSchema, 'tools/list: the same input as the catalog\'s tools')
+  t.match(echoTool?.outputSchema, { anyOf: [{ properties: { tool: { anyOf: [{ const: listed[0]?.name }] } } }] })
+  t.ok(JSON.stringify(echoTool?.outputSchema).includes('"const":"echo_run"'), 'its results name it among the tools')
   const called = await client.callTool({ name: 'echo_run', arguments: { task: 'over mcp' } })
   t.match(called, { isError: false, structuredContent: { tool: 'echo_run', ok: true, command: ['crush', 'run', '--quiet', '--', 'over mcp'] } }, 'tools/call runs it')
   t.match(called.content, [{ type: 'text', text: /"PROMPT":"OVER MCP"/ }], 'its report parser made the answer')

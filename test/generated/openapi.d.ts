@@ -381,7 +381,7 @@ export interface components {
          *     }
          */
         RunResult: {
-            tool: string;
+            tool: "crush_run" | "claude_run" | "gemini_run" | "codex_run" | "opencode_run";
             /** @description Exit code 0, not stopped, no error reported by the agent, and not every tool call it made refused. */
             ok: boolean;
             /** @description null when a signal ended the agent */
@@ -613,7 +613,7 @@ export interface components {
         RunSummary: {
             /** @description The run id, for /runs/{id}. */
             id: string;
-            tool: string;
+            tool: "crush_run" | "claude_run" | "gemini_run" | "codex_run" | "opencode_run";
             /** @description How it was started: POST /tools/{tool} (sync, or stream when it streams its events) or POST /runs (async). Synchronous and streamed runs are listed only while they run; their output and result go to their own response. */
             kind: "sync" | "stream" | "async";
             /** @description running until the agent ends; then how it ended. cancelled: DELETE, or the service shutting down. lost: the service running it died (crash, kill -9, its replica gone) — the events it had saved are still there. */
@@ -629,7 +629,7 @@ export interface components {
         RunState: {
             /** @description The run id, for /runs/{id}. */
             id: string;
-            tool: string;
+            tool: "crush_run" | "claude_run" | "gemini_run" | "codex_run" | "opencode_run";
             /** @description How it was started: POST /tools/{tool} (sync, or stream when it streams its events) or POST /runs (async). Synchronous and streamed runs are listed only while they run; their output and result go to their own response. */
             kind: "sync" | "stream" | "async";
             /** @description running until the agent ends; then how it ended. cancelled: DELETE, or the service shutting down. lost: the service running it died (crash, kill -9, its replica gone) — the events it had saved are still there. */
@@ -656,10 +656,11 @@ export interface components {
              */
             error: string;
             /**
-             * @description Machine-readable error code: VALIDATION_ERROR, INVALID_JSON, INVALID_CONTENT_LENGTH, MALFORMED_REQUEST, BAD_URL, RESUME_NOT_SUPPORTED, RESUME_PLACE_MISMATCH, CWD_NOT_FOUND, CWD_NOT_A_DIRECTORY, WSL_NOT_AVAILABLE, WSL_DISTRO_NOT_FOUND, WSL_ARGUMENT_UNSAFE, COMMAND_LINE_TOO_LONG, UNAUTHORIZED, HOST_NOT_ALLOWED, FORBIDDEN_PATH, ORIGIN_NOT_ALLOWED, ROUTE_NOT_FOUND, RUN_NOT_FOUND, SESSION_NOT_FOUND, METHOD_NOT_ALLOWED, REQUEST_TIMEOUT, SESSION_BUSY, BODY_TOO_LARGE, URL_TOO_LONG, UNSUPPORTED_MEDIA_TYPE, AGENT_LIMIT_REACHED, HEADERS_TOO_LARGE, INTERNAL_ERROR, AGENT_NOT_INSTALLED, AGENT_SPAWN_FAILED, RUN_NOT_RECORDED, SLOTS_UNAVAILABLE, RUNS_UNAVAILABLE, SHUTTING_DOWN.
+             * @description Machine-readable error code: one of the catalog’s (the table in this document), for programs.
              * @example AGENT_LIMIT_REACHED
+             * @enum {string}
              */
-            code: string;
+            code: "VALIDATION_ERROR" | "INVALID_JSON" | "INVALID_CONTENT_LENGTH" | "MALFORMED_REQUEST" | "BAD_URL" | "RESUME_NOT_SUPPORTED" | "RESUME_PLACE_MISMATCH" | "CWD_NOT_FOUND" | "CWD_NOT_A_DIRECTORY" | "WSL_NOT_AVAILABLE" | "WSL_DISTRO_NOT_FOUND" | "WSL_ARGUMENT_UNSAFE" | "COMMAND_LINE_TOO_LONG" | "UNAUTHORIZED" | "HOST_NOT_ALLOWED" | "FORBIDDEN_PATH" | "ORIGIN_NOT_ALLOWED" | "ROUTE_NOT_FOUND" | "RUN_NOT_FOUND" | "SESSION_NOT_FOUND" | "METHOD_NOT_ALLOWED" | "REQUEST_TIMEOUT" | "SESSION_BUSY" | "BODY_TOO_LARGE" | "URL_TOO_LONG" | "UNSUPPORTED_MEDIA_TYPE" | "AGENT_LIMIT_REACHED" | "HEADERS_TOO_LARGE" | "INTERNAL_ERROR" | "AGENT_NOT_INSTALLED" | "AGENT_SPAWN_FAILED" | "RUN_NOT_RECORDED" | "SLOTS_UNAVAILABLE" | "RUNS_UNAVAILABLE" | "SHUTTING_DOWN";
             /**
              * @description For people: what went wrong, naming the field or value at fault.
              * @example Limite de 2 agents atteinte
@@ -762,15 +763,15 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The run started and ended, whatever its end: `ok` says whether it went well. With `Accept: application/x-ndjson` or `text/event-stream`, the output streams live as RunEvents and the last one carries the result. */
+            /** @description The run started and ended, whatever its end: `ok` says whether it went well. As NDJSON (`Accept: application/x-ndjson`), one RunEvent per line; as SSE (`Accept: text/event-stream`), one frame per RunEvent: `event: <type>`, `data: <the RunEvent as JSON>`, and `id:` on stored events. The last event is the `result`. The schema of each stream is its items’. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["RunResult"];
-                    "application/x-ndjson": string;
-                    "text/event-stream": string;
+                    "application/x-ndjson": components["schemas"]["RunEvent"];
+                    "text/event-stream": components["schemas"]["RunEvent"];
                 };
             };
             /**
@@ -885,15 +886,15 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The run started and ended, whatever its end: `ok` says whether it went well. With `Accept: application/x-ndjson` or `text/event-stream`, the output streams live as RunEvents and the last one carries the result. */
+            /** @description The run started and ended, whatever its end: `ok` says whether it went well. As NDJSON (`Accept: application/x-ndjson`), one RunEvent per line; as SSE (`Accept: text/event-stream`), one frame per RunEvent: `event: <type>`, `data: <the RunEvent as JSON>`, and `id:` on stored events. The last event is the `result`. The schema of each stream is its items’. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["RunResult"];
-                    "application/x-ndjson": string;
-                    "text/event-stream": string;
+                    "application/x-ndjson": components["schemas"]["RunEvent"];
+                    "text/event-stream": components["schemas"]["RunEvent"];
                 };
             };
             /**
@@ -1030,15 +1031,15 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The run started and ended, whatever its end: `ok` says whether it went well. With `Accept: application/x-ndjson` or `text/event-stream`, the output streams live as RunEvents and the last one carries the result. */
+            /** @description The run started and ended, whatever its end: `ok` says whether it went well. As NDJSON (`Accept: application/x-ndjson`), one RunEvent per line; as SSE (`Accept: text/event-stream`), one frame per RunEvent: `event: <type>`, `data: <the RunEvent as JSON>`, and `id:` on stored events. The last event is the `result`. The schema of each stream is its items’. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["RunResult"];
-                    "application/x-ndjson": string;
-                    "text/event-stream": string;
+                    "application/x-ndjson": components["schemas"]["RunEvent"];
+                    "text/event-stream": components["schemas"]["RunEvent"];
                 };
             };
             /**
@@ -1175,15 +1176,15 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The run started and ended, whatever its end: `ok` says whether it went well. With `Accept: application/x-ndjson` or `text/event-stream`, the output streams live as RunEvents and the last one carries the result. */
+            /** @description The run started and ended, whatever its end: `ok` says whether it went well. As NDJSON (`Accept: application/x-ndjson`), one RunEvent per line; as SSE (`Accept: text/event-stream`), one frame per RunEvent: `event: <type>`, `data: <the RunEvent as JSON>`, and `id:` on stored events. The last event is the `result`. The schema of each stream is its items’. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["RunResult"];
-                    "application/x-ndjson": string;
-                    "text/event-stream": string;
+                    "application/x-ndjson": components["schemas"]["RunEvent"];
+                    "text/event-stream": components["schemas"]["RunEvent"];
                 };
             };
             /**
@@ -1320,15 +1321,15 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The run started and ended, whatever its end: `ok` says whether it went well. With `Accept: application/x-ndjson` or `text/event-stream`, the output streams live as RunEvents and the last one carries the result. */
+            /** @description The run started and ended, whatever its end: `ok` says whether it went well. As NDJSON (`Accept: application/x-ndjson`), one RunEvent per line; as SSE (`Accept: text/event-stream`), one frame per RunEvent: `event: <type>`, `data: <the RunEvent as JSON>`, and `id:` on stored events. The last event is the `result`. The schema of each stream is its items’. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["RunResult"];
-                    "application/x-ndjson": string;
-                    "text/event-stream": string;
+                    "application/x-ndjson": components["schemas"]["RunEvent"];
+                    "text/event-stream": components["schemas"]["RunEvent"];
                 };
             };
             /**
@@ -1773,13 +1774,13 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The event stream. */
+            /** @description The event stream: one SSE frame per RunEvent, `event: <type>`, `id:` and `data: <the RunEvent as JSON>`. Its schema is its items’. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "text/event-stream": string;
+                    "text/event-stream": components["schemas"]["RunEvent"];
                 };
             };
             /**
@@ -2048,7 +2049,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         status: "ready" | "unavailable";
-                        agents?: {
+                        agents: {
                             tool: string;
                             bin: string;
                             /** @description Where the binary was found on the agents’ PATH. */
@@ -2058,23 +2059,25 @@ export interface operations {
                             problem: string | null;
                         }[];
                         /** @description Where the agent slots are counted; with Redis, whether it answers. */
-                        slots?: {
+                        slots: {
                             backend: "memory" | "redis";
                             ok: boolean;
                             error?: string;
                         };
                         /** @description How agents on this host are contained (WSL runs: wsl-process-group), and why not a stronger mode. */
-                        containment?: {
+                        containment: {
                             mode: "pid-namespace" | "process-group" | "wsl-process-group" | "windows-tree";
                             reason: string;
                             /** @description What, in this mode, can outlive its run. */
                             escapes: string;
                         };
                         /** @description Who agents run as decides what they can read: AGENT_USER closes most of this list. */
-                        isolation?: {
+                        isolation: {
                             /** @description What an agent can reach that is not its own in this setup (empty: nothing known to be open). */
                             agents_can_reach: string[];
                         };
+                    } | {
+                        status: "ready" | "unavailable";
                     };
                 };
             };
@@ -2086,7 +2089,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         status: "ready" | "unavailable";
-                        agents?: {
+                        agents: {
                             tool: string;
                             bin: string;
                             /** @description Where the binary was found on the agents’ PATH. */
@@ -2096,23 +2099,25 @@ export interface operations {
                             problem: string | null;
                         }[];
                         /** @description Where the agent slots are counted; with Redis, whether it answers. */
-                        slots?: {
+                        slots: {
                             backend: "memory" | "redis";
                             ok: boolean;
                             error?: string;
                         };
                         /** @description How agents on this host are contained (WSL runs: wsl-process-group), and why not a stronger mode. */
-                        containment?: {
+                        containment: {
                             mode: "pid-namespace" | "process-group" | "wsl-process-group" | "windows-tree";
                             reason: string;
                             /** @description What, in this mode, can outlive its run. */
                             escapes: string;
                         };
                         /** @description Who agents run as decides what they can read: AGENT_USER closes most of this list. */
-                        isolation?: {
+                        isolation: {
                             /** @description What an agent can reach that is not its own in this setup (empty: nothing known to be open). */
                             agents_can_reach: string[];
                         };
+                    } | {
+                        status: "ready" | "unavailable";
                     };
                 };
             };

@@ -18,15 +18,16 @@ const CACHE = process.env['XDG_CACHE_HOME'] !== undefined
  * Test files run side by side and may ask for the same one: each installs beside it and moves it into place in one
  * rename, so nobody ever sees half an install.
  */
-export async function npmTool(pkg: string, version: string, bin: string): Promise<string> {
-  const dir = join(CACHE, `${pkg.replace('/', '+')}@${version}`)
+export async function npmTool(pkg: string, version: string, bin: string, peers: string[] = []): Promise<string> {
+  // Peers pinned beside it (a code generator's TypeScript): npm would otherwise pick their newest.
+  const dir = join(CACHE, [`${pkg}@${version}`, ...peers].join('+').replaceAll('/', '+'))
   const path = join(dir, 'node_modules', '.bin', bin)
   if (existsSync(path)) return path
   mkdirSync(CACHE, { recursive: true, mode: 0o755 })
   const staging = mkdtempSync(`${dir}.installing-`)
   chmodSync(staging, 0o755)
   try {
-    await promisify(execFile)('npm', ['install', '--prefix', staging, '--no-audit', '--no-fund', '--silent', `${pkg}@${version}`], { maxBuffer: 16 << 20 })
+    await promisify(execFile)('npm', ['install', '--prefix', staging, '--no-audit', '--no-fund', '--silent', `${pkg}@${version}`, ...peers], { maxBuffer: 16 << 20 })
     renameSync(staging, dir)
   } catch (error) {
     if (!existsSync(path)) throw error

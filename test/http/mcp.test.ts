@@ -5,7 +5,7 @@ import type { FastifyInstance } from 'fastify'
 import { execFile } from 'node:child_process'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
-import { RunParams } from '#src/schemas/run.js'
+import { Ajv2020 } from 'ajv/dist/2020.js'
 import { build, heldAgent, isAlive, listen, readPidFile, refused, runTool, scenario, tempDir, until } from '../helpers/index.js'
 import { realClaude } from '../helpers/real-clis/claude.js'
 
@@ -22,21 +22,56 @@ async function connect(t: Test, app: FastifyInstance, headers: Record<string, st
   return client
 }
 
+/** @fastify/swagger writes a `const` as the one-value `enum` it means. */
+const constAsEnum = (schema: object): unknown => JSON.parse(JSON.stringify(schema), (_key, value) => {
+  if (value === null || typeof value !== 'object' || !('const' in value)) return value
+  const { const: only, ...rest } = value
+  return { ...rest, enum: [only] }
+})
+
 // Each test has its own service (and the real Claude Code its own HOME): they run side by side.
 t.jobs = 3
 
-t.test('tools/list: one tool per agent, the REST body as input, the REST result as output', async (t) => {
+t.test('tools/list: one tool per agent, described by the OpenAPI document’s own schemas, read as JSON Schema 2020-12', async (t) => {
   const app = await build(t)
   const client = await connect(t, app)
   const { tools } = await client.listTools()
   const rest = (await app.inject({ method: 'GET', url: '/tools' })).json().tools.map((tool: { name: string }) => tool.name)
   t.same(tools.map((tool) => tool.name), rest, 'the same tools as GET /tools')
-  const { $id: _id, examples: _examples, ...params } = JSON.parse(JSON.stringify(RunParams))
+  const { components } = app.swagger() as unknown as { components: { schemas: Record<string, Record<string, unknown>> } }
+  const { examples: _examples, ...documented } = components.schemas['RunParams']!
+  // Strict: a draft-07 keyword (`dependencies`) is an error in 2020-12, not a rule silently dropped.
+  const ajv = new Ajv2020({ strict: true, allErrors: true })
+  const byDocument = ajv.compile(documented)
   for (const tool of tools) {
-    t.same(tool.inputSchema, params, `${tool.name}: the REST body's schema`)
-    t.match(tool.outputSchema, { type: 'object', properties: { ok: { type: 'boolean' }, output: { type: 'string' } } })
+    t.same(constAsEnum(tool.inputSchema), documented, `${tool.name}: the document's RunParams, word for word`)
     t.match(tool.annotations, { readOnlyHint: false, idempotentHint: false, openWorldHint: true })
   }
+  const byHost = new Ajv2020({ strict: true, allErrors: true }).compile(tools[0]!.inputSchema)
+  const verdicts: Array<[Record<string, unknown>, boolean]> = [
+    [{ task: 'x' }, true],
+    [{ task: 'x', timeout: 60, cwd: '/tmp', events: 'steps' }, true],
+    [{ task: 'x', wsl_distro: 'Ubuntu', wsl_user: 'dev' }, true],
+    [{ task: 'x', wsl_user: 'dev' }, false],
+    [{ task: 'x', timeout: 0 }, false],
+    [{ timeout: 60 }, false],
+    [{ task: 'x', extra: 1 }, false]
+  ]
+  for (const [args, valid] of verdicts) {
+    t.equal(byHost(args), valid, `${JSON.stringify(args)}: ${valid ? 'valid' : 'invalid'} to an MCP host`)
+    t.equal(byDocument(args), valid, `${JSON.stringify(args)}: and to an OpenAPI client`)
+    const rest = await app.inject({ method: 'POST', url: '/tools/crush_run', payload: { ...args, cwd: '/no/such/dir' } })
+    t.equal(rest.json().code === 'VALIDATION_ERROR', !valid, `${JSON.stringify(args)}: and to the service`)
+  }
+
+  // The output: the document's RunResult or its ErrorResponse, each a tool call's structured content.
+  const byOutput = new Ajv2020({ strict: true, allErrors: true }).compile(tools[0]!.outputSchema!)
+  const result = await client.callTool({ name: 'crush_run', arguments: { task: 'x' } })
+  t.ok(byOutput(result.structuredContent), 'a result matches the output schema')
+  const refusal = await client.callTool({ name: 'crush_run', arguments: { task: '' } })
+  t.ok(byOutput(refusal.structuredContent), 'a refusal too')
+  t.notOk(byOutput({ ...(result.structuredContent as object), tool: 'nope_run' }), 'a tool the service does not run does not')
+  t.notOk(byOutput({ ...(refusal.structuredContent as object), code: 'NOT_A_CODE' }), 'nor a code not in the catalog')
 })
 
 t.test('tools/call: the agent’s answer as text, the REST result as structuredContent', async (t) => {
@@ -62,8 +97,13 @@ t.test('refusals are tool errors with the REST message: bad arguments, unknown t
     const rest = await refused(app, 'crush_run', args)
     t.equal(rest.status, 400)
     t.match(invalid, { isError: true, content: [{ type: 'text', text: rest.body.message }] }, `${JSON.stringify(args)}: word for word the REST message`)
+    t.same(invalid.structuredContent, rest.body, `${JSON.stringify(args)}: the REST error object, code included`)
   }
-  t.match(await client.callTool({ name: 'nope_run', arguments: { task: 'x' } }), { isError: true, content: [{ text: 'Unknown tool: nope_run' }] })
+  t.match(await client.callTool({ name: 'nope_run', arguments: { task: 'x' } }), {
+    isError: true,
+    content: [{ text: 'Unknown tool: nope_run' }],
+    structuredContent: { statusCode: 400, error: 'Bad Request', code: 'VALIDATION_ERROR', message: 'Unknown tool: nope_run' }
+  })
   for (const name of ['constructor', '__proto__', 'toString', 'hasOwnProperty']) {
     t.match(await client.callTool({ name, arguments: { task: 'x' } }), { isError: true, content: [{ text: `Unknown tool: ${name}` }] }, `${name}: not a tool, whatever the prototype holds`)
   }
@@ -73,6 +113,7 @@ t.test('refusals are tool errors with the REST message: bad arguments, unknown t
   await readPidFile(held.pidFile)
   const limited = await client.callTool({ name: 'crush_run', arguments: { task: 'x' } })
   t.match(limited, { isError: true, content: [{ type: 'text', text: 'Limite de 1 agent atteinte' }] }, 'MCP and REST compete for the same slots')
+  t.same(limited.structuredContent, { statusCode: 429, error: 'Too Many Requests', code: 'AGENT_LIMIT_REACHED', message: 'Limite de 1 agent atteinte' }, 'a code a program branches on')
   held.release()
   t.match(await holder, { ok: true }, 'the REST run holding the slot ends normally')
 })
@@ -150,7 +191,8 @@ t.test('a notifications/cancelled in another POST (stateless) stops the call it 
   t.equal(cancelled.status, 202)
   const after = await until(() => ({ alive: isAlive(agent), slots: app.slots.inUse('crush_run') }), (state) => !state.alive && state.slots === 0, 10_000, 'the named call to stop')
   t.same(after, { alive: false, slots: 0 }, 'the agent stopped and its slot came back')
-  await (await call).text().catch(() => '')
+  const answered = await (await call).text()
+  t.notMatch(answered, /"id":42/, 'and the cancelled request got no answer, as MCP says')
 })
 
 t.test('two calls under one id: a cancellation of that id reaches both, the one that ended first displaces nothing', async (t) => {

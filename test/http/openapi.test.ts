@@ -12,6 +12,7 @@ import { build, fromRoot, listen, ROOT } from '../helpers/index.js'
 
 const run = promisify(execFile)
 const OPENAPI_YAML = fromRoot('openapi.yaml')
+const OPENAPI_32_YAML = fromRoot('openapi-3.2.yaml')
 const bin = (name: string) => fromRoot('node_modules/.bin', name)
 const FIX = 'run `npm run openapi` and commit the result'
 
@@ -21,7 +22,7 @@ interface Operation {
   summary: string
   description: string
   tags: string[]
-  responses: Record<string, { description: string; content: { 'application/json': { examples?: Record<string, { value: { code: string } }> } } }>
+  responses: Record<string, { description: string; content: { 'application/json': { examples?: Record<string, { value: { code: string } }> } } & Record<string, unknown> }>
 }
 interface Document {
   openapi: string
@@ -33,10 +34,37 @@ interface Document {
 // Independent checks, two of them other programs (openapi-typescript, Redocly): they run side by side.
 t.jobs = 5
 
-t.test('openapi.yaml is exactly what the routes produce', async (t) => {
+t.test('openapi.yaml and openapi-3.2.yaml are exactly what the routes produce', async (t) => {
   const produced = await renderOpenApiYaml()
-  t.equal(readFileSync(OPENAPI_YAML, 'utf8'), produced, `openapi.yaml matches the code (if not: ${FIX})`)
-  t.equal(await renderOpenApiYaml(), produced, 'the output is byte-stable')
+  t.equal(readFileSync(OPENAPI_YAML, 'utf8'), produced.v31, `openapi.yaml matches the code (if not: ${FIX})`)
+  t.equal(readFileSync(OPENAPI_32_YAML, 'utf8'), produced.v32, `openapi-3.2.yaml matches the code (if not: ${FIX})`)
+  t.same(await renderOpenApiYaml(), produced, 'the output is byte-stable')
+})
+
+t.test('openapi-3.2.yaml: the same contract, each run stream with its itemSchema', async (t) => {
+  const v31 = parseYaml(readFileSync(OPENAPI_YAML, 'utf8')) as Document
+  const v32 = parseYaml(readFileSync(OPENAPI_32_YAML, 'utf8')) as Document
+  t.equal(v32.openapi, '3.2.0')
+  const streams = (document: Document) => Object.entries(document.paths).flatMap(([path, operations]) =>
+    Object.entries(operations).flatMap(([method, operation]) => Object.entries(operation.responses).flatMap(([status, response]) =>
+      Object.entries((response.content as Record<string, Record<string, unknown>> | undefined) ?? {})
+        .filter(([mediaType]) => mediaType === 'application/x-ndjson' || mediaType === 'text/event-stream')
+        .map(([mediaType, media]) => ({ at: `${method.toUpperCase()} ${path} ${status} ${mediaType}`, media }))
+    ))
+  )
+  const typed = streams(v32).filter(({ media }) => media['itemSchema'] !== undefined).map(({ at }) => at)
+  const runStreams = streams(v31).filter(({ at }) => !at.includes('/mcp')).map(({ at }) => at)
+  t.same(typed, runStreams, 'every run stream of the 3.1 document has its items described')
+  t.ok(typed.includes('GET /runs/{id}/events 200 text/event-stream') && typed.includes('POST /tools/crush_run 200 application/x-ndjson'), 'the follow stream and the tool streams among them')
+  for (const { at, media } of streams(v32).filter(({ media }) => media['itemSchema'] !== undefined)) {
+    const items = JSON.stringify(media['itemSchema'])
+    t.ok(items.includes('"#/components/schemas/RunEvent"'), `${at}: each item a RunEvent`)
+    t.same(media['schema'], { type: 'string' }, `${at}: the body as a whole, text`)
+  }
+  // Apart from the version and those media types, nothing differs.
+  const withoutStreams = (document: Document) => JSON.parse(JSON.stringify({ ...document, openapi: undefined }), (key, value) =>
+    key === 'application/x-ndjson' || key === 'text/event-stream' ? undefined : value)
+  t.same(withoutStreams(v32), withoutStreams(v31))
 })
 
 t.test('test/generated/openapi.d.ts is what openapi-typescript makes of openapi.yaml', async (t) => {
@@ -80,10 +108,11 @@ t.test('the document is valid OpenAPI 3.1 and says what clients need', async (t)
   }
 })
 
-t.test('Redocly lint (recommended rules) passes', async (t) => {
+t.test('Redocly lint (recommended rules) passes, for 3.1 and for 3.2', async (t) => {
   const env = { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true', NO_COLOR: '1' }
-  const { stdout, stderr } = await run(bin('redocly'), ['lint', 'openapi.yaml', '--format=stylish'], { cwd: ROOT, env })
-  t.match(stdout + stderr, /Your API description is valid/)
+  const { stdout, stderr } = await run(bin('redocly'), ['lint', 'openapi.yaml', 'openapi-3.2.yaml', '--format=stylish'], { cwd: ROOT, env })
+  t.match(stdout + stderr, /openapi\.yaml: validated[\s\S]*openapi-3\.2\.yaml: validated/, 'both documents')
+  t.match(stdout + stderr, /Your API descriptions are valid/)
   t.notMatch(stdout + stderr, /You have \d+ warnings?/, 'no warnings either')
 })
 

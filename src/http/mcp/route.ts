@@ -1,16 +1,18 @@
 import type { FastifyPluginAsync } from 'fastify'
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js'
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import type { ToolName } from '../../agents/catalog.js'
 import type { AgentTool } from '../../agents/tools.js'
 import type { RunRegistry } from '../../runs/registry.js'
 import type { RunLauncher } from '../../runs/launcher.js'
 import type { Run } from '../../runs/run.js'
-import { serviceError, type ServiceError } from '../../errors.js'
+import { serviceError, ServiceError } from '../../errors.js'
 import { toErrorResponse, type RejectionObserver } from '../error-handler.js'
+import type { ErrorResponse } from '../../schemas/error.js'
 import { errorResponses } from '../../schemas/shared.js'
 import { PendingProgress, PROGRESS_EVERY_MS, PROGRESS_PENDING_BYTES, stepLine } from './progress.js'
-import { mcpToolOf, paramsOf } from './tools.js'
+import { mcpToolsOf, paramsOf } from './tools.js'
 
 interface McpRouteOptions {
   tools: Record<ToolName, AgentTool>
@@ -40,23 +42,42 @@ async function importSdk() {
   return { Server, StreamableHTTPServerTransport, CallToolRequestSchema, ListToolsRequestSchema }
 }
 
-const toolError = (message: string): CallToolResult => ({ isError: true, content: [{ type: 'text', text: message }] })
+/** A refused call: the REST error object, as structured content a program branches on and as text people read. */
+function toolError(answer: ErrorResponse): CallToolResult {
+  return { isError: true, content: [{ type: 'text', text: answer.message }], structuredContent: { ...answer } }
+}
 
 /** A call in flight, as a later `notifications/cancelled` names it: its caller's token and its JSON-RPC id. */
 const callKey = (caller: string, requestId: unknown): string => `${caller}\u0000${String(requestId)}`
 
 interface CancelledNotification {
   method?: unknown
-  params?: { requestId?: unknown }
+  params?: { requestId?: unknown, reason?: unknown }
 }
 
-/** The request ids a POST's `notifications/cancelled` (alone or in a batch) asks to stop. */
-function cancelledIds(body: unknown): unknown[] {
+/** The `notifications/cancelled` of a POST, alone or in a batch. */
+function cancellations(body: unknown): CancelledNotification[] {
   // Any JSON may come: null among them.
   const messages = (Array.isArray(body) ? body : [body]) as Array<CancelledNotification | null>
-  return messages.flatMap((message) =>
-    message?.method === 'notifications/cancelled' ? [message.params?.requestId] : []
-  )
+  return messages.filter((message) => message?.method === 'notifications/cancelled') as CancelledNotification[]
+}
+
+/** One POST's JSON-RPC exchange, as the calls in it need it. */
+interface Exchange {
+  caller: string
+  /** The calls' runs, stopped if the client leaves before its answer. */
+  runs: Set<Run>
+  transport: Transport
+  /** What was written to the client is still in the socket's buffer, more than a notification or two. */
+  clientBehind: () => boolean
+  /** Ends the response with no answer in it: the call was cancelled. */
+  endUnanswered: () => void
+}
+
+interface CallInFlight {
+  run: Run
+  /** Where a cancellation that came in another POST is handed, for the SDK to drop the call's answer. */
+  transport: Transport
 }
 
 /**
@@ -69,33 +90,36 @@ const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, options) => {
   const { tools, registry, launcher, version, onRejection } = options
   // Stateless: the cancellation of a call arrives in another POST, to another server instance, so calls in flight are
   // found here by who asked and the request's id.
-  const inFlight = new Map<string, Set<Run>>()
+  const inFlight = new Map<string, Set<CallInFlight>>()
+  const listed = mcpToolsOf(Object.values(tools))
 
-  const serverFor = (
-    { Server, CallToolRequestSchema, ListToolsRequestSchema }: Sdk,
-    caller: string,
-    runs: Set<Run>,
-    clientBehind: () => boolean
-  ): Server => {
+  /** Counted and logged as a refused REST request is, and answered with the REST error object. */
+  const refuse = (toolName: string, error: ServiceError): CallToolResult => {
+    const answer = toErrorResponse(error)
+    // An unexpected failure's details stay in the log, as they do for REST.
+    if (answer.code === 'INTERNAL_ERROR') app.log.error({ err: error }, 'MCP call failed')
+    onRejection(toolName, answer.code)
+    return toolError(answer)
+  }
+
+  const serverFor = ({ Server, CallToolRequestSchema, ListToolsRequestSchema }: Sdk, exchange: Exchange): Server => {
+    const { caller, runs } = exchange
     const server = new Server({ name: 'agent-runner', version }, { capabilities: { tools: {} } })
-    server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: Object.values(tools).map(mcpToolOf) }))
+    server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: listed }))
     server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
       // Own names only: `constructor` or `__proto__` are not tools.
       const tool = Object.hasOwn(tools, request.params.name) ? tools[request.params.name as ToolName] : undefined
       if (tool === undefined) {
-        onRejection('unknown', 'VALIDATION_ERROR')
-        return toolError(`Unknown tool: ${request.params.name}`)
+        return refuse('unknown', serviceError('VALIDATION_ERROR', `Unknown tool: ${request.params.name}`))
       }
       const params = paramsOf(request.params.arguments)
-      if (typeof params === 'string') {
-        onRejection(tool.name, 'VALIDATION_ERROR')
-        return toolError(params)
-      }
+      if (params instanceof ServiceError) return refuse(tool.name, params)
       const run = registry.open('sync', tool.name, caller, app.log)
       const key = callKey(caller, extra.requestId)
       // A caller reusing an id in flight: its cancellation reaches every call of that id, none is left unreachable.
-      const sameId = inFlight.get(key) ?? new Set<Run>()
-      inFlight.set(key, sameId.add(run))
+      const call: CallInFlight = { run, transport: exchange.transport }
+      const sameId = inFlight.get(key) ?? new Set<CallInFlight>()
+      inFlight.set(key, sameId.add(call))
       runs.add(run)
       const progressToken = request.params._meta?.progressToken
       // Progress is read by people: what the agent does, when it says so, rather than its raw JSON lines.
@@ -107,7 +131,7 @@ const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, options) => {
         timer = undefined
         if (pending.empty || progressToken === undefined) return
         // A client that does not read gets nothing more until it does: the output waits, bounded, for the next turn.
-        if (clientBehind() && !final) {
+        if (exchange.clientBehind() && !final) {
           timer = setTimeout(() => void flush(), PROGRESS_EVERY_MS)
           return
         }
@@ -139,17 +163,15 @@ const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, options) => {
               }
         )
         clearTimeout(timer)
-        await flush(true)
+        // Cancelled: MCP sends no answer to a cancelled request (the SDK drops what this returns); its stream ends.
+        if (extra.signal.aborted) exchange.endUnanswered()
+        else await flush(true)
         return { content: [{ type: 'text', text: result.output }], structuredContent: result, isError: !result.ok }
       } catch (error) {
         clearTimeout(timer)
-        // The REST answer's code and message: an unexpected failure's details stay in the log, as they do there.
-        const answer = toErrorResponse(error as ServiceError)
-        if (answer.code === 'INTERNAL_ERROR') app.log.error({ err: error }, 'MCP call failed')
-        onRejection(tool.name, answer.code)
-        return toolError(answer.message)
+        return refuse(tool.name, error as ServiceError)
       } finally {
-        sameId.delete(run)
+        sameId.delete(call)
         if (sameId.size === 0 && inFlight.get(key) === sameId) inFlight.delete(key)
         runs.delete(run)
       }
@@ -190,14 +212,24 @@ const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, options) => {
       }
     },
     async (request, reply) => {
-      for (const requestId of cancelledIds(request.body)) {
-        for (const run of inFlight.get(callKey(request.caller, requestId)) ?? []) run.stop('cancelled')
+      for (const cancellation of cancellations(request.body)) {
+        const { requestId, reason } = cancellation.params ?? {}
+        for (const { run, transport } of inFlight.get(callKey(request.caller, requestId)) ?? []) {
+          run.stop('cancelled')
+          // Its own server aborts the call as if the notification had come in its POST, and sends no answer.
+          transport.onmessage?.({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId, reason } })
+        }
       }
       const runs = new Set<Run>()
       const loaded = await (sdk ??= importSdk())
-      // Behind: what was written to the client is still in the socket's buffer, more than a notification or two.
-      const server = serverFor(loaded, request.caller, runs, () => reply.raw.writableLength > PROGRESS_PENDING_BYTES)
       const transport = new loaded.StreamableHTTPServerTransport({ sessionIdGenerator: undefined })
+      const server = serverFor(loaded, {
+        caller: request.caller,
+        runs,
+        transport,
+        clientBehind: () => reply.raw.writableLength > PROGRESS_PENDING_BYTES,
+        endUnanswered: () => reply.raw.end()
+      })
       reply.hijack()
       reply.raw.on('close', () => {
         // The client left before its answer: its calls' agents stop, as a REST client's do.

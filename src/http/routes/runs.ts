@@ -8,7 +8,7 @@ import { EVENT_ID_PATTERN, parseEventId } from '../../runs/event-log.js'
 import { EventsChoice } from '../../schemas/run.js'
 import { RunState, RunSummary, type RunRequest } from '../../schemas/runs.js'
 import { ref } from '../../schemas/ref.js'
-import { errorResponses } from '../../schemas/shared.js'
+import { errorResponses, STREAM_ITEMS } from '../../schemas/shared.js'
 import { EventWriter } from '../event-writer.js'
 
 interface RunRoutesOptions {
@@ -122,9 +122,11 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
         }),
         response: {
           200: {
-            description: 'The event stream.',
+            description:
+              'The event stream: one SSE frame per RunEvent, `event: <type>`, `id:` and `data: <the RunEvent as ' +
+              'JSON>`. Its schema is its items’.',
             content: {
-              'text/event-stream': { schema: Type.String({ description: 'SSE frames whose data is a RunEvent.' }) }
+              'text/event-stream': STREAM_ITEMS
             }
           },
           ...errorResponses([400, 401, 403, 404])

@@ -73,11 +73,7 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, opt
           tags: ['tools'],
           body: ref(RunParams),
           response: {
-            200: runResponse(
-              'The run started and ended, whatever its end: `ok` says whether it went well. With `Accept: ' +
-                'application/x-ndjson` or `text/event-stream`, the output streams live as RunEvents and the last one ' +
-                'carries the result.'
-            ),
+            200: runResponse('The run started and ended, whatever its end: `ok` says whether it went well.'),
             // Only an agent that continues sessions answers for one (404 unknown, 409 busy).
             ...errorResponses([400, 401, 403, ...(tool.resumes ? [404, 409] as const : []), 413, 415, 429, 500, 503])
           }
