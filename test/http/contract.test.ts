@@ -120,6 +120,7 @@ t.test('every documented response, as Prism and JSON::Validator read the documen
     ]),
     [main, 'GET', '/healthz', '/healthz'],
     [main, 'GET', '/readyz', '/readyz'],
+    [tokens, 'GET', '/readyz', '/readyz'],
     [away, 'GET', '/readyz', '/readyz'],
     [main, 'GET', '/metrics', '/metrics']
   ]

@@ -89,6 +89,15 @@ t.test('the document is valid OpenAPI 3.1 and says what clients need', async (t)
     }
   }
   t.same(new Set(operationIds).size, operationIds.length, 'operationIds are unique')
+  // What a program branches on is an enum: the error codes of the catalog, the tools of this service.
+  const schemas = document.components.schemas as Record<string, { properties: Record<string, { enum?: string[]; anyOf?: Array<{ enum: string[] }> }> }>
+  t.same(schemas['ErrorResponse']!.properties['code']!.enum, Object.values(ERROR_CODES).flatMap((codes) => Object.keys(codes)), 'ErrorResponse.code: the catalog')
+  const tools = BUILT_IN_AGENTS.map(toolNameOf)
+  for (const name of ['RunRequest', 'RunResult', 'RunSummary', 'RunState']) {
+    t.same(schemas[name]!.properties['tool']!.anyOf?.flatMap((branch) => branch.enum), tools, `${name}.tool: the tools`)
+  }
+  const readiness = (document.paths['/readyz']!['get']!.responses['200'] as unknown as { content: { 'application/json': { schema: { anyOf: Array<{ required: string[] }> } } } }).content['application/json'].schema
+  t.same(readiness.anyOf.map((shape) => shape.required), [['status', 'agents', 'slots', 'containment', 'isolation'], ['status']], '/readyz: all of it, or status alone')
   t.ok(['createRun', 'getRun', 'listRuns', 'followRun', 'cancelRun'].every((id) => operationIds.includes(id)), 'the async run operations')
   // Every agent of the catalog has its operation, named `<agent>Run`.
   for (const [path, operationId, spec] of BUILT_IN_AGENTS.map((spec) => [`/tools/${toolNameOf(spec)}`, `${spec.agent}Run`, spec] as const)) {
