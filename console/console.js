@@ -253,6 +253,10 @@ async function select(id) {
   state.output = ''
   state.lastEventId = null
   $('steps').replaceChildren()
+  $('steps').hidden = true
+  $('steps-title').hidden = true
+  $('output-box').open = true
+  $('run-note').textContent = ''
   $('output').textContent = ''
   $('run-result').textContent = '—'
   $('run-detail').hidden = id === null
@@ -333,6 +337,8 @@ async function readEvents(response, signal) {
     buffer += value.replaceAll('\r\n', '\n')
     let end
     while ((end = buffer.indexOf('\n\n')) >= 0) {
+      // Another run was chosen meanwhile: what is left of this stream is not the run pane's.
+      if (signal.aborted) return true
       const frame = buffer.slice(0, end)
       buffer = buffer.slice(end + 2)
       if (onFrame(frame)) return true
