@@ -62,6 +62,7 @@ t.test('the console in chromium', { skip: NO_CHROMIUM }, async (t) => {
     await page.waitForSelector('body[data-state="unauthorized"]', WAIT)
     t.match(await page.$eval('#login-problem', (problem) => problem.textContent), /refused this token \(401\)/)
     t.equal(await page.evaluate(() => window.sessionStorage.length), 0)
+    t.equal(await page.$eval('#console', (layout) => layout.checkVisibility()), false, 'nothing of the console shows')
     await page.screenshot({ path: fromRoot('docs/console-401.png') })
     // Chromium reports each refused request as a console error: these, and nothing else.
     t.ok(errors.length > 0 && errors.every((error) => /status of 401/.test(error)), errors.join('\n'))
@@ -73,6 +74,8 @@ t.test('the console in chromium', { skip: NO_CHROMIUM }, async (t) => {
     await page.click('#login-form button')
     await page.waitForSelector('body[data-state="ready"]', WAIT)
     t.equal(await page.evaluate(() => window.sessionStorage.getItem('agent-runner.token')), TOKEN, 'kept for the tab')
+    await page.waitForSelector('#runs-empty', { ...WAIT, visible: true })
+    t.equal(await page.$eval('#runs', (table) => table.checkVisibility()), false, 'no runs yet: the empty state, no empty table')
 
     const steps = await createRun(app, { tool: 'claude_run', task: STEPS_TASK, timeout: 600 }, as)
     const output = await createRun(app, { tool: 'crush_run', task: OUTPUT_TASK, timeout: 900 }, as)
@@ -135,6 +138,22 @@ t.test('the console in chromium', { skip: NO_CHROMIUM }, async (t) => {
     t.ok(await page.evaluate(() => document.documentElement.scrollWidth) <= width, 'no sideways scrolling')
     await page.screenshot({ path: fromRoot('docs/console-phone.png'), fullPage: true })
     await page.setViewport({ width: 1280, height: 720 })
+  })
+
+  t.test('keyboard: Close returns to the runs, Tab reaches a run, Enter opens it with the focus in its pane', async (t) => {
+    await page.focus('#close-run')
+    await page.keyboard.press('Enter')
+    await page.waitForFunction(() => document.activeElement?.id === 'runs-title' && document.querySelector('#run-detail').hidden, WAIT)
+    let presses = 0
+    while (!await page.evaluate(() => document.activeElement?.matches('#runs a') === true)) {
+      t.ok(++presses <= 5, 'a run is among the next stops of Tab')
+      await page.keyboard.press('Tab')
+    }
+    const id = await page.evaluate(() => document.activeElement.closest('tr').dataset.id)
+    await page.keyboard.press('Enter')
+    await page.waitForFunction(() => document.activeElement?.id === 'run-title', WAIT)
+    t.equal(await page.evaluate(() => window.location.hash), `#run=${id}`)
+    t.equal(await page.$eval('#run-detail', (detail) => detail.hidden), false)
   })
 
   t.test('the service gone: the page says it is unavailable and keeps trying', async (t) => {
