@@ -17,6 +17,9 @@ const state = {
   /** null: not signed in; '' for a service without tokens. */
   token: window.sessionStorage.getItem(TOKEN_KEY),
   runs: [],
+  /** Settles once runs were first listed. */
+  listed: null,
+  gotListing: () => {},
   poll: undefined,
   ticks: 0,
   /** The run in the run pane, and its follower's stream. */
@@ -29,6 +32,8 @@ const state = {
 
 class Refused extends Error {}
 class Unavailable extends Error {}
+
+state.listed = new Promise((resolve) => { state.gotListing = resolve })
 
 const authHeaders = () => (state.token ? { authorization: `Bearer ${state.token}` } : {})
 
@@ -145,6 +150,7 @@ async function refresh() {
     ])
     state.ticks++
     state.runs = liveFirst(runs.runs)
+    state.gotListing()
     renderRuns()
     renderSlots(tools.tools, refusedForSlots(metrics))
     if (ready !== null) renderReadiness(ready)
@@ -261,16 +267,21 @@ async function select(id) {
   $('run-result').textContent = '—'
   $('run-detail').hidden = id === null
   $('run-empty').hidden = id !== null
+  $('run-empty').textContent = 'Choose a run to follow its steps and output.'
   renderRuns()
   if (id === null) return
-  let run = state.runs.find((listed) => listed.id === id)
+  // The listing has every run this token may see that is still kept: one it lacks (a page opened on an old link) is
+  // gone, and asking for it would only be a 404.
+  await state.listed
+  if (state.selected !== id) return
+  const run = state.runs.find((listed) => listed.id === id)
   if (run === undefined) {
-    try {
-      run = await json('GET', `/runs/${encodeURIComponent(id)}`)
-    } catch (error) {
-      if (!(error instanceof Refused)) $('run-note').textContent = `This run cannot be shown: ${error.message}`
-      return
-    }
+    $('run-title').textContent = 'Run'
+    $('run-detail').hidden = true
+    $('run-empty').hidden = false
+    $('run-empty').textContent = 'That run is no longer kept: a synchronous run ends with its response, a finished one ' +
+      'after RUNS_RETENTION_MS.'
+    return
   }
   renderFacts(run)
   $('run-title').focus()

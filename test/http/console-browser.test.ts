@@ -106,6 +106,28 @@ t.test('the console in chromium', { skip: NO_CHROMIUM }, async (t) => {
     t.same(errors, [], 'no console error, no CSP violation')
   })
 
+  t.test('a synchronous run is listed and stopped; its output stays its own caller’s', async (t) => {
+    const answer = fetch(`${base}/tools/gemini_run`, {
+      method: 'POST',
+      headers: { ...as, 'content-type': 'application/json' },
+      body: JSON.stringify({ task: scenario.sleep(60000) })
+    })
+    const id = await page.waitForSelector('#runs tr[data-status="running"] .kind', WAIT).then(() =>
+      page.waitForFunction(() => [...document.querySelectorAll('#runs tr')].find((tr: any) => tr.textContent.includes('gemini_run'))?.dataset.id, WAIT))
+      .then((handle) => handle.jsonValue() as Promise<string>)
+    await page.click(`#runs tr[data-id="${id}"] a`)
+    await page.waitForFunction(() => /its own caller/.test(document.querySelector('#run-note').textContent), WAIT)
+    t.match(await page.$eval('#run-tool', (tool) => tool.textContent), 'gemini_run (sync)')
+    await page.click('#stop')
+    await page.waitForSelector('#run[data-status="cancelled"]', WAIT)
+    t.match(await (await answer).json(), { stop_reason: 'cancelled' }, 'its caller got its result, cancelled')
+    // Ended, it is no longer listed: a page opened on its link says so, without asking the API for it (a 404).
+    await page.reload()
+    await page.waitForFunction(() => /no longer kept/.test(document.querySelector('#run-empty').textContent), WAIT)
+    t.equal(await page.evaluate(() => window.location.hash), `#run=${id}`)
+    t.same(errors, [], 'no console error: nothing was asked of its events, nor of it once gone')
+  })
+
   t.test('full slots, and the 429 they cause, show in the slots', async (t) => {
     await page.waitForSelector('#slots tr[data-tool="crush_run"][data-full="false"]', WAIT)
     const held = [heldAgent(t), heldAgent(t)]
@@ -141,6 +163,8 @@ t.test('the console in chromium', { skip: NO_CHROMIUM }, async (t) => {
   })
 
   t.test('keyboard: Close returns to the runs, Tab reaches a run, Enter opens it with the focus in its pane', async (t) => {
+    await page.click('#runs tr[data-status="running"] a')
+    await page.waitForSelector('#close-run', { ...WAIT, visible: true })
     await page.focus('#close-run')
     await page.keyboard.press('Enter')
     await page.waitForFunction(() => document.activeElement?.id === 'runs-title' && document.querySelector('#run-detail').hidden, WAIT)
