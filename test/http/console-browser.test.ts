@@ -180,6 +180,29 @@ t.test('the console in chromium', { skip: NO_CHROMIUM }, async (t) => {
     t.equal(await page.$eval('#run-detail', (detail) => detail.hidden), false)
   })
 
+  t.test('without tokens (loopback): no token to enter, runs are anonymous, and Stop passes the Origin check', async (t) => {
+    const open = await build(t)
+    const openBase = await listen(t, open)
+    const other = await browser.newPage()
+    t.teardown(() => other.close())
+    const otherErrors: string[] = []
+    other.on('console', (message: ConsoleMessage) => {
+      if (message.type() === 'error') otherErrors.push(message.text())
+    })
+    await other.goto(`${openBase}/console`)
+    await other.click('#login-form button')
+    await other.waitForSelector('body[data-state="ready"]', WAIT)
+    const run = await createRun(open, { tool: 'crush_run', task: scenario.sleep(60000) })
+    await row(other, run.id, 'running')
+    t.match(await other.$eval(`#runs tr[data-id="${run.id}"]`, (tr) => tr.textContent), /anonymous/)
+    await other.click(`#runs tr[data-id="${run.id}"] a`)
+    await other.waitForSelector('#stop:not([disabled])', WAIT)
+    // The browser sends its Origin with a DELETE: the page's own must pass the check that refuses a rebound name's.
+    await other.click('#stop')
+    await other.waitForSelector('#run[data-status="cancelled"]', WAIT)
+    t.same(otherErrors, [])
+  })
+
   t.test('the service gone: the page says it is unavailable and keeps trying', async (t) => {
     t.same(errors, [], 'no console error before')
     await app.close()
