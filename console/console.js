@@ -162,6 +162,8 @@ async function refresh() {
     show('unavailable')
     setStatus(`Service unavailable: ${error.message}. Retrying…`, 'error')
   }
+  // One timer at most, however many refreshes overlapped (a Stop, a result and the poll itself may each ask for one).
+  clearTimeout(state.poll)
   if (state.token !== null) state.poll = setTimeout(() => void refresh(), POLL_MS)
 }
 
