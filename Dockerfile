@@ -27,6 +27,8 @@ COPY package.json package-lock.json ./
 # Install scripts run: better-sqlite3 (the run store) fetches its prebuilt binary for this Node, or builds it.
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
+# The operator console's files, served as they are (docs/console.md).
+COPY console ./console
 # Agents write where they work: give them a directory the unprivileged user owns (mount projects under it).
 RUN mkdir -p /workspace /var/lib/agent-runner && chown node:node /workspace /var/lib/agent-runner
 USER node

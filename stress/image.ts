@@ -17,18 +17,21 @@ interface Stage {
   cmd: string[]
   entrypoint: string[]
   healthcheck: string[]
+  /** What it copies from the build context: its sources, then where to (`COPY --from` is the build stage's). */
+  copy: string[][]
 }
 
 /** The last stage of the Dockerfile, continuation lines joined. */
 function runtimeStage(dockerfile: string): Stage {
   const instructions = dockerfile.replace(/\\\n\s*/g, '').split('\n').filter((line) => line.trim() !== '' && !line.startsWith('#'))
   const last = instructions.map((line) => line.startsWith('FROM ')).lastIndexOf(true)
-  const stage: Stage = { env: {}, run: [], user: undefined, cmd: [], entrypoint: [], healthcheck: [] }
+  const stage: Stage = { env: {}, run: [], user: undefined, cmd: [], entrypoint: [], healthcheck: [], copy: [] }
   for (const line of instructions.slice(last + 1)) {
     const [keyword, ...rest] = line.split(' ')
     const argument = rest.join(' ')
     if (keyword === 'ENV') for (const [, key, value] of argument.matchAll(/(\w+)=(\S+)/g)) stage.env[key!] = value!
     if (keyword === 'RUN') stage.run.push(argument)
+    if (keyword === 'COPY' && !argument.startsWith('--from')) stage.copy.push(rest)
     if (keyword === 'USER') stage.user = argument
     if (keyword === 'CMD') stage.cmd = JSON.parse(argument)
     if (keyword === 'ENTRYPOINT') stage.entrypoint = JSON.parse(argument)
@@ -56,7 +59,13 @@ t.test('built and installed as the image is, the service starts with its command
   const app = join(tempDir(t), 'app')
   // Build stage: the compiler over src/, into the directory the runtime stage copies.
   await run(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json'), '--outDir', join(app, 'dist')])
-  for (const file of ['package.json', 'package-lock.json']) cpSync(join(ROOT, file), join(app, file))
+  // The package files and the console's (console/), from the context, where the stage puts them.
+  for (const copied of stage.copy) {
+    const destination = copied.at(-1)!
+    for (const source of copied.slice(0, -1)) {
+      cpSync(join(ROOT, source), join(app, destination.endsWith('/') ? join(destination, source) : destination), { recursive: true })
+    }
+  }
   const install = stage.run.find((command) => command.includes('npm ci --omit=dev'))!.split('&&')[0]!.trim().split(' ')
   await run('npm', install.slice(1), { cwd: app, env: { ...process.env, NODE_ENV: 'production' } })
   for (const devOnly of ['typescript', 'tap', '@anthropic-ai/claude-code']) {

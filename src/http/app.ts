@@ -22,6 +22,7 @@ import { whatAgentsCanReach } from '../isolation.js'
 import { isEarlierLife, killMarked, serviceLife } from '../process/run-marks.js'
 import { WslDistros } from '../process/wsl-distros.js'
 import { registerOpenApi } from './openapi.js'
+import { consoleRoutes } from './console.js'
 import toolRoutes from './routes/tools.js'
 import { RunLauncher } from '../runs/launcher.js'
 import { RunRegistry } from '../runs/registry.js'
@@ -190,6 +191,12 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   registerErrorHandlers(app, (tool, code) => metrics.observeRejection(tool, code))
   for (const schema of sharedSchemas(toolNames)) app.addSchema(schema)
   await registerOpenApi(app, Object.values(tools).map((tool) => tool.spec.agent), config.publicUrl)
+  // The page needs no token to load (it asks for one); like the API, without tokens it answers this machine's names
+  // only.
+  await app.register(async (page) => {
+    if (config.apiTokens.length === 0) requireKnownHost(page, allowedHostNames(config.host, config.allowedHosts))
+    await consoleRoutes(page)
+  })
   await app.register(async (authenticated) => {
     await requireBearerToken(authenticated, config.apiTokens)
     if (config.apiTokens.length === 0) {

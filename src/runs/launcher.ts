@@ -15,6 +15,7 @@ import type { Step } from '../schemas/steps.js'
 import { runPlacedAgent } from './agent-run.js'
 import { placeRun, type Placement } from './placement.js'
 import type { Run } from './run.js'
+import { runBrief } from './run-brief.js'
 import { RunSteps } from './run-steps.js'
 import { continuedPlace, sessionLeftBy } from './sessions.js'
 import type { SessionRecord, SessionStore } from './stores/run-store.js'
@@ -104,7 +105,7 @@ export class RunLauncher {
             ...hooks,
             ...(steps === null ? {} : { onStdout: (chunk: Buffer) => steps.push(chunk) }),
             onSpawn: (pid) => {
-              run.agentStarted()
+              run.agentStarted(runBrief(params))
               hooks.onSpawn?.(pid)
             },
             onStopping: () => run.stopping()

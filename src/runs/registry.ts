@@ -168,7 +168,10 @@ function stateOf(record: RunRecord): RunState {
     tool: record.tool,
     kind: 'async',
     status: record.status,
+    caller: record.owner,
+    task: record.task ?? null,
     created_at: record.createdAt,
+    deadline: record.deadline ?? null,
     finished_at: record.finishedAt,
     result: record.result
   }
@@ -180,7 +183,10 @@ function liveState(run: Run): RunState {
     tool: run.tool,
     kind: run.kind,
     status: 'running',
+    caller: run.owner,
+    task: run.brief?.task ?? null,
     created_at: run.createdAt.toISOString(),
+    deadline: run.brief?.deadline ?? null,
     finished_at: null,
     result: null
   }

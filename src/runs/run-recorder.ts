@@ -89,6 +89,7 @@ export class RunRecorder {
   #store(): void {
     const { store, saveEveryMs } = this.#options
     this.storing = true
+    this.record = { ...this.record, ...this.run.brief }
     this.#saving = store.create(this.record)
     this.#saver = setInterval(() => void this.#save(), saveEveryMs)
     this.#saving.then(

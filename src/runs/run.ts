@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import type { ToolName } from '../agents/catalog.js'
 import { serviceError } from '../errors.js'
 import type { RunResult, StopReason } from '../schemas/run.js'
+import type { RunBrief } from './run-brief.js'
 import { hasAgent, isEnd, nextPhase, type RunPhase } from './run-phase.js'
 
 /** How a run was asked for: it decides who reads its output (its own response, or followers of the stored run). */
@@ -26,6 +27,7 @@ export class Run {
   readonly #watchers: PhaseWatcher[] = []
   #phase: RunPhase = 'opened'
   #result: RunResult | null = null
+  #brief: RunBrief | null = null
   readonly #ended: () => void
   readonly #whenEnded: Promise<void>
 
@@ -45,6 +47,11 @@ export class Run {
   /** Aborted by the first stop: what the agent's process watches. */
   get signal(): AbortSignal {
     return this.#controller.signal
+  }
+
+  /** Its task's beginning and its deadline, once its agent started. */
+  get brief(): RunBrief | null {
+    return this.#brief
   }
 
   /** The agent's result, once `finished`. */
@@ -76,7 +83,8 @@ export class Run {
   }
 
   /** The agent exists (its pid is known). */
-  agentStarted(): void {
+  agentStarted(brief: RunBrief | null = null): void {
+    this.#brief = brief
     this.#moveTo('running')
   }
 

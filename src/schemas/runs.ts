@@ -53,7 +53,15 @@ const runStateProperties = {
       'response.'
   }),
   status: RunStatus,
+  caller: Type.String({ description: 'The name of the token that started it (`anonymous` without tokens).' }),
+  task: Type.Union([Type.String(), Type.Null()], {
+    description: 'The first 200 characters of its task (… when longer); null for a run stored by an older version.'
+  }),
   created_at: Type.String({ format: 'date-time' }),
+  deadline: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+    description:
+      'When its timeout stops it (its agent’s start plus `timeout`); null for a run stored by an older version.'
+  }),
   finished_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()])
 }
 

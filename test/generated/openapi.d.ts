@@ -618,8 +618,14 @@ export interface components {
             kind: "sync" | "stream" | "async";
             /** @description running until the agent ends; then how it ended. cancelled: DELETE, or the service shutting down. lost: the service running it died (crash, kill -9, its replica gone) — the events it had saved are still there. */
             status: "running" | "succeeded" | "failed" | "timed_out" | "cancelled" | "lost";
+            /** @description The name of the token that started it (`anonymous` without tokens). */
+            caller: string;
+            /** @description The first 200 characters of its task (… when longer); null for a run stored by an older version. */
+            task: string | null;
             /** Format: date-time */
             created_at: string;
+            /** @description When its timeout stops it (its agent’s start plus `timeout`); null for a run stored by an older version. */
+            deadline: string | null;
             finished_at: string | null;
         };
         /**
@@ -634,8 +640,14 @@ export interface components {
             kind: "sync" | "stream" | "async";
             /** @description running until the agent ends; then how it ended. cancelled: DELETE, or the service shutting down. lost: the service running it died (crash, kill -9, its replica gone) — the events it had saved are still there. */
             status: "running" | "succeeded" | "failed" | "timed_out" | "cancelled" | "lost";
+            /** @description The name of the token that started it (`anonymous` without tokens). */
+            caller: string;
+            /** @description The first 200 characters of its task (… when longer); null for a run stored by an older version. */
+            task: string | null;
             /** Format: date-time */
             created_at: string;
+            /** @description When its timeout stops it (its agent’s start plus `timeout`); null for a run stored by an older version. */
+            deadline: string | null;
             finished_at: string | null;
             /** @description Once finished: the same result as the synchronous route. */
             result: components["schemas"]["RunResult"] | null;

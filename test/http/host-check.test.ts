@@ -31,6 +31,8 @@ t.test('without tokens, a rebound name is refused before anything runs (DNS rebi
     t.equal((await app.inject(run({ host }))).statusCode, 200, `Host ${host}`)
   }
   t.match((await app.inject({ method: 'GET', url: '/runs', headers: { host: 'evil.example' } })).json(), { code: 'HOST_NOT_ALLOWED' }, 'every run route')
+  t.match((await app.inject({ method: 'GET', url: '/console', headers: { host: 'evil.example' } })).json(), { code: 'HOST_NOT_ALLOWED' }, 'the console page too')
+  t.equal((await app.inject({ method: 'GET', url: '/console', headers: { host: 'localhost:8080' } })).statusCode, 200)
   t.equal((await app.inject({ method: 'GET', url: '/healthz', headers: { host: 'evil.example' } })).statusCode, 200, 'health stays open')
 })
 
@@ -38,6 +40,7 @@ t.test("without tokens, a browser's Origin must be one of the service's names to
   const app = await build(t)
   t.match((await app.inject(run({ origin: 'https://attacker.example' }))).json(), { statusCode: 403, code: 'ORIGIN_NOT_ALLOWED' })
   t.match((await app.inject(run({ origin: 'null' }))).json(), { statusCode: 403, code: 'ORIGIN_NOT_ALLOWED' }, 'a sandboxed frame or a local file')
+  t.match((await app.inject({ method: 'GET', url: '/console', headers: { origin: 'https://attacker.example' } })).json(), { code: 'ORIGIN_NOT_ALLOWED' }, 'the console page too')
   t.equal((await app.inject(run({ origin: 'http://localhost:8080' }))).statusCode, 200, 'its own pages (Swagger UI) may')
 })
 

@@ -206,6 +206,27 @@ t.test('a run belongs to the token that created it: other tokens get 404 and an 
   t.match(await cancelRun(app, created.id, as('secret-a')), { status: 'cancelled' })
 })
 
+t.test('a listed run says who started it, its task’s beginning and its deadline, whatever its kind', async (t) => {
+  const app = await build(t, { API_TOKENS: 'alice:secret-a' })
+  const as = { authorization: 'Bearer secret-a' }
+  // Over 200 characters: a listing shows the beginning, not a copy of what may be a 30,000-character task.
+  const task = scenario.sleep(60000, 'x'.repeat(250))
+  const before = Date.now()
+  const created = await createRun(app, { tool: 'crush_run', task, timeout: 120 }, as)
+  const sync = app.inject({ method: 'POST', url: '/tools/claude_run', headers: as, payload: { task, timeout: 300 } })
+  const runs = await until(() => listRuns(app, as), (listed) => listed.length === 2, 5000, 'both runs to be listed')
+  const after = Date.now()
+  for (const [run, timeout] of [[runs.find((run) => run.kind === 'async')!, 120], [runs.find((run) => run.kind === 'sync')!, 300]] as const) {
+    t.equal(run.caller, 'alice', `${run.kind}: the token's name`)
+    t.equal(run.task, `${task.slice(0, 200)}…`, `${run.kind}: the first 200 characters`)
+    const deadline = Date.parse(run.deadline!)
+    t.ok(deadline >= before + timeout * 1000 && deadline <= after + timeout * 1000, `${run.kind}: its start plus its timeout`)
+  }
+  t.match(await getRun(app, created.id, as), { caller: 'alice', task: `${task.slice(0, 200)}…`, deadline: String }, 'GET /runs/{id} too')
+  for (const run of runs) await cancelRun(app, run.id, as)
+  await sync
+})
+
 t.test('synchronous and streamed runs are listed while they run, and DELETE stops them', async (t) => {
   const app = await build(t)
   const sync = app.inject({ method: 'POST', url: '/tools/crush_run', payload: { task: scenario.sleep(60000) } })

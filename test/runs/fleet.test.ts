@@ -18,7 +18,8 @@ t.test('a fleet on Redis', { skip: NO_REDIS, jobs: 2 }, async (t) => {
     // Two lives of the service, started side by side.
     const [a, b] = await Promise.all([startServer(t, env), startServer(t, env)])
     const pidFile = join(tempDir(t), 'agent.pid')
-    const { id } = await createRun(a.base, { tool: 'crush_run', task: scenario.drip(100000, 20, pidFile) }, ALICE)
+    const task = scenario.drip(100000, 20, pidFile)
+    const { id } = await createRun(a.base, { tool: 'crush_run', task }, ALICE)
     const agent = await readPidFile(pidFile)
 
     t.match(await call(b.base, 'GET', `/runs/${id}`, { headers: ALICE }), { status: 200, body: { id, kind: 'async', status: 'running', result: null } }, 'B knows the run A runs')
@@ -30,7 +31,7 @@ t.test('a fleet on Redis', { skip: NO_REDIS, jobs: 2 }, async (t) => {
 
     t.match(await call(b.base, 'GET', `/runs/${id}`, { headers: BOB }), { status: 404, body: { code: 'RUN_NOT_FOUND' } }, 'another token: no such run')
     t.same((await call(b.base, 'GET', '/runs', { headers: BOB })).body, { runs: [] }, 'and an empty list')
-    t.match(await call(b.base, 'GET', '/runs', { headers: ALICE }), { body: { runs: [{ id, status: 'running' }] } })
+    t.match(await call(b.base, 'GET', '/runs', { headers: ALICE }), { body: { runs: [{ id, status: 'running', caller: 'alice', task, deadline: String }] } }, 'B lists it as A does: what a console on any replica shows')
 
     t.match(await cancelRun(b.base, id, ALICE), { id, status: 'cancelled', result: { stop_reason: 'cancelled' } }, 'B answers with the end A recorded')
     t.notOk(isAlive(agent), 'the agent on A is gone')

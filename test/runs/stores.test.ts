@@ -1,5 +1,8 @@
 import t, { type Test } from 'tap'
+import type BetterSqlite3 from 'better-sqlite3'
 import { randomUUID } from 'node:crypto'
+import { createRequire } from 'node:module'
+import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
 import pino from 'pino'
@@ -110,6 +113,18 @@ for (const [kind, open] of Object.entries(stores)) {
       t.ok(await until(() => store.claimSession('claude_run', session.id, 'run-c', 60_000), (claimed) => claimed, 5000, 'the claim to lapse'), 'a claim its holder never released lapses')
     })
 
+    t.test('a run’s task excerpt and deadline are kept and listed; a run stored without them reads back without', async (t) => {
+      const store = await open(t, { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000 })
+      const briefed = record('alice', { task: 'Add tests', deadline: new Date(Date.now() + 60_000).toISOString() })
+      const bare = record('alice', { createdAt: new Date(Date.now() - 1000).toISOString() })
+      for (const run of [briefed, bare]) await store.create(run)
+      t.same(await store.get(briefed.id), briefed)
+      t.same(await store.get(bare.id), bare)
+      t.same(await store.list('alice'), [briefed, bare].map(({ result: _result, ...listing }) => listing))
+      await store.finish(finished(briefed))
+      t.match(await store.get(briefed.id), { task: 'Add tests', deadline: briefed.deadline, status: 'succeeded' }, 'kept at its end')
+    })
+
     t.test('a step’s id falls between two bytes: kept exactly, in order, and resumed after', async (t) => {
       const store = await open(t, { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000 })
       const run = record('alice')
@@ -197,6 +212,23 @@ t.test('sqlite: runs a previous life left running are lost at the next start, wi
   t.equal((await after.events(run.id, 0, 10)).length, 1)
   t.same(await after.recover(), [], 'only once')
   t.same(await new MemoryRunStore(retention).recover(), [], 'memory: nothing survives to recover')
+})
+
+t.test('sqlite: a file an older version made gains the task and deadline columns; its runs read back without them', async (t) => {
+  const dir = tempDir(t)
+  const retention = { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000 }
+  const Database = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3
+  const old = new Database(join(dir, 'runs.sqlite'))
+  old.exec('CREATE TABLE runs (id TEXT PRIMARY KEY, owner TEXT NOT NULL, tool TEXT NOT NULL, status TEXT NOT NULL, created_at TEXT NOT NULL, finished_at TEXT, result TEXT, replica TEXT NOT NULL)')
+  const before = finished(record('alice'))
+  old.prepare('INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)').run(before.id, before.owner, before.tool, before.status, before.createdAt, before.finishedAt, JSON.stringify(before.result), before.replica)
+  old.close()
+  const store = new SqliteRunStore(dir, retention)
+  t.teardown(() => store.close())
+  t.same(await store.get(before.id), before)
+  const briefed = record('alice', { task: 'Add tests', deadline: new Date().toISOString() })
+  await store.create(briefed)
+  t.same(await store.get(briefed.id), briefed, 'a new run keeps them')
 })
 
 /** Asks for `run` to be cancelled until its replica has heard it (its subscription is made as its connection comes up). */

@@ -14,7 +14,10 @@ export const RunRecordHead = Type.Object({
   status: RunStatus,
   createdAt: Type.String(),
   finishedAt: Type.Union([Type.String(), Type.Null()]),
-  replica: Type.String({ description: 'The service process running it: only that one can stop its agent.' })
+  replica: Type.String({ description: 'The service process running it: only that one can stop its agent.' }),
+  // Absent from what an older version stored.
+  task: Type.Optional(Type.String({ description: 'The beginning of its task (run-brief.ts).' })),
+  deadline: Type.Optional(Type.String({ description: 'When its timeout stops it.' }))
 })
 export type RunRecord = Static<typeof RunRecordHead> & { result: RunResult | null }
 

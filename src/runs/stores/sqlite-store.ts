@@ -17,7 +17,9 @@ const SCHEMA = `
     created_at TEXT NOT NULL,
     finished_at TEXT,
     result TEXT,
-    replica TEXT NOT NULL
+    replica TEXT NOT NULL,
+    task TEXT,
+    deadline TEXT
   );
   CREATE INDEX IF NOT EXISTS runs_by_owner ON runs (owner, created_at);
   CREATE TABLE IF NOT EXISTS events (
@@ -39,6 +41,16 @@ const SCHEMA = `
     PRIMARY KEY (tool, id)
   ) WITHOUT ROWID;
 `
+
+/** Columns added since the first schema: a file an older version made gets them, empty for its runs. */
+const ADDED_RUN_COLUMNS = ['task', 'deadline']
+
+function addMissingColumns(db: BetterSqlite3.Database): void {
+  const present = new Set((db.pragma('table_info(runs)') as Array<{ name: string }>).map((column) => column.name))
+  for (const column of ADDED_RUN_COLUMNS) {
+    if (!present.has(column)) db.exec(`ALTER TABLE runs ADD COLUMN ${column} TEXT`)
+  }
+}
 
 /** How a native module built for another Node, platform or architecture fails to load (dlopen, or bindings). */
 const NATIVE_LOAD_FAILURE = new RegExp([
@@ -71,6 +83,8 @@ interface RunRow {
   finished_at: string | null
   result: string | null
   replica: string
+  task: string | null
+  deadline: string | null
 }
 
 const toRecord = (row: RunRow): RunRecord => ({
@@ -81,7 +95,9 @@ const toRecord = (row: RunRow): RunRecord => ({
   createdAt: row.created_at,
   finishedAt: row.finished_at,
   result: row.result === null ? null : (resultFromStore(JSON.parse(row.result)) as RunRecord['result']),
-  replica: row.replica
+  replica: row.replica,
+  ...(row.task === null ? {} : { task: row.task }),
+  ...(row.deadline === null ? {} : { deadline: row.deadline })
 })
 
 const toRow = (record: RunRecord): RunRow => ({
@@ -92,7 +108,9 @@ const toRow = (record: RunRecord): RunRow => ({
   created_at: record.createdAt,
   finished_at: record.finishedAt,
   result: record.result === null ? null : JSON.stringify(record.result),
-  replica: record.replica
+  replica: record.replica,
+  task: record.task ?? null,
+  deadline: record.deadline ?? null
 })
 
 /**
@@ -118,12 +136,13 @@ export class SqliteRunStore implements RunStore {
     this.#db.pragma('synchronous = NORMAL')
     this.#db.pragma('foreign_keys = ON')
     this.#db.exec(SCHEMA)
+    addMissingColumns(this.#db)
     this.#retention = retention
     const db = this.#db
     this.#statements = {
       insertRun: db.prepare(
-        'INSERT INTO runs (id, owner, tool, status, created_at, finished_at, result, replica) ' +
-          'VALUES (@id, @owner, @tool, @status, @created_at, @finished_at, @result, @replica)'
+        'INSERT INTO runs (id, owner, tool, status, created_at, finished_at, result, replica, task, deadline) ' +
+          'VALUES (@id, @owner, @tool, @status, @created_at, @finished_at, @result, @replica, @task, @deadline)'
       ),
       updateRun: db.prepare(
         'UPDATE runs SET status = @status, finished_at = @finished_at, result = @result WHERE id = @id'
@@ -132,7 +151,7 @@ export class SqliteRunStore implements RunStore {
         'SELECT * FROM runs WHERE id = ? AND (finished_at IS NULL OR finished_at >= ?)'
       ),
       listRuns: db.prepare<[string, string]>(
-        'SELECT id, owner, tool, status, created_at, finished_at, NULL AS result, replica FROM runs ' +
+        'SELECT id, owner, tool, status, created_at, finished_at, NULL AS result, replica, task, deadline FROM runs ' +
           'WHERE owner = ? AND (finished_at IS NULL OR finished_at >= ?) ORDER BY created_at DESC'
       ),
       running: db.prepare<[]>("SELECT id FROM runs WHERE status = 'running'"),
