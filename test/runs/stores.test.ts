@@ -231,6 +231,17 @@ t.test('sqlite: a file an older version made gains the task and deadline columns
   t.same(await store.get(briefed.id), briefed, 'a new run keeps them')
 })
 
+t.test('sqlite: pruning stale sessions, on every session saved, reads them by age through an index, not the whole table', async (t) => {
+  const dir = tempDir(t)
+  const store = new SqliteRunStore(dir, { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000 })
+  await store.close()
+  const Database = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3
+  const db = new Database(join(dir, 'runs.sqlite'), { readonly: true })
+  t.teardown(() => db.close())
+  const plan = db.prepare('EXPLAIN QUERY PLAN DELETE FROM sessions WHERE updated_at < ?').all(new Date().toISOString()) as Array<{ detail: string }>
+  t.match(plan.map((step) => step.detail).join('\n'), /USING (COVERING )?INDEX sessions_by_age/)
+})
+
 /** Asks for `run` to be cancelled until its replica has heard it (its subscription is made as its connection comes up). */
 const askUntilHeard = (reader: RedisRunStore, run: RunRecord, heard: () => string | undefined, timeoutMs: number) =>
   until(

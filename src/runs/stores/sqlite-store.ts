@@ -40,6 +40,8 @@ const SCHEMA = `
     updated_at TEXT NOT NULL,
     PRIMARY KEY (tool, id)
   ) WITHOUT ROWID;
+  -- Every saved session prunes the stale ones: by age, without reading the whole table.
+  CREATE INDEX IF NOT EXISTS sessions_by_age ON sessions (updated_at);
 `
 
 /** Columns added since the first schema: a file an older version made gets them, empty for its runs. */
