@@ -44,7 +44,9 @@ export function violationsOf(violations: Violation[], mediaType: string, of: 're
 }
 
 type Json = Record<string, any>
-const document32 = (): Json => parseYaml(readFileSync(join(ROOT, 'openapi-3.2.yaml'), 'utf8')) as Json
+let read32: Json | undefined
+/** Read once per test file: every stream sample of a file checks against the same document. */
+const document32 = (): Json => (read32 ??= parseYaml(readFileSync(join(ROOT, 'openapi-3.2.yaml'), 'utf8')) as Json)
 
 /** A stream's items: NDJSON lines, or SSE frames as OpenAPI 3.2 sees them ({event, id, data}); comments are no item. */
 function streamItems(mediaType: string, body: string): Json[] {

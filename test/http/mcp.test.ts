@@ -6,6 +6,7 @@ import { execFile } from 'node:child_process'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { Ajv2020 } from 'ajv/dist/2020.js'
+import { constAsEnum } from '../helpers/json-schema.js'
 import { build, heldAgent, isAlive, listen, readPidFile, refused, runTool, scenario, tempDir, until } from '../helpers/index.js'
 import { realClaude } from '../helpers/real-clis/claude.js'
 
@@ -21,13 +22,6 @@ async function connect(t: Test, app: FastifyInstance, headers: Record<string, st
   t.teardown(() => client.close())
   return client
 }
-
-/** @fastify/swagger writes a `const` as the one-value `enum` it means. */
-const constAsEnum = (schema: object): unknown => JSON.parse(JSON.stringify(schema), (_key, value) => {
-  if (value === null || typeof value !== 'object' || !('const' in value)) return value
-  const { const: only, ...rest } = value
-  return { ...rest, enum: [only] }
-})
 
 // Each test has its own service (and the real Claude Code its own HOME): they run side by side.
 t.jobs = 3

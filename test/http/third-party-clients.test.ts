@@ -6,6 +6,7 @@ import { promisify } from 'node:util'
 import t from 'tap'
 import { parse as parseYaml, stringify } from 'yaml'
 import { build, fromRoot, listen, tempDir } from '../helpers/index.js'
+import { constAsEnum } from '../helpers/json-schema.js'
 import { npmTool } from '../helpers/npm-tool.js'
 
 // Clients nobody here wrote, reading the contract as it is published: the MCP Inspector's CLI over tools/list and
@@ -39,7 +40,7 @@ t.test('the MCP Inspector CLI: every tool’s schemas are the document’s, vali
   const ajv = new Ajv2020({ strict: true })
   t.ok(tools.length >= 5, `${tools.length} tools listed`)
   for (const tool of tools) {
-    t.same(enumForConst(tool.inputSchema), documented, `${tool.name}: the document's RunParams`)
+    t.same(constAsEnum(tool.inputSchema), documented, `${tool.name}: the document's RunParams`)
     t.ok(ajv.validateSchema(tool.inputSchema) && ajv.validateSchema(tool.outputSchema), `${tool.name}: valid 2020-12 schemas`)
   }
   const input = ajv.compile(tools[0]!.inputSchema)
@@ -54,15 +55,6 @@ t.test('the MCP Inspector CLI: every tool’s schemas are the document’s, vali
   t.match(refused, { isError: true, structuredContent: { statusCode: 400, code: 'VALIDATION_ERROR', message: 'body/timeout must be >= 1' } }, 'a refusal carries the REST error object')
   t.ok(output(refused.structuredContent), 'which matches the output schema too')
 })
-
-/** @fastify/swagger writes a `const` as the one-value `enum` it means. */
-function enumForConst(schema: object): unknown {
-  return JSON.parse(JSON.stringify(schema), (_key, value) => {
-    if (value === null || typeof value !== 'object' || !('const' in value)) return value
-    const { const: only, ...rest } = value
-    return { ...rest, enum: [only] }
-  })
-}
 
 /** Reads the follow stream's items as the generated client hands them out: typed, or the compiler says why not. */
 const READS_ITEMS = `import { followRun } from './client/sdk.gen'

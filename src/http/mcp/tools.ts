@@ -14,10 +14,11 @@ function plainJsonSchema(schema: TSchema): Record<string, unknown> {
   return plain
 }
 
+const runParams = plainJsonSchema(RunParams)
 // The REST route's validation, option for option (Fastify's: defaults filled in, nothing coerced, nothing dropped).
 const validateParams = new Ajv({
   useDefaults: true, coerceTypes: false, removeAdditional: false, allErrors: false, strict: false
-}).compile(plainJsonSchema(RunParams))
+}).compile(runParams)
 
 /**
  * One MCP tool per agent, described as the OpenAPI document describes POST /tools/{tool}: the caller-facing body
@@ -25,7 +26,7 @@ const validateParams = new Ajv({
  * error object (MCP requires structured content to match the output schema, errors included).
  */
 export function mcpToolsOf(tools: readonly AgentTool[]) {
-  const inputSchema = forCallers(plainJsonSchema(RunParams))
+  const inputSchema = forCallers(runParams)
   const outputSchema = {
     type: 'object',
     anyOf: [plainJsonSchema(namingTools(RunResult, tools.map((tool) => tool.name))), plainJsonSchema(ErrorResponse)]
