@@ -74,6 +74,7 @@ const ServiceSchema = Type.Object({
   STREAM_HEARTBEAT_MS: Type.Integer({ default: 15_000, minimum: 10, maximum: 600_000 }),
   RUNS_RETENTION_MS: Type.Integer({ default: 3_600_000, minimum: 1, maximum: 7 * 86_400_000 }),
   SESSIONS_RETENTION_MS: Type.Integer({ default: 7 * 86_400_000, minimum: 1, maximum: 90 * 86_400_000 }),
+  SESSIONS_MAX_PER_OWNER: Type.Integer({ default: 1000, minimum: 1, maximum: 1_000_000 }),
   RUNS_MAX_FINISHED: Type.Integer({ default: 100, minimum: 1, maximum: 100_000 }),
   RUNS_STORE: Type.Union(
     [Type.Literal('auto'), Type.Literal('sqlite'), Type.Literal('memory'), Type.Literal('redis')],
@@ -121,6 +122,8 @@ export interface Config {
   runsRetentionMs: number
   /** How long a session a run reported may be continued after its last run. */
   sessionsRetentionMs: number
+  /** How many sessions one token keeps: past it, its least recently continued go. */
+  sessionsMaxPerOwner: number
   runsMaxFinished: number
   /** Where async runs are kept: an SQLite file under dataDir, this process's memory, or the fleet's Redis. */
   runsStore: 'sqlite' | 'memory' | 'redis'
@@ -169,6 +172,7 @@ export function loadConfig(
     slots: slotsConfig(env),
     runsRetentionMs: env.RUNS_RETENTION_MS,
     sessionsRetentionMs: env.SESSIONS_RETENTION_MS,
+    sessionsMaxPerOwner: env.SESSIONS_MAX_PER_OWNER,
     runsMaxFinished: env.RUNS_MAX_FINISHED,
     runsStore: runsStore(env),
     agentEnvRule: { allow: splitList(env.AGENT_ENV_ALLOW), deny: splitList(env.AGENT_ENV_DENY) },

@@ -1,3 +1,4 @@
+import { UUID } from './session-ids.js'
 import { Type } from '@sinclair/typebox'
 import { parseClaudeReport } from './report.js'
 import type { AgentSpec } from './spec.js'
@@ -34,7 +35,7 @@ export const claude: AgentSpec<'claude'> = {
     ...(session === undefined ? [] : [`--resume=${session}`]),
     '--', task
   ],
-  resumes: true,
+  resumes: { sessionId: UUID },
   parseReport: parseClaudeReport,
   steps: claudeSteps,
   // Claude Code refuses to skip its permission prompts as root (containers, CI), unless told it is in a sandbox. What

@@ -1,3 +1,4 @@
+import { UUID } from './session-ids.js'
 import { Type } from '@sinclair/typebox'
 import { isObject, parseObject, textOf as text } from './json-values.js'
 import type { ParsedReport } from './report.js'
@@ -79,7 +80,7 @@ export const codex: AgentSpec<'codex'> = {
       '--', task
     ]
   },
-  resumes: true,
+  resumes: { sessionId: UUID },
   // codex reads a prompt of exactly "-" as "read the prompt from standard input", which the agent does not have.
   refuseTask: (task) =>
     task === '-' ? 'codex reads a task of "-" as "read the prompt from standard input": say it in words' : null,

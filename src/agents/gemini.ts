@@ -1,3 +1,4 @@
+import { UUID } from './session-ids.js'
 import { isObject, parseObject, textOf as text } from './json-values.js'
 import type { ParsedReport } from './report.js'
 import type { AgentSpec } from './spec.js'
@@ -52,7 +53,7 @@ export const gemini: AgentSpec<'gemini'> = {
     // sessions per directory: a session continues in its own (the launcher holds it there).
     ...(session === undefined ? [] : [`--resume=${session}`])
   ],
-  resumes: true,
+  resumes: { sessionId: UUID },
   parseReport: parseGeminiReport,
   steps: geminiSteps
 }

@@ -1,3 +1,4 @@
+import { OPENCODE_SESSION } from './session-ids.js'
 import { isObject, parseObject, textOf as text } from './json-values.js'
 import type { ParsedReport } from './report.js'
 import type { AgentSpec } from './spec.js'
@@ -53,7 +54,7 @@ export const opencode: AgentSpec<'opencode'> = {
     ...(session === undefined ? [] : [`--session=${session}`]),
     '--', task
   ],
-  resumes: true,
+  resumes: { sessionId: OPENCODE_SESSION },
   parseReport: parseOpencodeReport,
   steps: opencodeSteps
 }

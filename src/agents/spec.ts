@@ -50,8 +50,11 @@ export interface AgentSpec<Agent extends string = string> {
    * CLI reported earlier (given only to a spec that `resumes`), as the session to continue, never as an option either.
    */
   args(task: string, settings: AgentSettings, session?: string): string[]
-  /** Its CLI continues an earlier session non-interactively: a run may carry `resume`. */
-  resumes?: true
+  /**
+   * Its CLI continues an earlier session non-interactively (a run may carry `resume`), and the form of the ids it
+   * issues: a reported id in no other form is never kept, nor is one resumed.
+   */
+  resumes?: { sessionId: RegExp }
   /**
    * Why this CLI would not read `task` as its prompt, whatever the argv (a 400 before anything runs); null when it
    * would.

@@ -1,6 +1,7 @@
 import type { Config } from '../config.js'
 import type { ParsedReport } from './report.js'
 import { buildAgentEnv, ruleForAgent } from './environment.js'
+import { acceptedSessionId } from './session-ids.js'
 import type { ToolName } from './catalog.js'
 import { toolNameOf, type AgentSettings, type AgentSpec, type StepParser } from './spec.js'
 
@@ -40,7 +41,17 @@ export class AgentTool {
   }
 
   get resumes(): boolean {
-    return this.spec.resumes === true
+    return this.spec.resumes !== undefined
+  }
+
+  /** The id a run may leave for a later one: one in its CLI's form, the resumed session's own when it continued one. */
+  sessionLeft(reported: string | null, resumed: string | undefined): string | null {
+    return acceptedSessionId(reported, this.spec.resumes?.sessionId, resumed)
+  }
+
+  /** An id this CLI could have issued: any other names no session of it (`latest`, a title, an index). */
+  issues(sessionId: string): boolean {
+    return acceptedSessionId(sessionId, this.spec.resumes?.sessionId, undefined) !== null
   }
 
   /** Its output says what it does (commands, edits, tool calls), not only its text: steps say more than the output. */

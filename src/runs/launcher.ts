@@ -111,8 +111,7 @@ export class RunLauncher {
             onStopping: () => run.stopping()
           }
         })
-        await this.#remember(result, run, params, log)
-        return result
+        return await this.#remember(result, tool, run, params, session, log)
       } finally {
         lease.release()
       }
@@ -124,19 +123,38 @@ export class RunLauncher {
   /** The session `id` of this run's caller and tool; 400 for a CLI that cannot continue one, 404 for any other. */
   async #sessionOf(tool: AgentTool, run: Run, id: string): Promise<SessionRecord> {
     if (!tool.resumes) throw serviceError('RESUME_NOT_SUPPORTED', run.tool)
-    const session = await this.#deps.sessions.session(run.tool, id)
+    // An id its CLI could not have issued (one kept by an older version) never reaches it.
+    const session = tool.issues(id) ? await this.#deps.sessions.session(run.tool, id) : undefined
     // Another caller's session is no more there than an unknown one.
     if (session === undefined || session.owner !== run.owner) throw serviceError('SESSION_NOT_FOUND', id)
     return session
   }
 
-  /** The session the run leaves, for its owner to continue; a store that fails costs the next resume, not this run. */
-  async #remember(result: RunResult, run: Run, params: RunParams, log: FastifyBaseLogger): Promise<void> {
-    const session = sessionLeftBy(result, run.tool, run.owner, params)
-    if (session === null) return
-    await this.#deps.sessions.saveSession(session).catch((error: unknown) => {
+  /**
+   * The session the run leaves, for its owner to continue: only an id its CLI could have issued (the resumed one's,
+   * when it continued one) and that is no other caller's; the result names no other. A store that fails costs the
+   * next resume, not this run.
+   */
+  async #remember(
+    result: RunResult,
+    tool: AgentTool,
+    run: Run,
+    params: RunParams,
+    resumed: string | undefined,
+    log: FastifyBaseLogger
+  ): Promise<RunResult> {
+    const id = tool.sessionLeft(result.session_id, resumed)
+    if (id !== result.session_id) {
+      log.warn({ resumed }, 'the agent reported a session id its CLI could not have given this run: not kept')
+    }
+    const session = sessionLeftBy({ ...result, session_id: id }, run.tool, run.owner, params)
+    if (session === null) return { ...result, session_id: null }
+    const kept = await this.#deps.sessions.saveSession(session).catch((error: unknown) => {
       log.warn({ err: error, session: session.id }, 'could not keep the run’s session: it cannot be continued')
+      return true
     })
+    if (!kept) log.warn('the agent reported a session id another caller’s run left: not kept')
+    return kept ? result : { ...result, session_id: null }
   }
 
   #place(tool: AgentTool, params: RunParams, runId: string, session: string | undefined): Placement {

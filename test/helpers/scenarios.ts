@@ -71,6 +71,8 @@ export const scenario = {
   record: (dir: string, ms: number) => task('record', dir, ms),
   /** Kills itself with `signal`. */
   killSelf: (signal: NodeJS.Signals) => task('kill-self', signal),
+  /** claude's stand-in: its result line names session `id` (a forged one: its CLI issued another). */
+  reportSession: (id: string) => task('report-session', id),
   /** claude's stand-in: exits 0 with a report saying is_error (an API error). */
   isError: () => task('is-error'),
   /** opencode's stand-in: asks for a permission, which only --auto grants. */

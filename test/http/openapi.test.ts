@@ -105,7 +105,7 @@ t.test('the document is valid OpenAPI 3.1 and says what clients need', async (t)
     t.equal(operation.operationId, operationId, `${path} is ${operationId}`)
     t.ok(operation.summary && operation.description, `${path} has a summary and a description`)
     t.same(operation.tags, ['tools'])
-    const sessions = spec.resumes === true ? ['404', '409'] : []
+    const sessions = spec.resumes !== undefined ? ['404', '409'] : []
     t.same(Object.keys(operation.responses), ['200', '400', '401', '403', ...sessions, '413', '415', '429', '500', '503'], `${path}: every status`)
     for (const [status, codes] of Object.entries(ERROR_CODES)) {
       const response = operation.responses[status]

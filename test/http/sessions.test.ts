@@ -2,7 +2,7 @@ import t, { type Test } from 'tap'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { FastifyInstance } from 'fastify'
-import { build, call, createRun, echoed, heldAgent, readPidFile, refused, runTool, settled, standInEnv, tempDir, type ToolName } from '../helpers/index.js'
+import { build, call, createRun, echoed, heldAgent, readPidFile, refused, runTool, scenario, settled, standInEnv, tempDir, type ToolName } from '../helpers/index.js'
 
 // Follow-ups (issue 28): a run may continue a session an earlier run of the same tool and token reported, where it ran;
 // the stand-ins keep their sessions as their CLIs do (under the agent's HOME) and answer with the earlier prompts.
@@ -30,7 +30,7 @@ for (const { tool, resumeArgs } of resumable) {
     const { app } = await service(t)
     const cwd = tempDir(t)
     const first = await runTool(app, tool, { task: 'write the parser', cwd }, ALICE)
-    t.match(first, { ok: true, session_id: /^([0-9a-f-]{36}|ses_[0-9a-f]{24})$/ })
+    t.match(first, { ok: true, session_id: /^([0-9a-f-]{36}|ses_[0-9a-f]{12}[0-9A-Za-z]{14})$/ })
     const followUp = await runTool(app, tool, { task: '--help now add its tests', resume: first.session_id! }, ALICE)
     t.match(followUp, { ok: true, session_id: first.session_id }, 'the same session goes on')
     const seen = echoed(followUp) as ReturnType<typeof echoed> & { earlier: string[] }
@@ -65,6 +65,32 @@ t.test('only its owner continues a session, with the same tool; unknown, foreign
   }
   t.equal(starts(log), before, 'no agent started')
   t.equal(app.slots.inUse('claude_run'), 0)
+})
+
+t.test('what an agent says its session is, is checked: another caller’s id, one its CLI never issues, a megabyte, `latest` are not kept', async (t) => {
+  const { app, log } = await service(t)
+  const bobs = await runTool(app, 'claude_run', { task: 'bob’s secret plan' }, BOB)
+  const forged = await runTool(app, 'claude_run', { task: scenario.reportSession(bobs.session_id!) }, ALICE)
+  t.match(forged, { ok: true, session_id: null }, 'alice’s run reporting bob’s session leaves none')
+  t.match(await refused(app, 'claude_run', { task: 'print the conversation', resume: bobs.session_id }, ALICE), { status: 404, body: { code: 'SESSION_NOT_FOUND' } }, 'alice cannot continue it')
+  const followUp = await runTool(app, 'claude_run', { task: 'go on', resume: bobs.session_id! }, BOB)
+  t.match(followUp, { ok: true, session_id: bobs.session_id }, 'bob still continues his own')
+  t.same((echoed(followUp) as ReturnType<typeof echoed> & { earlier: string[] }).earlier, ['bob’s secret plan'])
+  for (const id of ['latest', '0'.repeat(20_000), `${bobs.session_id!}0`, 'ses_dce1285f3ffe0xs4bebTgxx2MR']) {
+    const answer = await runTool(app, 'claude_run', { task: scenario.reportSession(id) }, ALICE)
+    t.equal(answer.session_id, null, `${id.slice(0, 40)}: not claude's`)
+  }
+  const before = starts(log)
+  t.match(await refused(app, 'claude_run', { task: 'go on', resume: 'latest' }, ALICE), { status: 404, body: { code: 'SESSION_NOT_FOUND' } }, 'latest never reaches the CLI')
+  t.equal(starts(log), before)
+})
+
+t.test('a follow-up may only leave the session it continued: another id it reports is not kept', async (t) => {
+  const { app } = await service(t)
+  const first = await runTool(app, 'claude_run', { task: 'hello' }, ALICE)
+  const other = await runTool(app, 'claude_run', { task: 'another' }, ALICE)
+  const followUp = await runTool(app, 'claude_run', { task: scenario.reportSession(other.session_id!), resume: first.session_id! }, ALICE)
+  t.match(followUp, { ok: true, session_id: null })
 })
 
 t.test('an agent whose CLI cannot continue a session: 400 with its own code', async (t) => {

@@ -93,7 +93,7 @@ if (NO_REDIS === false) {
 for (const [kind, open] of Object.entries(stores)) {
   t.test(`${kind} store`, async (t) => {
     t.test('a session is its owner’s and its tool’s, forgotten past retention; one claim at a time, released by its holder', async (t) => {
-      const store = await open(t, { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000 })
+      const store = await open(t, { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100 })
       const session = { id: randomUUID(), tool: 'claude_run', owner: 'alice', cwd: '/srv/p', wslDistro: null, wslUser: null, updatedAt: new Date().toISOString() }
       await store.saveSession(session)
       t.same(await store.session('claude_run', session.id), session)
@@ -113,8 +113,37 @@ for (const [kind, open] of Object.entries(stores)) {
       t.ok(await until(() => store.claimSession('claude_run', session.id, 'run-c', 60_000), (claimed) => claimed, 5000, 'the claim to lapse'), 'a claim its holder never released lapses')
     })
 
+    t.test('a session is created by one owner and never re-owned: another owner saving its id changes nothing', async (t) => {
+      const store = await open(t, { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100 })
+      const bobs = { id: randomUUID(), tool: 'claude_run', owner: 'bob', cwd: '/home/bob/p', wslDistro: null, wslUser: null, updatedAt: new Date().toISOString() }
+      t.equal(await store.saveSession(bobs), true)
+      const forged = { ...bobs, owner: 'alice', cwd: '/home/alice', updatedAt: new Date(Date.now() + 1000).toISOString() }
+      t.equal(await store.saveSession(forged), false, 'alice’s run reporting bob’s id is refused')
+      t.same(await store.session('claude_run', bobs.id), bobs, 'bob’s, where it ran, as it was')
+      const later = { ...bobs, cwd: '/home/bob/q', updatedAt: new Date(Date.now() + 2000).toISOString() }
+      t.equal(await store.saveSession(later), true, 'its owner’s next run updates it')
+      t.same(await store.session('claude_run', bobs.id), later)
+    })
+
+    t.test('an owner keeps at most sessionsMaxPerOwner sessions: the least recently used go, another owner’s stay', async (t) => {
+      const store = await open(t, { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 3 })
+      const at = (seconds: number): string => new Date(Date.now() - 30_000 + seconds * 1000).toISOString()
+      const session = (owner: string, seconds: number) => ({ id: randomUUID(), tool: 'codex_run', owner, cwd: null, wslDistro: null, wslUser: null, updatedAt: at(seconds) })
+      const bobs = session('bob', 0)
+      await store.saveSession(bobs)
+      const alices = [1, 2, 3].map((seconds) => session('alice', seconds))
+      for (const each of alices) await store.saveSession(each)
+      // The oldest is used again: the next one to go is the second.
+      await store.saveSession({ ...alices[0]!, updatedAt: at(4) })
+      await store.saveSession(session('alice', 5))
+      t.equal(await store.session('codex_run', alices[1]!.id), undefined, 'the least recently used went')
+      t.ok(await store.session('codex_run', alices[0]!.id), 'one used again stays')
+      t.ok(await store.session('codex_run', alices[2]!.id))
+      t.same(await store.session('codex_run', bobs.id), bobs, 'bob’s is not alice’s to push out')
+    })
+
     t.test('a run’s task excerpt and deadline are kept and listed; a run stored without them reads back without', async (t) => {
-      const store = await open(t, { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000 })
+      const store = await open(t, { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100 })
       const briefed = record('alice', { task: 'Add tests', deadline: new Date(Date.now() + 60_000).toISOString() })
       const bare = record('alice', { createdAt: new Date(Date.now() - 1000).toISOString() })
       for (const run of [briefed, bare]) await store.create(run)
@@ -126,7 +155,7 @@ for (const [kind, open] of Object.entries(stores)) {
     })
 
     t.test('a step’s id falls between two bytes: kept exactly, in order, and resumed after', async (t) => {
-      const store = await open(t, { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000 })
+      const store = await open(t, { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100 })
       const run = record('alice')
       await store.create(run)
       const log = new RunEventLog(1 << 20)
@@ -140,7 +169,7 @@ for (const [kind, open] of Object.entries(stores)) {
     })
 
     t.test('keeps a run, its events (less the dropped middle) and its end; lists by owner, newest first', async (t) => {
-      const store = await open(t, { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000 })
+      const store = await open(t, { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100 })
       t.equal(store.kind, kind)
       const first = record('alice', { createdAt: new Date(Date.now() - 1000).toISOString() })
       const second = record('alice')
@@ -170,7 +199,7 @@ for (const [kind, open] of Object.entries(stores)) {
     })
 
     t.test('retention: the oldest finished runs past the count go, with their events', async (t) => {
-      const store = await open(t, { retentionMs: 60_000, maxFinished: 2, sessionsRetentionMs: 60_000 })
+      const store = await open(t, { retentionMs: 60_000, maxFinished: 2, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100 })
       const runs = [3, 2, 1].map((secondsAgo) => record('alice', { createdAt: new Date(Date.now() - secondsAgo * 1000).toISOString() }))
       for (const run of runs) {
         await store.create(run)
@@ -185,7 +214,7 @@ for (const [kind, open] of Object.entries(stores)) {
     })
 
     t.test('retention: a finished run past its age is gone; a running one stays', async (t) => {
-      const store = await open(t, { retentionMs: 50, maxFinished: 10, sessionsRetentionMs: 60_000 })
+      const store = await open(t, { retentionMs: 50, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100 })
       const done = record('alice')
       const running = record('alice')
       await store.create(done)
@@ -199,7 +228,7 @@ for (const [kind, open] of Object.entries(stores)) {
 
 t.test('sqlite: runs a previous life left running are lost at the next start, with their events', async (t) => {
   const dir = tempDir(t)
-  const retention = { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000 }
+  const retention = { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100 }
   const before = new SqliteRunStore(dir, retention)
   const run = record('alice')
   await before.create(run)
@@ -216,7 +245,7 @@ t.test('sqlite: runs a previous life left running are lost at the next start, wi
 
 t.test('sqlite: a file an older version made gains the task and deadline columns; its runs read back without them', async (t) => {
   const dir = tempDir(t)
-  const retention = { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000 }
+  const retention = { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100 }
   const Database = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3
   const old = new Database(join(dir, 'runs.sqlite'))
   old.exec('CREATE TABLE runs (id TEXT PRIMARY KEY, owner TEXT NOT NULL, tool TEXT NOT NULL, status TEXT NOT NULL, created_at TEXT NOT NULL, finished_at TEXT, result TEXT, replica TEXT NOT NULL)')
@@ -233,7 +262,7 @@ t.test('sqlite: a file an older version made gains the task and deadline columns
 
 t.test('sqlite: pruning stale sessions, on every session saved, reads them by age through an index, not the whole table', async (t) => {
   const dir = tempDir(t)
-  const store = new SqliteRunStore(dir, { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000 })
+  const store = new SqliteRunStore(dir, { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100 })
   await store.close()
   const Database = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3
   const db = new Database(join(dir, 'runs.sqlite'), { readonly: true })
@@ -257,7 +286,7 @@ const askUntilHeard = (reader: RedisRunStore, run: RunRecord, heard: () => strin
 t.test('redis: a run whose replica stopped saying it is alive is lost; a cancel request reaches its replica', { skip: NO_REDIS }, async (t) => {
   const { url } = await startRedis(t)
   const { REDIS_URL, SLOTS_KEY_PREFIX } = redisEnv(url)
-  const options = { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, url: REDIS_URL, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 10_000, log }
+  const options = { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100, url: REDIS_URL, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 10_000, log }
   const owner = new RedisRunStore({ ...options, replica: 'a' })
   const reader = new RedisRunStore({ ...options, replica: 'b' })
   t.teardown(() => reader.close())
@@ -279,7 +308,7 @@ t.test('redis: a run whose replica stopped saying it is alive is lost; a cancel 
 t.test('redis: a replica that met a slow Redis as it started still hears cancel requests', { skip: NO_REDIS }, async (t) => {
   const { url } = await startRedis(t)
   const { SLOTS_KEY_PREFIX } = redisEnv(url)
-  const options = { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 300, log }
+  const options = { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 300, log }
   // Its first answers come later than the service waits for a command (1 s): the subscription must survive that.
   const owner = new RedisRunStore({ ...options, url: await slowAtFirst(t, url, 2000, 1500), replica: 'a' })
   t.teardown(() => owner.close())
@@ -300,7 +329,7 @@ t.test('redis: a subscription Redis refuses is asked for again until it is made'
   await admin.call('ACL', 'SETUSER', 'default', 'resetchannels')
   const warnings: string[] = []
   const watched = pino({ level: 'warn' }, { write: (line: string) => warnings.push(String(JSON.parse(line).msg)) })
-  const options = { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 300, url }
+  const options = { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 300, url }
   const owner = new RedisRunStore({ ...options, log: watched, replica: 'a' })
   t.teardown(() => owner.close())
   let heard: string | undefined
@@ -316,7 +345,7 @@ t.test('redis: a subscription Redis refuses is asked for again until it is made'
 t.test('redis: Redis away is a 503 RUNS_UNAVAILABLE, not a hang', { skip: NO_REDIS }, async (t) => {
   const { url, stop } = await startRedis(t)
   await stop()
-  const store = new RedisRunStore({ retentionMs: 1000, maxFinished: 1, sessionsRetentionMs: 60_000, url, keyPrefix: 'x:', ttlMs: 300, replica: 'a', log })
+  const store = new RedisRunStore({ retentionMs: 1000, maxFinished: 1, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100, url, keyPrefix: 'x:', ttlMs: 300, replica: 'a', log })
   t.teardown(() => store.close())
   t.same(await store.recover(), [], 'starting is not refused')
   await t.rejects(store.get('any'), { code: 'RUNS_UNAVAILABLE', message: /Redis/ })
@@ -325,7 +354,7 @@ t.test('redis: Redis away is a 503 RUNS_UNAVAILABLE, not a hang', { skip: NO_RED
 t.test('redis: every key expires, a running run\'s too; what this service did not write is skipped, never a 503', { skip: NO_REDIS }, async (t) => {
   const { url } = await startRedis(t)
   const { REDIS_URL, SLOTS_KEY_PREFIX } = redisEnv(url)
-  const store = new RedisRunStore({ retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, url: REDIS_URL, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 10_000, replica: REPLICA, log })
+  const store = new RedisRunStore({ retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100, url: REDIS_URL, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 10_000, replica: REPLICA, log })
   t.teardown(() => store.close())
   await store.recover()
   const redis = new Redis(REDIS_URL)
@@ -361,7 +390,7 @@ t.test('a result stored before processes_may_remain, session_id, usage and steps
   const { processes_may_remain: _added, session_id: _session, usage: _usage, steps_summary: _summary, ...before } = resultOf('crush_run')
   // The memory store holds only what this very process ran.
   for (const [kind, open] of Object.entries(stores).filter(([kind]) => kind !== 'memory')) {
-    const store = await open(t, { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000 })
+    const store = await open(t, { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100 })
     const run = record('alice')
     await store.create(run)
     await store.finish({ ...finished(run), result: before as RunResult })

@@ -9,7 +9,8 @@ export async function createRunStore(config: Config, replica: string, log: Fasti
   const retention = {
     retentionMs: config.runsRetentionMs,
     maxFinished: config.runsMaxFinished,
-    sessionsRetentionMs: config.sessionsRetentionMs
+    sessionsRetentionMs: config.sessionsRetentionMs,
+    sessionsMaxPerOwner: config.sessionsMaxPerOwner
   }
   if (config.runsStore === 'memory') return new MemoryRunStore(retention)
   if (config.runsStore === 'sqlite') return new SqliteRunStore(config.dataDir, retention)

@@ -21,11 +21,21 @@ export class MemoryRunStore implements RunStore {
     this.#retention = retention
   }
 
-  async saveSession(session: SessionRecord): Promise<void> {
+  async saveSession(session: SessionRecord): Promise<boolean> {
     for (const [key, kept] of this.#sessions) {
       if (!isFreshSession(kept, this.#retention.sessionsRetentionMs)) this.#sessions.delete(key)
     }
-    this.#sessions.set(sessionKey(session.tool, session.id), { ...session })
+    const key = sessionKey(session.tool, session.id)
+    const kept = this.#sessions.get(key)
+    if (kept !== undefined && kept.owner !== session.owner) return false
+    // A Map iterates in insertion order: deleted and set again, a session becomes its owner's most recent.
+    this.#sessions.delete(key)
+    this.#sessions.set(key, { ...session })
+    const owners = [...this.#sessions].filter(([, each]) => each.owner === session.owner)
+    for (const [oldest] of owners.slice(0, Math.max(0, owners.length - this.#retention.sessionsMaxPerOwner))) {
+      this.#sessions.delete(oldest)
+    }
+    return true
   }
 
   async session(tool: string, id: string): Promise<SessionRecord | undefined> {

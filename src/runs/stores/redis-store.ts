@@ -67,6 +67,30 @@ function everyCommandDone(results: Array<[Error | null, unknown]> | null): void 
 /** Deletes a claim only if it is still the caller's. */
 const RELEASE_IF_HELD = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
 
+/**
+ * Keeps a session for its owner only: an id already another owner's (or held in a record this service did not write)
+ * is left as it is, 0. The owner's index, scored by last use, drops what has expired and, past the cap, the least
+ * recent sessions with their records.
+ * KEYS: the session, the owner's index. ARGV: the record, its owner, retention (ms), now (ms), the cap.
+ */
+const SAVE_SESSION_IF_OWNER = `
+local kept = redis.call('get', KEYS[1])
+if kept then
+  local decoded, record = pcall(cjson.decode, kept)
+  if not decoded or type(record) ~= 'table' or record.owner ~= ARGV[2] then return 0 end
+end
+local retention, now = tonumber(ARGV[3]), tonumber(ARGV[4])
+redis.call('set', KEYS[1], ARGV[1], 'PX', retention)
+redis.call('zadd', KEYS[2], now, KEYS[1])
+redis.call('zremrangebyscore', KEYS[2], '-inf', now - retention)
+local excess = redis.call('zcard', KEYS[2]) - tonumber(ARGV[5])
+if excess > 0 then
+  for _, key in ipairs(redis.call('zrange', KEYS[2], 0, excess - 1)) do redis.call('del', key) end
+  redis.call('zremrangebyrank', KEYS[2], 0, excess - 1)
+end
+redis.call('pexpire', KEYS[2], retention)
+return 1`
+
 /** A subscription refused (the connection flushed its queue) is asked for again this long after. */
 const RESUBSCRIBE_DELAY_MS = 1000
 
@@ -117,9 +141,14 @@ export class RedisRunStore implements RunStore {
     return TIMEOUT_MAX_SECONDS * 1000 + this.#options.retentionMs
   }
 
-  async saveSession(session: SessionRecord): Promise<void> {
-    const key = this.#sessionKey(session.tool, session.id)
-    await this.#call(() => this.#redis.set(key, JSON.stringify(session), 'PX', this.#options.sessionsRetentionMs))
+  async saveSession(session: SessionRecord): Promise<boolean> {
+    const { sessionsRetentionMs, sessionsMaxPerOwner, keyPrefix } = this.#options
+    const ownersIndex = `${keyPrefix}sessions:owner:${session.owner}`
+    const kept = await this.#call(() => this.#redis.eval(
+      SAVE_SESSION_IF_OWNER, 2, this.#sessionKey(session.tool, session.id), ownersIndex,
+      JSON.stringify(session), session.owner, sessionsRetentionMs, Date.parse(session.updatedAt), sessionsMaxPerOwner
+    ))
+    return kept === 1
   }
 
   async session(tool: string, id: string): Promise<SessionRecord | undefined> {

@@ -40,7 +40,12 @@ export type SessionRecord = Static<typeof SessionRecord>
 
 /** Who keeps sessions: each run store, beside its runs (across replicas with Redis). */
 export interface SessionStore {
-  saveSession(session: SessionRecord): Promise<void>
+  /**
+   * Keeps the session for its owner: false, and nothing changed, when the id is another owner's (a session is created
+   * by one owner and never re-owned, whatever an agent reports). Past `sessionsMaxPerOwner` the owner's least recent
+   * go.
+   */
+  saveSession(session: SessionRecord): Promise<boolean>
   /** undefined once unknown or past retention. */
   session(tool: string, id: string): Promise<SessionRecord | undefined>
   /**
@@ -109,6 +114,7 @@ export interface RetentionOptions {
   retentionMs: number
   maxFinished: number
   sessionsRetentionMs: number
+  sessionsMaxPerOwner: number
 }
 
 /** A finished run is kept while it is recent enough. */

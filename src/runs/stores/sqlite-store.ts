@@ -42,6 +42,8 @@ const SCHEMA = `
   ) WITHOUT ROWID;
   -- Every saved session prunes the stale ones: by age, without reading the whole table.
   CREATE INDEX IF NOT EXISTS sessions_by_age ON sessions (updated_at);
+  -- and its owner's beyond SESSIONS_MAX_PER_OWNER, least recent first.
+  CREATE INDEX IF NOT EXISTS sessions_by_owner ON sessions (owner, updated_at);
 `
 
 /** Columns added since the first schema: a file an older version made gets them, empty for its runs. */
@@ -165,9 +167,16 @@ export class SqliteRunStore implements RunStore {
       events: db.prepare<[string, number, number]>(
         'SELECT id, start_byte, end_byte, frame FROM events WHERE run = ? AND id > ? ORDER BY id LIMIT ?'
       ),
+      // An id already another owner's is left as it is: the statement changes no row.
       saveSession: db.prepare(
-        'INSERT OR REPLACE INTO sessions (tool, id, owner, cwd, wsl_distro, wsl_user, updated_at) ' +
-          'VALUES (@tool, @id, @owner, @cwd, @wslDistro, @wslUser, @updatedAt)'
+        'INSERT INTO sessions (tool, id, owner, cwd, wsl_distro, wsl_user, updated_at) ' +
+          'VALUES (@tool, @id, @owner, @cwd, @wslDistro, @wslUser, @updatedAt) ' +
+          'ON CONFLICT (tool, id) DO UPDATE SET cwd = excluded.cwd, wsl_distro = excluded.wsl_distro, ' +
+          'wsl_user = excluded.wsl_user, updated_at = excluded.updated_at WHERE sessions.owner = excluded.owner'
+      ),
+      pruneOwnersSessions: db.prepare<[string, string, number]>(
+        'DELETE FROM sessions WHERE owner = ? AND (tool, id) IN (SELECT tool, id FROM sessions WHERE owner = ? ' +
+          'ORDER BY updated_at DESC LIMIT -1 OFFSET ?)'
       ),
       session: db.prepare<[string, string, string]>(
         'SELECT tool, id, owner, cwd, wsl_distro AS wslDistro, wsl_user AS wslUser, updated_at AS updatedAt ' +
@@ -182,9 +191,12 @@ export class SqliteRunStore implements RunStore {
     }
   }
 
-  async saveSession(session: SessionRecord): Promise<void> {
-    this.#statements.pruneSessions.run(this.#sessionsCutoff())
-    this.#statements.saveSession.run(session)
+  async saveSession(session: SessionRecord): Promise<boolean> {
+    const { pruneSessions, saveSession, pruneOwnersSessions } = this.#statements
+    pruneSessions.run(this.#sessionsCutoff())
+    if (saveSession.run(session).changes === 0) return false
+    pruneOwnersSessions.run(session.owner, session.owner, this.#retention.sessionsMaxPerOwner)
+    return true
   }
 
   async session(tool: string, id: string): Promise<SessionRecord | undefined> {
