@@ -189,19 +189,15 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   closeConnectionsWhenIdle(app)
 
   registerErrorHandlers(app, (tool, code) => metrics.observeRejection(tool, code))
+  // Without tokens, every route answers this machine's names only: health, metrics and the documents tell a
+  // rebinding page about the service as much as the runs do.
+  if (config.apiTokens.length === 0) requireKnownHost(app, allowedHostNames(config.host, config.allowedHosts))
   for (const schema of sharedSchemas(toolNames)) app.addSchema(schema)
   await registerOpenApi(app, Object.values(tools).map((tool) => tool.spec.agent), config.publicUrl)
-  // The page needs no token to load (it asks for one); like the API, without tokens it answers this machine's names
-  // only.
-  await app.register(async (page) => {
-    if (config.apiTokens.length === 0) requireKnownHost(page, allowedHostNames(config.host, config.allowedHosts))
-    await consoleRoutes(page)
-  })
+  // The page needs no token to load (it asks for one).
+  await app.register(consoleRoutes)
   await app.register(async (authenticated) => {
     await requireBearerToken(authenticated, config.apiTokens)
-    if (config.apiTokens.length === 0) {
-      requireKnownHost(authenticated, allowedHostNames(config.host, config.allowedHosts))
-    }
     await authenticated.register(toolRoutes, { config, tools, slots, registry, launcher })
     await authenticated.register(runRoutes, { registry, toolNames, heartbeatMs: config.heartbeatMs })
     await authenticated.register(mcpRoute, {

@@ -49,10 +49,18 @@ export function toErrorResponse(error: FastifyError | ServiceError): ErrorRespon
   if (renamed !== undefined) return errorBody(statusOf(renamed), renamed, error.message)
   const statusCode = error.statusCode ?? 500
   if (statusCode >= 500) return answerFor(serviceError('INTERNAL_ERROR'))
-  // A plugin's error may carry a statusCode and no code, whatever FastifyError's type says.
-  // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition
-  return errorBody(statusCode, error.code ?? 'BAD_REQUEST', error.message)
+  // A plugin's error may carry a statusCode and no code, whatever FastifyError's type says: @fastify/static's for a
+  // path it will not serve (`/docs/static/....//x` 403, a NUL byte 400). It gets the catalog's code for what it is.
+  const given = error.code as string | undefined
+  if (given !== undefined) return errorBody(statusCode, given, error.message)
+  const code = UNCODED_BY_STATUS.get(statusCode) ?? 'MALFORMED_REQUEST'
+  return errorBody(statusOf(code), code, error.message)
 }
+
+/** What a refusal that came without a code means, by its status. */
+const UNCODED_BY_STATUS = new Map<number, ErrorCode>([
+  [400, 'BAD_URL'], [403, 'FORBIDDEN_PATH'], [404, 'ROUTE_NOT_FOUND']
+])
 
 /** Node's own refusals, before any route: a request that never arrived whole, or that no HTTP parser can read. */
 function clientErrorAnswer(error: NodeJS.ErrnoException): ErrorResponse {

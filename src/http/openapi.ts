@@ -1,5 +1,6 @@
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
+import { docsPolicy } from './docs-policy.js'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { stringify } from 'yaml'
 import { ERROR_CODES } from '../schemas/error.js'
@@ -106,6 +107,8 @@ export async function registerOpenApi(
 
   await app.register(swaggerUi, {
     routePrefix: '/docs',
+    staticCSP: true,
+    transformStaticCSP: docsPolicy,
     // "Try it out" should call the server that served the page, not the document's default address.
     transformSpecification: (spec, request) => ({ ...spec, servers: servedFrom(request) })
   })

@@ -9,8 +9,9 @@ import { RunUsage, StepsSummary } from './steps.js'
 export const TASK_MAX_CHARS = 30_000
 export const TIMEOUT_MAX_SECONDS = 1800
 
+// Never a leading `-`: wsl.exe would read the name as one of its options.
 const WslName = (description: string) =>
-  Type.String({ pattern: '^[a-zA-Z0-9._-]+$', maxLength: 64, description })
+  Type.String({ pattern: '^[a-zA-Z0-9._][a-zA-Z0-9._-]*$', maxLength: 64, description })
 
 const eventsChoice = (description: string) =>
   Type.Union([Type.Literal('both'), Type.Literal('steps'), Type.Literal('output')], { description })

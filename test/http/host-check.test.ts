@@ -33,7 +33,11 @@ t.test('without tokens, a rebound name is refused before anything runs (DNS rebi
   t.match((await app.inject({ method: 'GET', url: '/runs', headers: { host: 'evil.example' } })).json(), { code: 'HOST_NOT_ALLOWED' }, 'every run route')
   t.match((await app.inject({ method: 'GET', url: '/console', headers: { host: 'evil.example' } })).json(), { code: 'HOST_NOT_ALLOWED' }, 'the console page too')
   t.equal((await app.inject({ method: 'GET', url: '/console', headers: { host: 'localhost:8080' } })).statusCode, 200)
-  t.equal((await app.inject({ method: 'GET', url: '/healthz', headers: { host: 'evil.example' } })).statusCode, 200, 'health stays open')
+  for (const url of ['/healthz', '/readyz', '/metrics', '/docs', '/docs/json', '/openapi.json', '/openapi.yaml', '/nope']) {
+    t.match((await app.inject({ method: 'GET', url, headers: { host: 'evil.example' } })).json(), { statusCode: 403, code: 'HOST_NOT_ALLOWED' }, `${url}: every route, a rebinding page reads none`)
+    t.match((await app.inject({ method: 'GET', url, headers: { origin: 'https://attacker.example' } })).json(), { statusCode: 403, code: 'ORIGIN_NOT_ALLOWED' }, url)
+  }
+  t.equal((await app.inject({ method: 'GET', url: '/healthz', headers: { host: '127.0.0.1:8080' } })).statusCode, 200, 'its own names are served')
 })
 
 t.test("without tokens, a browser's Origin must be one of the service's names too", async (t) => {

@@ -6,6 +6,7 @@ import t from 'tap'
 import { parse as parseYaml } from 'yaml'
 import { BUILT_IN_AGENTS } from '#src/agents/catalog.js'
 import { toolNameOf } from '#src/agents/spec.js'
+import { docsPolicy } from '#src/http/docs-policy.js'
 import { renderOpenApiYaml } from '#src/http/openapi-document.js'
 import { ERROR_CODES } from '#src/schemas/error.js'
 import { build, fromRoot, listen, ROOT } from '../helpers/index.js'
@@ -154,4 +155,30 @@ t.test('the service serves the document and Swagger UI', async (t) => {
   const uiDocument = (await (await fetch(`${address}/docs/json`)).json()) as Document
   t.same(uiDocument.servers, [{ url: address }], "the UI's Try it out calls the server that served it")
   t.same(uiDocument.paths, served.paths)
+})
+
+t.test('/docs: no page may frame it, nothing loads from elsewhere, plain http stays plain; its paths answer the catalog’s codes', async (t) => {
+  const app = await build(t)
+  for (const url of ['/docs', '/docs/static/swagger-ui.css', '/docs/static/index.html']) {
+    const policy = (await app.inject({ method: 'GET', url })).headers['content-security-policy']
+    t.match(policy, /(^|; )frame-ancestors 'none'(;|$)/, url)
+    t.notMatch(policy, /https:|validator\.swagger\.io|upgrade-insecure-requests|unsafe-inline/, url)
+    t.match(policy, /(^|; )default-src 'self'(;|$)/)
+  }
+  const refusals: Array<[string, number, string]> = [
+    ['/docs/static/....//package.json', 403, 'FORBIDDEN_PATH'],
+    ['/docs/static//etc/passwd', 403, 'FORBIDDEN_PATH'],
+    ['/docs/static/%00', 400, 'BAD_URL'],
+    ['/docs/static/%2e%2e%2fpackage.json', 404, 'ROUTE_NOT_FOUND']
+  ]
+  for (const [url, statusCode, code] of refusals) {
+    const answer = await app.inject({ method: 'GET', url })
+    t.equal(answer.statusCode, statusCode, url)
+    t.match(answer.json(), { statusCode, code }, url)
+  }
+})
+
+t.test('the docs policy narrows Swagger UI’s own, directive by directive', async (t) => {
+  const swaggerUis = "default-src 'self'; font-src 'self' https: data:; frame-ancestors 'self'; img-src 'self' data: validator.swagger.io; script-src 'self' 'sha256-abc'; upgrade-insecure-requests;"
+  t.equal(docsPolicy(swaggerUis), "default-src 'self'; font-src 'self' data:; frame-ancestors 'none'; img-src 'self' data:; script-src 'self' 'sha256-abc'; form-action 'self'")
 })

@@ -35,6 +35,8 @@ t.test('invalid bodies get a 400 naming the field, start nothing and take no slo
     ['wsl_distro with a space', { task: 'x', wsl_distro: 'Ubuntu 22' }, /wsl_distro must match pattern/],
     ['wsl_distro injection', { task: 'x', wsl_distro: 'a;rm -rf /' }, /wsl_distro must match pattern/],
     ['wsl_user with a shell character', { task: 'x', wsl_distro: 'Ubuntu', wsl_user: '$(id)' }, /wsl_user must match pattern/],
+    ['wsl_distro read as an option by wsl.exe', { task: 'x', wsl_distro: '-d' }, /wsl_distro must match pattern/],
+    ['wsl_user read as an option by wsl.exe', { task: 'x', wsl_distro: 'Ubuntu', wsl_user: '--exec' }, /wsl_user must match pattern/],
     ['wsl_user without wsl_distro', { task: 'x', wsl_user: 'bob' }, /wsl_distro when property wsl_user is present/],
     ['unknown field', { task: 'x', model: 'gpt' }, /body\/model is not an accepted field/],
     ['a password field', { task: 'x', password: 'hunter2' }, /body\/password is not an accepted field/],
