@@ -1,14 +1,15 @@
 import envSchema from 'env-schema'
 import { createHash } from 'node:crypto'
-import { readFileSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { homedir } from 'node:os'
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { BUILT_IN_AGENTS } from './agents/catalog.js'
 import { DEFAULT_AGENT_ENV_ALLOW, DEFAULT_AGENT_ENV_DENY, type AgentEnvRule } from './agents/environment.js'
 import { agentVariables, type AgentSettings, type AgentSpec } from './agents/spec.js'
 import { resolveAgentUser, type AgentUser } from './process/agent-user.js'
 import { CONTAINMENT_SETTINGS, type ContainmentSetting } from './process/host-containment.js'
+import { checkSecretFiles } from './secret-files.js'
 
 /** The platforms whose argv shape differs: only Windows hosts wrap the agent in wsl.exe. */
 const HOST_PLATFORMS = [
@@ -128,8 +129,13 @@ export interface Config {
   /** Where async runs are kept: an SQLite file under dataDir, this process's memory, or the fleet's Redis. */
   runsStore: 'sqlite' | 'memory' | 'redis'
   agentEnvRule: AgentEnvRule
-  /** Secrets read from files (API_TOKENS_FILE, REDIS_URL_FILE): files an agent of the same user could read too. */
+  /**
+   * Files holding secrets (API_TOKENS_FILE, REDIS_URL_FILE, the .env read at start): files an agent of the same user
+   * could read too.
+   */
   secretFiles: string[]
+  /** Those a group may read (none an agent is known to: the service refuses to start on those). */
+  exposedSecretFiles: string[]
   wslBin: string
   /** The agents to run, each with its settings. */
   agents: Array<{ spec: AgentSpec; settings: AgentSettings }>
@@ -148,6 +154,10 @@ export function loadConfig(
     ...(source === undefined ? { dotenv: { quiet: true } } : { env: false, data: source })
   })
   const agentUser = env.AGENT_USER === '' ? undefined : resolveAgentUser(env.AGENT_USER)
+  const dotenvFile = resolve('.env')
+  const secretFiles = [
+    env.API_TOKENS_FILE, env.REDIS_URL_FILE, source === undefined && existsSync(dotenvFile) ? dotenvFile : undefined
+  ].filter((file) => file !== undefined)
   // Out of the shared temporary directory, where any local user could make it first.
   const config: Config = {
     host: env.HOST,
@@ -177,7 +187,8 @@ export function loadConfig(
     runsStore: runsStore(env),
     agentEnvRule: { allow: splitList(env.AGENT_ENV_ALLOW), deny: splitList(env.AGENT_ENV_DENY) },
     wslBin: env.WSL_BIN,
-    secretFiles: [env.API_TOKENS_FILE, env.REDIS_URL_FILE].filter((file) => file !== undefined),
+    secretFiles,
+    exposedSecretFiles: checkSecretFiles(secretFiles, agentUser).exposed,
     agents: agents.map((spec) => ({ spec, settings: agentSettings(spec, env) }))
   }
   assertSafeExposure(config, env.ALLOW_UNAUTHENTICATED)

@@ -6,7 +6,9 @@ import type { ContainmentMode } from './schemas/health.js'
  * start and in /readyz, so that an operator learns it before an agent does. Empty when nothing is known to be open.
  */
 export function whatAgentsCanReach(
-  config: Pick<Config, 'agentUser' | 'apiTokens' | 'slots' | 'runsStore' | 'dataDir' | 'secretFiles'>,
+  config: Pick<
+    Config, 'agentUser' | 'apiTokens' | 'slots' | 'runsStore' | 'dataDir' | 'secretFiles' | 'exposedSecretFiles'
+  >,
   mode: ContainmentMode
 ): string[] {
   const reach: string[] = []
@@ -25,6 +27,7 @@ export function whatAgentsCanReach(
       reach.push(`every caller's runs in ${config.dataDir} (the same user's files)`)
     }
   }
+  for (const exposed of config.exposedSecretFiles) reach.push(`a secret file's group: ${exposed}`)
   if (redis) {
     const advice = 'require AUTH (or an ACL user) and keep the URL out of agents\' reach'
     reach.push(`Redis, over the network, with its URL: ${advice}`)

@@ -1,9 +1,11 @@
 import t from 'tap'
 import { loggerOptions } from '#src/http/app.js'
 import { loadConfig, parseApiTokens } from '#src/config.js'
+import { whatAgentsCanReach } from '#src/isolation.js'
+import { secretFileProblem } from '#src/secret-files.js'
 import { BUILT_IN_AGENTS } from '#src/agents/catalog.js'
 import type { AgentSpec } from '#src/agents/spec.js'
-import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { homedir, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { build, echoed, runTool } from './helpers/index.js'
@@ -128,13 +130,65 @@ t.test('logs: pino JSON, pretty only on a terminal', async (t) => {
 t.test('API_TOKENS_FILE and REDIS_URL_FILE: secrets read from files, one source only', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'agent-runner-secrets-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-  writeFileSync(join(dir, 'tokens'), 'studio:s3cret,ci:other\n')
-  writeFileSync(join(dir, 'redis'), 'redis://:pw@127.0.0.1:6390\n')
+  writeFileSync(join(dir, 'tokens'), 'studio:s3cret,ci:other\n', { mode: 0o600 })
+  writeFileSync(join(dir, 'redis'), 'redis://:pw@127.0.0.1:6390\n', { mode: 0o600 })
   const config = loadConfig({ API_TOKENS_FILE: join(dir, 'tokens'), SLOTS_BACKEND: 'redis', REDIS_URL_FILE: join(dir, 'redis') })
   t.same(config.apiTokens, [{ name: 'studio', secret: 's3cret' }, { name: 'ci', secret: 'other' }])
   t.match(config.slots, { backend: 'redis', url: 'redis://:pw@127.0.0.1:6390' })
   t.throws(() => loadConfig({ API_TOKENS: 'x', API_TOKENS_FILE: join(dir, 'tokens') }), /API_TOKENS and API_TOKENS_FILE are both set/)
   t.throws(() => loadConfig({ API_TOKENS_FILE: join(dir, 'missing') }), /API_TOKENS_FILE=.*missing cannot be read/)
+})
+
+t.test('a secret file every local user may read stops the start with the fix; one a group may read is reported', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'agent-runner-secrets-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const tokens = join(dir, 'tokens')
+  writeFileSync(tokens, 'studio:s3cret\n')
+  chmodSync(tokens, 0o644)
+  t.throws(() => loadConfig({ API_TOKENS_FILE: tokens }), { message: `${tokens} is readable by every local user, agents included (mode 644): chmod 600 ${tokens}` })
+  chmodSync(tokens, 0o640)
+  const grouped = loadConfig({ API_TOKENS_FILE: tokens })
+  t.match(grouped.exposedSecretFiles, [new RegExp(`^${tokens}, readable by group \\d+ \\(mode 640\\): chmod 600`)])
+  t.equal(whatAgentsCanReach(grouped, 'process-group').filter((reach) => reach.startsWith(`a secret file's group: ${tokens}`)).length, 1, 'in /readyz and the start log')
+  chmodSync(tokens, 0o600)
+  t.same(loadConfig({ API_TOKENS_FILE: tokens }).exposedSecretFiles, [])
+  const redis = join(dir, 'redis')
+  writeFileSync(redis, 'redis://:pw@127.0.0.1:6390\n', { mode: 0o604 })
+  chmodSync(redis, 0o604)
+  t.throws(() => loadConfig({ SLOTS_BACKEND: 'redis', REDIS_URL_FILE: redis }), /readable by every local user.*chmod 600/)
+})
+
+t.test('the .env read at start is a secret file too', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'agent-runner-dotenv-'))
+  const was = process.cwd()
+  t.teardown(() => { process.chdir(was); rmSync(dir, { recursive: true, force: true }) })
+  writeFileSync(join(dir, '.env'), 'API_TOKENS=studio:s3cret\n')
+  chmodSync(join(dir, '.env'), 0o644)
+  process.chdir(dir)
+  t.throws(() => loadConfig(), /\.env is readable by every local user.*chmod 600 .*\.env$/)
+  chmodSync(join(dir, '.env'), 0o600)
+  t.same(loadConfig().apiTokens, [{ name: 'studio', secret: 's3cret' }])
+})
+
+t.test('a secret file AGENT_USER owns is refused, as the real account is looked up', { skip: process.getuid?.() !== 0 && 'AGENT_USER needs root' }, async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'agent-runner-secrets-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const tokens = join(dir, 'tokens')
+  writeFileSync(tokens, 'studio:s3cret\n', { mode: 0o600 })
+  t.same(loadConfig({ API_TOKENS_FILE: tokens, AGENT_USER: 'nobody' }).exposedSecretFiles, [])
+  chownSync(tokens, 65534, 0)
+  t.throws(() => loadConfig({ API_TOKENS_FILE: tokens, AGENT_USER: 'nobody' }), /belongs to AGENT_USER, whose agents may read and change it/)
+})
+
+t.test('a secret file is checked against the agents’ user: its own, or its group’s, is refused', async (t) => {
+  const agent = { uid: 1001, groups: [1001, 27] }
+  const file = (mode: number, uid = 0, gid = 0) => ({ mode: 0o100000 | mode, uid, gid })
+  t.match(secretFileProblem('/s', file(0o600, 1001), agent), { severity: 'refuse', message: /belongs to AGENT_USER/ })
+  t.match(secretFileProblem('/s', file(0o640, 0, 27), agent), { severity: 'refuse', message: /group 27, AGENT_USER's/ })
+  t.match(secretFileProblem('/s', file(0o640, 0, 50), agent), { severity: 'warn' })
+  t.equal(secretFileProblem('/s', file(0o600), agent), null)
+  t.equal(secretFileProblem('/s', file(0o400), undefined), null)
+  t.match(secretFileProblem('/s', file(0o604), undefined), { severity: 'refuse' })
 })
 
 t.test('agents run in AGENT_WORKDIR by default, never in the service directory', async (t) => {

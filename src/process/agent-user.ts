@@ -5,6 +5,8 @@ export interface AgentUser {
   name: string
   uid: number
   gid: number
+  /** Every group it is in, its own first: what a file's group bits open to it. */
+  groups: number[]
   home: string
 }
 
@@ -25,7 +27,17 @@ export function resolveAgentUser(name: string): AgentUser {
   }
   const [account, , uid, gid, , home] = entry.split(':')
   if (Number(uid) === 0) throw new Error(`AGENT_USER=${name} is root: agents would reach the service as before`)
-  return { name: account!, uid: Number(uid), gid: Number(gid), home: home! }
+  return { name: account!, uid: Number(uid), gid: Number(gid), groups: groupsOf(account!, Number(gid)), home: home! }
+}
+
+/** The user's groups as the system lists them (`id -G`: /etc/group, LDAP…); its own group when it cannot tell. */
+function groupsOf(name: string, gid: number): number[] {
+  try {
+    const listed = execFileSync('id', ['-G', name], { encoding: 'utf8' }).trim().split(/\s+/).map(Number)
+    return [...new Set([gid, ...listed.filter(Number.isInteger)])]
+  } catch {
+    return [gid]
+  }
 }
 
 /** The agent's own identity in its environment, so its tools write under its home, not the service's. */
