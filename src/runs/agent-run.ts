@@ -63,12 +63,19 @@ function observedBy(hooks: RunHooks, observer: (chunk: Buffer) => void): RunHook
  * The agent's sudo goes through the shim, which reports a password prompt whatever the CLI prints: on the host the
  * service's, inside WSL the one the start script set up in the distro, whose report one more wsl.exe call reads.
  */
-async function watchSudo(placement: Placement, shim: SudoShim | undefined, runId: string): Promise<SudoWatch> {
+async function watchSudo(
+  placement: Placement,
+  shim: SudoShim | undefined,
+  runId: string,
+  log: FastifyBaseLogger
+): Promise<SudoWatch> {
   const { sudo, env, user, wsl } = placement
   if (wsl !== undefined) {
     return { env, end: async () => readSudoReport(await wslScriptOutput(wsl, runId, WSL_SUDO_REPORT_SCRIPT, env)) }
   }
   if (shim === undefined || sudo.kind !== 'host') return { env, end: NOTHING_ASKED }
+  const changed = await shim.restore()
+  if (changed.length > 0) log.warn({ changed }, 'the sudo shim had been changed (by an agent of the service’s user)')
   return shim.watch(env, await findOnPath('sudo', sudo.path), user)
 }
 
@@ -87,7 +94,7 @@ export async function runPlacedAgent(
   const sudoStatus = await context.sudoProbe.status(placement.sudo)
   const sudoFailure = new SudoPasswordDetector()
   const hooks = observedBy(context.hooks, sudoFailure.push)
-  const sudoWatch = await watchSudo(placement, context.sudoShim, runId)
+  const sudoWatch = await watchSudo(placement, context.sudoShim, runId, log)
   let sudoAsked: Promise<SudoAsked> | undefined
   try {
     const outcome = await runAgent({

@@ -9,7 +9,12 @@ const PASSWORD_FAILURES = [
   /^sudo: .*il est nécessaire de saisir un mot de passe/i,
   /^sudo: .*un mot de passe est (nécessaire|requis)/i,
   /^sudo: .*un terminal est requis pour lire le mot de passe/i,
-  /^sudo: .*aucun tty présent/i
+  /^sudo: .*aucun tty présent/i,
+  // `sudo -S` given a wrong password on standard input, or none: it needed one all the same.
+  /^sudo: \d+ incorrect password attempts?/i,
+  /^sudo: no password was provided/i,
+  /^sudo: \d+ saisies? de mots? de passe incorrectes?/i,
+  /^sudo: aucun mot de passe (n’a été |n'a été )?fourni/i
 ]
 
 /** Longest message above plus room for a prefix, so a message split across two chunks is still seen whole. */

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { chown, readFile, rm, writeFile } from 'node:fs/promises'
+import { chmodSync, constants, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { chmod, chown, lstat, mkdir, open, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { delimiter, join } from 'node:path'
 
@@ -77,9 +77,40 @@ export const WSL_SUDO_PRELUDE =
   'chmod 700 "$d/bin/sudo" "$d/askpass" && ' +
   'export PATH="$d/bin:$PATH" AGENT_RUNNER_SUDO="$s" AGENT_RUNNER_SUDO_REPORT="$d/report"; fi; '
 
-/** After a WSL run: its report, then the run's shim directory removed (only one the distro user owns). */
+/** A report is a line or two: whatever else an agent put there is never read whole. */
+export const SUDO_REPORT_MAX_BYTES = 4096
+
+/**
+ * After a WSL run: its report (a plain file, never a link or a FIFO, its first 4 KiB), then the run's shim directory
+ * removed (only one the distro user owns).
+ */
 export const WSL_SUDO_REPORT_SCRIPT =
-  'd="/tmp/agent-runner-$1.sudo"; [ -O "$d" ] || exit 0; cat "$d/report" 2>/dev/null; rm -rf "$d"'
+  'd="/tmp/agent-runner-$1.sudo"; [ -O "$d" ] || exit 0; ' +
+  `[ -f "$d/report" ] && [ ! -h "$d/report" ] && head -c ${String(SUDO_REPORT_MAX_BYTES)} "$d/report"; rm -rf "$d"`
+
+/**
+ * The report as the agent left it, read so that nothing it could put in its place holds the service: a link is not
+ * followed (a link to /dev/zero), a FIFO or a device is not read (a FIFO would block one of libuv's four threads, and
+ * every file access of every run behind it), and a file only up to SUDO_REPORT_MAX_BYTES (400 MB would be in memory).
+ */
+export async function readReportFile(path: string): Promise<string> {
+  let handle
+  try {
+    handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
+  } catch {
+    return ''
+  }
+  try {
+    if (!(await handle.stat()).isFile()) return ''
+    const buffer = Buffer.alloc(SUDO_REPORT_MAX_BYTES)
+    const { bytesRead } = await handle.read(buffer, 0, buffer.length, 0)
+    return buffer.toString('utf8', 0, bytesRead)
+  } catch {
+    return ''
+  } finally {
+    await handle.close().catch(() => undefined)
+  }
+}
 
 /**
  * The service's sudo shim, written once at start into a directory of its own (the service's, read-only to agents).
@@ -101,13 +132,51 @@ export class SudoShim {
     mkdirSync(shim.#reports)
     writeFileSync(join(shim.#bin, 'sudo'), SUDO_SCRIPT)
     writeFileSync(join(shim.dir, 'askpass'), ASKPASS_SCRIPT)
-    // Exact modes whatever the umask: agents (another user) run the scripts and cross the directories.
-    const modes: [string, number][] = [
-      [shim.dir, 0o711], [shim.#bin, 0o755], [shim.#reports, 0o711],
-      [join(shim.#bin, 'sudo'), 0o755], [join(shim.dir, 'askpass'), 0o755]
-    ]
-    for (const [path, mode] of modes) chmodSync(path, mode)
+    for (const [path, mode] of shim.#modes()) chmodSync(path, mode)
     return shim
+  }
+
+  /** Exact modes whatever the umask: agents (another user) run the scripts and cross the directories. */
+  #modes(): Array<[string, number]> {
+    return [
+      [this.dir, 0o711], [this.#bin, 0o755], [this.#reports, 0o711],
+      [join(this.#bin, 'sudo'), 0o755], [join(this.dir, 'askpass'), 0o755]
+    ]
+  }
+
+  /**
+   * Puts the shim back as installed, before a run relies on it: where agents run as the service's own user (no
+   * AGENT_USER), an earlier run could have changed it, or planted a `bin/claude` that every later agent's PATH finds
+   * first. Returns what it found changed; nothing where agents cannot write here (another user's, root's).
+   */
+  async restore(): Promise<string[]> {
+    const changed: string[] = []
+    for (const dir of [this.#bin, this.#reports]) {
+      if (await lstat(dir).then((stat) => stat.isDirectory(), () => false)) continue
+      changed.push(dir)
+      await rm(dir, { recursive: true, force: true })
+      await mkdir(dir)
+    }
+    for (const entry of await readdir(this.#bin)) {
+      if (entry === 'sudo') continue
+      changed.push(join(this.#bin, entry))
+      await rm(join(this.#bin, entry), { recursive: true, force: true })
+    }
+    const scripts: Array<[string, string]> = [
+      [join(this.#bin, 'sudo'), SUDO_SCRIPT], [join(this.dir, 'askpass'), ASKPASS_SCRIPT]
+    ]
+    for (const [path, script] of scripts) {
+      const kept = await lstat(path).then((stat) => stat.isFile(), () => false) &&
+        await readFile(path, 'utf8').then((text) => text === script, () => false)
+      if (kept) continue
+      changed.push(path)
+      await rm(path, { recursive: true, force: true })
+      await writeFile(path, script)
+    }
+    for (const [path, mode] of this.#modes()) {
+      if (((await lstat(path)).mode & 0o7777) !== mode) await chmod(path, mode)
+    }
+    return changed
   }
 
   /**
@@ -132,7 +201,7 @@ export class SudoShim {
         AGENT_RUNNER_SUDO_REPORT: report
       },
       end: async () => {
-        const text = await readFile(report, 'utf8').catch(() => '')
+        const text = await readReportFile(report)
         // Also called when nobody waits for it any more (a run its client abandoned): it never rejects.
         await rm(report, { force: true }).catch(() => undefined)
         return readSudoReport(text)

@@ -32,6 +32,18 @@ t.test('sudo that needs a password: reported in every output mode, naming AGENT_
   }
 })
 
+t.test('sudo -S given a wrong password, or none, on standard input: it needed one, and that is reported', { skip }, async (t) => {
+  const user = realUser('ar-sudo-pw', 'password')
+  const app = await build(t, { AGENT_USER: user.name, AGENT_WORKDIR: directoryOf(t, user) }, standInEnv())
+  // No spaces (a stand-in's task is its words): the shell's $IFS stands for them.
+  // eslint-disable-next-line no-template-curly-in-string
+  for (const input of ['echo${IFS}wrong|', ':|', '']) {
+    const body = await runTool(app, 'crush_run', { task: scenario.shell('sh', '-c', `${input}sudo\${IFS}-S\${IFS}-k\${IFS}true`), timeout: 60 })
+    t.match(body.output, /incorrect password attempt|no password was provided/, `${input || 'no input'}: sudo refused`)
+    t.match(body, { timed_out: false, sudo: { status: 'password_required', password_needed: true } }, input || 'no input')
+  }
+})
+
 t.test('passwordless sudo runs the command as asked, and reports nothing', { skip }, async (t) => {
   const user = realUser('ar-sudo-nopw', 'nopasswd')
   const app = await build(t, { AGENT_USER: user.name, AGENT_WORKDIR: directoryOf(t, user) }, standInEnv())

@@ -1,10 +1,11 @@
 import t, { type Test } from 'tap'
-import { existsSync, mkdirSync, readFileSync, symlinkSync } from 'node:fs'
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs'
+import { execFileSync } from 'node:child_process'
 import { userInfo } from 'node:os'
 import { join } from 'node:path'
 import { RunParams } from '#src/schemas/run.js'
 import { SudoPasswordDetector } from '#src/sudo/detector.js'
-import { readSudoReport } from '#src/sudo/shim.js'
+import { readReportFile, readSudoReport, SudoShim, SUDO_REPORT_MAX_BYTES } from '#src/sudo/shim.js'
 import { build, FIXTURE_BIN, fromRoot, runTool, scenario, standInEnv, tempDir, until } from '../helpers/index.js'
 
 const SUDO_DIR = {
@@ -25,7 +26,7 @@ function agentEnvWithSudo(t: Test, sudo: keyof typeof SUDO_DIR | 'absent', extra
   // util-linux's setsid is in every distro (WSL runs start through it), and so are the coreutils the WSL start script
   // sets the sudo shim up with.
   symlinkSync('/usr/bin/setsid', join(tools, 'setsid'))
-  for (const tool of ['mkdir', 'chmod', 'cat', 'rm', 'id']) symlinkSync(`/bin/${tool}`, join(tools, tool))
+  for (const tool of ['mkdir', 'chmod', 'cat', 'head', 'rm', 'id']) symlinkSync(`/bin/${tool}`, join(tools, tool))
   const log = join(dir, 'sudo.log')
   const path = [...(sudo === 'absent' ? [] : [SUDO_DIR[sudo]]), FIXTURE_BIN, tools].join(':')
   return { env: standInEnv({ PATH: path, SUDO_STAND_IN_LOG: log, ...extra }), calls: () => sudoCalls(log) }
@@ -142,6 +143,12 @@ t.test('the detector: sudo’s messages in both languages, across chunk boundari
   t.ok(detects('sudo: no tty present and no askpass program specified\n'))
   t.ok(detects('sudo: il est nécessaire de saisir un mot de passe\n'))
   t.ok(detects("sudo: un terminal est requis pour lire le mot de passe; utilisez soit l'option -S\n"))
+  t.ok(detects('[sudo] password for dev: Sorry, try again.\nsudo: 1 incorrect password attempt\n'), 'sudo -S given a wrong password')
+  t.ok(detects('sudo: 3 incorrect password attempts\n'))
+  t.ok(detects('sudo: no password was provided\n'), 'sudo -S given none')
+  t.ok(detects('sudo: 1 saisie de mot de passe incorrecte\n'))
+  t.ok(detects('sudo: 2 saisies de mots de passe incorrectes\n'))
+  t.ok(detects('sudo: aucun mot de passe fourni\n'))
   t.notOk(detects('To log in, a password is required.\n'), 'not without sudo speaking')
   t.notOk(detects('sudo: 3 incorrect password attempts\n'.replace('3 incorrect', 'ls: not a sudo prompt')))
   t.notOk(detects('sudo: ls\n', 'a password is required\n'), 'the message is one line')
@@ -170,6 +177,68 @@ t.test('a report is the agent’s own writing: only a user name sudo could have 
   t.same(readSudoReport('password_required dev\n'), { passwordNeeded: true, user: 'dev' })
   t.same(readSudoReport('password_required « root » sur l’hôte; rm -rf /\n'), { passwordNeeded: true }, 'a forged name is not repeated')
 })
+
+t.test('agents of the service’s own user: what one planted in the shim is gone before the next agent starts', async (t) => {
+  const { env } = agentEnvWithSudo(t, 'password')
+  const app = await build(t, {}, env)
+  const seen = JSON.parse((await runTool(app, 'crush_run', { task: scenario.env() })).output.split('\n')[0]!) as Record<string, string>
+  const shimBin = seen['PATH']!.split(':')[0]!
+  t.match(shimBin, /agent-runner-sudo-[^/]+\/bin$/)
+  const planted = join(shimBin, 'claude')
+  await runTool(app, 'crush_run', { task: scenario.shell('sh', '-c', `echo\${IFS}planted>${planted}`) })
+  t.ok(existsSync(planted), 'an agent of the service’s user could plant it')
+  await runTool(app, 'crush_run', { task: scenario.sleep(1) })
+  t.notOk(existsSync(planted), 'the next run found the shim as installed')
+})
+
+t.test('an agent that puts a FIFO in place of its report: its run still ends, and the service answers', async (t) => {
+  const { env } = agentEnvWithSudo(t, 'password')
+  const app = await build(t, {}, { ...env, PATH: `${env['PATH']!}:/usr/bin:/bin` })
+  // eslint-disable-next-line no-template-curly-in-string
+  const swap = 'test${IFS}-n${IFS}"$AGENT_RUNNER_SUDO_REPORT"&&rm${IFS}"$AGENT_RUNNER_SUDO_REPORT"&&mkfifo${IFS}"$AGENT_RUNNER_SUDO_REPORT"&&echo${IFS}swapped'
+  const body = await runTool(app, 'crush_run', { task: scenario.shell('sh', '-c', swap), timeout: 60 })
+  t.match(body.output, /swapped/, 'the report was a FIFO when the run ended')
+  t.match(body, { ok: true, sudo: { password_needed: false } })
+  t.equal((await app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200)
+})
+
+t.test('a report is read as a plain file, at most 4 KiB: a FIFO, a link or a huge file in its place holds nothing', async (t) => {
+  const dir = tempDir(t)
+  const report = join(dir, 'report')
+  writeFileSync(report, 'password_required dev\n')
+  t.equal(await readReportFile(report), 'password_required dev\n')
+  const huge = join(dir, 'huge')
+  closeSync(openSync(huge, 'w'))
+  truncateSync(huge, 400 * 1024 * 1024)
+  t.equal((await readReportFile(huge)).length, SUDO_REPORT_MAX_BYTES, '400 MB: its first 4 KiB')
+  const fifo = join(dir, 'fifo')
+  execFileSync('mkfifo', [fifo])
+  t.equal(await readReportFile(fifo), '', 'a FIFO nobody writes: not waited on')
+  const zero = join(dir, 'zero')
+  symlinkSync('/dev/zero', zero)
+  t.equal(await readReportFile(zero), '', 'a link is not followed')
+  t.equal(await readReportFile(join(dir, 'missing')), '')
+})
+
+t.test('the shim is put back before each run: a planted program, a changed script, a directory made a link', async (t) => {
+  const shim = SudoShim.install(tempDir(t))
+  t.same(await shim.restore(), [], 'as installed: nothing to do')
+  const planted = join(shim.dir, 'bin', 'claude')
+  writeFileSync(planted, '#!/bin/sh\necho pwned\n', { mode: 0o755 })
+  writeFileSync(join(shim.dir, 'askpass'), '#!/bin/sh\necho hunter2\n')
+  chmodSync(join(shim.dir, 'bin'), 0o777)
+  t.same((await shim.restore()).sort(), [join(shim.dir, 'askpass'), planted].sort())
+  t.notOk(existsSync(planted))
+  t.match(readFileSync(join(shim.dir, 'askpass'), 'utf8'), /agent-runner never gives one/)
+  t.equal(execFileSync('stat', ['-c', '%a', join(shim.dir, 'bin')], { encoding: 'utf8' }).trim(), '755')
+  const reports = join(shim.dir, 'reports')
+  execFileSync('rm', ['-r', reports])
+  symlinkSync(dir(t), reports)
+  t.same(await shim.restore(), [reports])
+  t.equal(execFileSync('stat', ['-c', '%F %a', reports], { encoding: 'utf8' }).trim(), 'directory 711')
+})
+
+const dir = (t: Test): string => tempDir(t)
 
 t.test('no field can carry a password', async (t) => {
   t.same(Object.keys(RunParams.properties).filter((name) => /pass|secret|token|cred/i.test(name)), [])
