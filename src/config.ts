@@ -9,6 +9,7 @@ import { DEFAULT_AGENT_ENV_ALLOW, DEFAULT_AGENT_ENV_DENY, type AgentEnvRule } fr
 import { agentVariables, type AgentSettings, type AgentSpec } from './agents/spec.js'
 import { resolveAgentUser, type AgentUser } from './process/agent-user.js'
 import { CONTAINMENT_SETTINGS, type ContainmentSetting } from './process/host-containment.js'
+import { parseUidRange, type UidRange } from './process/token-users.js'
 import { checkSecretFiles } from './secret-files.js'
 
 /** The platforms whose argv shape differs: only Windows hosts wrap the agent in wsl.exe. */
@@ -49,6 +50,9 @@ const ServiceSchema = Type.Object({
   REDIS_URL_FILE: Type.Optional(Type.String({ minLength: 1 })),
   AGENT_WORKDIR: Type.String({ default: '' }),
   AGENT_USER: Type.String({ default: '' }),
+  AGENT_USERS: Type.String({ default: '' }),
+  AGENT_HOME_TEMPLATE: Type.String({ default: '' }),
+  ALLOW_SHARED_AGENT_USER: Type.Boolean({ default: false }),
   ALLOW_UNAUTHENTICATED: Type.Boolean({ default: false }),
   ALLOWED_HOSTS: Type.String({ default: '' }),
   PORT: Type.Integer({ default: 8080, minimum: 0, maximum: 65535 }),
@@ -110,6 +114,8 @@ export interface Config {
   agentWorkdir: string
   /** Who agents run as, when the service runs as root and should not lend them its identity (AGENT_USER). */
   agentUser: AgentUser | undefined
+  /** AGENT_USERS: each token's agents as a uid of its own from this range, in a home of its own. */
+  agentUsers: { range: UidRange; template: string | undefined } | undefined
   killGraceMs: number
   outputLimitBytes: number
   sudoProbeTtlMs: number
@@ -173,6 +179,7 @@ export function loadConfig(
       ? join(agentUser?.home ?? homedir(), 'agent-runner-workspace')
       : env.AGENT_WORKDIR,
     agentUser,
+    agentUsers: tokenUsersConfig(env, agentUser),
     killGraceMs: env.AGENT_KILL_GRACE_MS,
     outputLimitBytes: env.AGENT_OUTPUT_LIMIT_BYTES,
     sudoProbeTtlMs: env.SUDO_PROBE_TTL_MS,
@@ -192,7 +199,37 @@ export function loadConfig(
     agents: agents.map((spec) => ({ spec, settings: agentSettings(spec, env) }))
   }
   assertSafeExposure(config, env.ALLOW_UNAUTHENTICATED)
+  assertSeparateTokens(config, env.ALLOW_SHARED_AGENT_USER)
   return config
+}
+
+/** AGENT_USERS, which needs a service that can switch users (root, on Linux) and replaces AGENT_USER. */
+function tokenUsersConfig(env: RawEnv, agentUser: AgentUser | undefined): Config['agentUsers'] {
+  if (env.AGENT_USERS === '') {
+    if (env.AGENT_HOME_TEMPLATE !== '') {
+      throw new Error('AGENT_HOME_TEMPLATE is laid into the homes of AGENT_USERS: set it')
+    }
+    return undefined
+  }
+  if (agentUser !== undefined) throw new Error('AGENT_USER and AGENT_USERS are both set: keep one')
+  if (process.platform !== 'linux') throw new Error(`AGENT_USERS works on Linux hosts; this is ${process.platform}`)
+  if (process.getuid!() !== 0) throw new Error('AGENT_USERS needs the service to run as root, to start agents as them')
+  const template = env.AGENT_HOME_TEMPLATE === '' ? undefined : resolve(env.AGENT_HOME_TEMPLATE)
+  if (template !== undefined && !existsSync(template)) throw new Error(`AGENT_HOME_TEMPLATE=${template} does not exist`)
+  return { range: parseUidRange(env.AGENT_USERS), template }
+}
+
+/**
+ * Several tokens whose agents are one user share that user's files and processes: each token's agents could read the
+ * others' runs and conversations. Only with AGENT_USERS, or when the operator says so.
+ */
+function assertSeparateTokens(config: Config, allowShared: boolean): void {
+  if (config.apiTokens.length < 2 || config.agentUsers !== undefined || allowShared) return
+  throw new Error(
+    `${String(config.apiTokens.length)} tokens, and their agents would all run as one user, each reaching the ` +
+      'others\' runs and conversations: set AGENT_USERS (a uid range, the service as root) to give each token a user ' +
+      'of its own, or ALLOW_SHARED_AGENT_USER=true if they trust each other'
+  )
 }
 
 /**

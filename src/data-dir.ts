@@ -48,14 +48,20 @@ function readHolder(path: string): Holder | null {
   }
 }
 
-/** Private to the service: agents running as another user must not read its runs' tasks and outputs. */
-function makePrivate(dir: string): string | null {
-  mkdirSync(dir, { recursive: true, mode: 0o700 })
+/**
+ * Private to the service: agents running as another user must not read its runs' tasks and outputs. `crossed`: the
+ * tokens' users go through it to their homes (0711: never listed, every file in it 0600).
+ */
+function makePrivate(dir: string, crossed: boolean): string | null {
+  const wanted = crossed ? 0o711 : 0o700
+  mkdirSync(dir, { recursive: true, mode: wanted })
   if (process.platform === 'win32') return null
   const mode = statSync(dir).mode & 0o777
-  if ((mode & 0o077) === 0) return null
-  chmodSync(dir, 0o700)
-  return `DATA_DIR ${dir} was readable by others (mode ${mode.toString(8)}): now 0700`
+  if (mode === wanted || (!crossed && (mode & 0o077) === 0)) return null
+  chmodSync(dir, wanted)
+  return crossed
+    ? `DATA_DIR ${dir} had mode ${mode.toString(8)}: now 0711 (each token's user crosses it to its home)`
+    : `DATA_DIR ${dir} was readable by others (mode ${mode.toString(8)}): now 0700`
 }
 
 /**
@@ -63,9 +69,9 @@ function makePrivate(dir: string): string | null {
  * otherwise take the first one's running agents for a previous life's leftovers and kill them. The lock is a file
  * naming the holder by pid and start time, so a holder killed with SIGKILL never locks the directory for good.
  */
-export function claimDataDir(dataDir: string): DataDirClaim {
+export function claimDataDir(dataDir: string, crossed = false): DataDirClaim {
   const dir = resolve(dataDir)
-  const repaired = makePrivate(dir)
+  const repaired = makePrivate(dir, crossed)
   const path = join(dir, LOCK_FILE)
   const me: Holder = { pid: process.pid, startTime: processStartTime(process.pid) }
   for (let attempt = 0; ; attempt++) {

@@ -7,12 +7,13 @@ import type { ContainmentMode } from './schemas/health.js'
  */
 export function whatAgentsCanReach(
   config: Pick<
-    Config, 'agentUser' | 'apiTokens' | 'slots' | 'runsStore' | 'dataDir' | 'secretFiles' | 'exposedSecretFiles'
+    Config,
+    'agentUser' | 'agentUsers' | 'apiTokens' | 'slots' | 'runsStore' | 'dataDir' | 'secretFiles' | 'exposedSecretFiles'
   >,
   mode: ContainmentMode
 ): string[] {
   const reach: string[] = []
-  const sharesUid = config.agentUser === undefined
+  const sharesUid = config.agentUser === undefined && config.agentUsers === undefined
   const redis = config.slots.backend === 'redis' || config.runsStore === 'redis'
   if (config.apiTokens.length === 0) {
     reach.push('the service itself: without API_TOKENS any local process, agents included, may call it')
@@ -26,6 +27,9 @@ export function whatAgentsCanReach(
     if (config.runsStore === 'sqlite') {
       reach.push(`every caller's runs in ${config.dataDir} (the same user's files)`)
     }
+  }
+  if (config.apiTokens.length > 1 && config.agentUsers === undefined) {
+    reach.push('other tokens\' runs and conversations: every token\'s agents are one user (AGENT_USERS separates them)')
   }
   for (const exposed of config.exposedSecretFiles) reach.push(`a secret file's group: ${exposed}`)
   if (redis) {

@@ -38,6 +38,7 @@ t.test('values from the environment', async (t) => {
   const config = loadConfig({
     HOST: '0.0.0.0',
     API_TOKENS: 'a, studio:b ,,c',
+    ALLOW_SHARED_AGENT_USER: 'true',
     PORT: '9000',
     AGENT_HOST_PLATFORM: 'win32',
     MAX_CLAUDE_AGENTS: '5',
@@ -132,7 +133,7 @@ t.test('API_TOKENS_FILE and REDIS_URL_FILE: secrets read from files, one source 
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
   writeFileSync(join(dir, 'tokens'), 'studio:s3cret,ci:other\n', { mode: 0o600 })
   writeFileSync(join(dir, 'redis'), 'redis://:pw@127.0.0.1:6390\n', { mode: 0o600 })
-  const config = loadConfig({ API_TOKENS_FILE: join(dir, 'tokens'), SLOTS_BACKEND: 'redis', REDIS_URL_FILE: join(dir, 'redis') })
+  const config = loadConfig({ API_TOKENS_FILE: join(dir, 'tokens'), SLOTS_BACKEND: 'redis', REDIS_URL_FILE: join(dir, 'redis'), ALLOW_SHARED_AGENT_USER: 'true' })
   t.same(config.apiTokens, [{ name: 'studio', secret: 's3cret' }, { name: 'ci', secret: 'other' }])
   t.match(config.slots, { backend: 'redis', url: 'redis://:pw@127.0.0.1:6390' })
   t.throws(() => loadConfig({ API_TOKENS: 'x', API_TOKENS_FILE: join(dir, 'tokens') }), /API_TOKENS and API_TOKENS_FILE are both set/)

@@ -109,7 +109,7 @@ t.test('a descriptor the service was started with (a shell\'s 200>file) never re
 
 t.test('.env in the working directory is read, under the real environment', async (t) => {
   const dir = tempDir(t)
-  writeFileSync(join(dir, '.env'), 'MAX_CRUSH_AGENTS=7\nPORT=1\n')
+  writeFileSync(join(dir, '.env'), 'MAX_CRUSH_AGENTS=7\nPORT=1\n', { mode: 0o600 })
   const { base } = await startServer(t, { PORT: '0' }, { cwd: dir })
   // PORT=0 from the environment won over PORT=1 from .env: the server listens on a port of the system's choosing.
   t.not(new URL(base).port, '1')

@@ -7,7 +7,7 @@ import { buildAgentEnv } from '../agents/environment.js'
 import type { Config } from '../config.js'
 import { serviceError } from '../errors.js'
 import { answerClientError, formatValidationError, registerErrorHandlers, toErrorResponse } from './error-handler.js'
-import { requireBearerToken } from './auth.js'
+import { ANONYMOUS, requireBearerToken } from './auth.js'
 import { sharedSchemaCompilers } from './schema-compilers.js'
 import { allowedHostNames, requireKnownHost } from './host-check.js'
 import healthRoutes from './routes/health.js'
@@ -35,6 +35,7 @@ import { createSlotLimiter } from '../slots/index.js'
 import type { SlotLimiter } from '../slots/limiter.js'
 import { SudoProbe } from '../sudo/probe.js'
 import { SudoShim } from '../sudo/shim.js'
+import { TokenUsers } from '../process/token-users.js'
 
 /**
  * A JSON body of the largest accepted task: 30,000 characters, each at most a 12-byte surrogate pair escaped as
@@ -72,6 +73,14 @@ export function loggerOptions(config: Config): FastifyServerOptions['logger'] {
   const base = { level: config.logLevel, redact: ['req.headers.authorization'] }
   // Pretty lines are for people at a terminal; anything else (files, collectors) gets pino's JSON.
   return process.stdout.isTTY ? { ...base, transport: { target: 'pino-pretty' } } : base
+}
+
+/** AGENT_USERS: every token's user allocated at start (a range too small stops it here), anonymous callers' too. */
+function tokenUsers(config: Config, dataDir: string): TokenUsers | undefined {
+  if (config.agentUsers === undefined) return undefined
+  const users = new TokenUsers({ ...config.agentUsers, dataDir })
+  users.allocate(config.apiTokens.length === 0 ? [ANONYMOUS] : config.apiTokens.map((token) => token.name))
+  return users
 }
 
 export async function buildApp(config: Config, options: AppOptions = {}): Promise<FastifyInstance> {
@@ -127,7 +136,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const sudoShim = process.platform === 'win32' ? undefined : SudoShim.install()
   app.addHook('onClose', () => { sudoShim?.remove() })
   // Before anything in DATA_DIR is acted on (the ledger's leftovers, the store's lost runs): this service's alone.
-  const dataDir = claimDataDir(config.dataDir)
+  // Each token's home is under DATA_DIR: its user crosses DATA_DIR (never lists it: every file there is 0600).
+  const dataDir = claimDataDir(config.dataDir, config.agentUsers !== undefined)
   app.addHook('onClose', () => { dataDir.release() })
   if (dataDir.repaired !== null) app.log.warn(dataDir.repaired)
   const replica = randomUUID()
@@ -157,7 +167,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     hostContainment: host.containment,
     ledger,
     wslDistros: new WslDistros(config.wslBin, agentEnv),
-    sessions: store
+    sessions: store,
+    tokenUsers: tokenUsers(config, dataDir.dir)
   })
   const registry = new RunRegistry({
     launcher,

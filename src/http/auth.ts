@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { ApiToken } from '../config.js'
 
 /** Who calls when no token is configured: everyone is the same caller (a name no token may take). */
-const ANONYMOUS = 'anonymous'
+export const ANONYMOUS = 'anonymous'
 
 declare module 'fastify' {
   interface FastifyRequest {

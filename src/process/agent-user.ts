@@ -8,7 +8,12 @@ export interface AgentUser {
   /** Every group it is in, its own first: what a file's group bits open to it. */
   groups: number[]
   home: string
+  /** An account of the system's (AGENT_USER): its groups come from it; a token's own user (AGENT_USERS) has none. */
+  listed: boolean
 }
+
+/** setpriv's groups for the user: its account's, or none but its own group. */
+export const groupsOption = (user: AgentUser): string[] => user.listed ? ['--init-groups'] : ['--clear-groups']
 
 /**
  * Looks the account up the way the system does (getent: /etc/passwd, LDAP…). Running agents as another user keeps the
@@ -27,7 +32,8 @@ export function resolveAgentUser(name: string): AgentUser {
   }
   const [account, , uid, gid, , home] = entry.split(':')
   if (Number(uid) === 0) throw new Error(`AGENT_USER=${name} is root: agents would reach the service as before`)
-  return { name: account!, uid: Number(uid), gid: Number(gid), groups: groupsOf(account!, Number(gid)), home: home! }
+  const groups = groupsOf(account!, Number(gid))
+  return { name: account!, uid: Number(uid), gid: Number(gid), groups, home: home!, listed: true }
 }
 
 /** The user's groups as the system lists them (`id -G`: /etc/group, LDAP…); its own group when it cannot tell. */
@@ -40,9 +46,22 @@ function groupsOf(name: string, gid: number): number[] {
   }
 }
 
+/**
+ * Variables that name where a CLI keeps its state instead of under HOME: given once for the service, they would send
+ * every token's agents to one directory, a token's own user finds its CLIs' state in its own home only.
+ */
+const STATE_DIRECTORIES = [
+  'XDG_CONFIG_HOME', 'XDG_DATA_HOME', 'XDG_STATE_HOME', 'XDG_CACHE_HOME', 'XDG_RUNTIME_DIR',
+  'CLAUDE_CONFIG_DIR', 'CODEX_HOME', 'GEMINI_CLI_HOME', 'OPENCODE_CONFIG_DIR', 'OPENCODE_CONFIG'
+]
+
 /** The agent's own identity in its environment, so its tools write under its home, not the service's. */
 export function asAgentUser(env: NodeJS.ProcessEnv, user: AgentUser | undefined): NodeJS.ProcessEnv {
-  return user === undefined ? env : { ...env, HOME: user.home, USER: user.name, LOGNAME: user.name }
+  if (user === undefined) return env
+  const own = user.listed
+    ? env
+    : Object.fromEntries(Object.entries(env).filter(([name]) => !STATE_DIRECTORIES.includes(name)))
+  return { ...own, HOME: user.home, USER: user.name, LOGNAME: user.name }
 }
 
 /** What a path is to a user: fixed text, the path one of its positional parameters, never read as shell syntax. */
@@ -57,7 +76,7 @@ export function pathAsUser(
   path: string,
   user: AgentUser
 ): Promise<'directory' | 'not-directory' | 'missing' | undefined> {
-  const identity = ['--reuid', String(user.uid), '--regid', String(user.gid), '--init-groups']
+  const identity = ['--reuid', String(user.uid), '--regid', String(user.gid), ...groupsOption(user)]
   const args = [...identity, '--', 'sh', '-c', LOOK_SCRIPT, 'sh', path]
   return new Promise((resolve) => {
     execFile('setpriv', args, { timeout: 5000 }, (error) => {

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process'
-import type { AgentUser } from './agent-user.js'
+import { groupsOption, type AgentUser } from './agent-user.js'
 import type { Command, Containment } from './containment.js'
 import { findOnPath } from './find-executable.js'
 import { AgentSpawnError } from './spawn-error.js'
@@ -46,7 +46,7 @@ function namespaceCommand(tools: NamespaceTools, file: string, args: string[], u
       // AGENT_USER: inside the namespace, before its init, everything drops to that user (and its groups).
       ...(user === undefined
         ? []
-        : [tools.setpriv, '--reuid', String(user.uid), '--regid', String(user.gid), '--init-groups', '--']),
+        : [tools.setpriv, '--reuid', String(user.uid), '--regid', String(user.gid), ...groupsOption(user), '--']),
       tools.tini, '-g', '--',
       file, ...args
     ]

@@ -6,6 +6,7 @@ import { serviceError } from '../errors.js'
 import type { RunHooks } from '../process/agent-process.js'
 import type { Containment } from '../process/containment.js'
 import type { RunLedger } from '../process/ledger.js'
+import type { TokenIdentity, TokenUsers } from '../process/token-users.js'
 import type { WslDistros } from '../process/wsl-distros.js'
 import type { RunParams, RunResult } from '../schemas/run.js'
 import type { SlotLimiter } from '../slots/limiter.js'
@@ -32,6 +33,8 @@ export interface LauncherDeps {
   ledger: RunLedger
   wslDistros: WslDistros
   sessions: SessionStore
+  /** AGENT_USERS: each token's agents as a user of its own; absent, every token's are AGENT_USER (or the service). */
+  tokenUsers: TokenUsers | undefined
 }
 
 /** A continued session stays claimed past its run's deadline by the stop's grace periods, and a margin. */
@@ -79,7 +82,8 @@ export class RunLauncher {
     const parser = tool.steps()
     const steps = parser === null ? null : new RunSteps(parser, onStep)
     const live = followedLive(hooks)
-    const placement = this.#place(tool, params, run.id, session)
+    const identity = await this.#identityOf(run.owner, tool)
+    const placement = this.#place(tool, params, run.id, session, identity)
     await this.#assertPlaceable(placement, params)
     const claimed = session !== undefined &&
       await sessions.claimSession(run.tool, session, run.id, params.timeout * 1000 + CLAIM_MARGIN_MS)
@@ -157,7 +161,22 @@ export class RunLauncher {
     return kept ? result : { ...result, session_id: null }
   }
 
-  #place(tool: AgentTool, params: RunParams, runId: string, session: string | undefined): Placement {
+  /** The token's own user and home, made ready (its first run lays them); undefined without AGENT_USERS. */
+  async #identityOf(owner: string, tool: AgentTool): Promise<TokenIdentity | undefined> {
+    try {
+      return await this.#deps.tokenUsers?.identityOf(owner)
+    } catch (error) {
+      throw serviceError('AGENT_SPAWN_FAILED', tool.spec.agent, (error as Error).message)
+    }
+  }
+
+  #place(
+    tool: AgentTool,
+    params: RunParams,
+    runId: string,
+    session: string | undefined,
+    identity: TokenIdentity | undefined
+  ): Placement {
     const { config, hostContainment } = this.#deps
     return placeRun({
       params,
@@ -168,8 +187,8 @@ export class RunLauncher {
       hostContainment,
       env: tool.env,
       runId,
-      defaultCwd: config.agentWorkdir,
-      user: config.agentUser
+      defaultCwd: identity?.workdir ?? config.agentWorkdir,
+      user: identity?.user ?? config.agentUser
     })
   }
 

@@ -42,6 +42,8 @@ export function testConfig(overrides: Record<string, string> = {}): Config {
     AGENT_KILL_GRACE_MS: '200',
     AGENT_ENV_ALLOW: TEST_AGENT_ENV_ALLOW,
     AGENT_CONTAINMENT: 'process-group',
+    // Most tests' tokens trust each other (one user for all their agents); test/tenants/ gives each its own.
+    ALLOW_SHARED_AGENT_USER: 'true',
     DATA_DIR: overrides['DATA_DIR'] ?? mkdtempSync(join(tmpdir(), 'agent-runner-data-')),
     AGENT_WORKDIR: overrides['AGENT_WORKDIR'] ?? mkdtempSync(join(tmpdir(), 'agent-runner-work-')),
     ...overrides
@@ -126,7 +128,7 @@ export interface ServerOptions {
 export async function startServer(t: Test, env: NodeJS.ProcessEnv, options: ServerOptions = {}): Promise<Started> {
   const { cwd, user, untraced = false, inherit } = options
   const extra = inherit === undefined ? [] : [...Array<'ignore'>(197).fill('ignore'), inherit]
-  const defaults = { PORT: '0', AGENT_CONTAINMENT: 'process-group', ...ownDirectories(t) }
+  const defaults = { PORT: '0', AGENT_CONTAINMENT: 'process-group', ALLOW_SHARED_AGENT_USER: 'true', ...ownDirectories(t) }
   const asUser = user === undefined ? [] : ['setpriv', '--reuid', String(user.uid), '--regid', String(user.gid), '--init-groups', '--']
   const [file, ...args] = [...(untraced ? ['env', '-u', 'NODE_OPTIONS'] : []), ...asUser, process.execPath, SERVER]
   const child = spawn(file, args, { env: standInEnv({ ...defaults, ...env }), cwd, stdio: ['ignore', 'pipe', 'pipe', ...extra] }) as ChildProcessByStdio<null, Readable, Readable>
