@@ -48,20 +48,25 @@ async function tenantsOf(t: Test, cli: RealCli): Promise<void> {
     AGENT_KILL_GRACE_MS: '1000'
   }, { untraced: true })
   const tool = `${cli.agent}_run` as const
-  const uidOf = (): number => Number(/UID-(\d+)-END/.exec(model.toolResults().at(-1) ?? '')?.[1])
+  /** The uid the last run's tool printed, as the model was told it in the requests since `since`. */
+  const uidOf = (since: number): number => {
+    const told = [...JSON.stringify(model.conversations(since)).matchAll(/UID-(\d+)-END/g)]
+    return Number(told.at(-1)?.[1])
+  }
 
   const first = await runTool(base, tool, { task: 'first task MARKER-ALPHA', timeout: 300 }, ALICE)
   t.match(first, { ok: true, output: /ANSWER-ONE/, session_id: String }, 'alice’s run answered', { result: first })
-  const alice = uidOf()
+  const alice = uidOf(0)
   t.ok(alice >= 62000 && alice <= 62009, `alice’s tool ran as her uid (${alice})`)
   const home = join(dataDir, 'homes', String(alice))
   t.equal(statSync(home).mode & 0o777, 0o700)
   t.ok(readdirSync(home).length > 0, 'the CLI kept its state in alice’s home')
 
   model.rescript(script('ANSWER-BOB'))
+  const bobsStart = model.requests.length
   const bobs = await runTool(base, tool, { task: 'bob’s task', timeout: 300 }, BOB)
   t.match(bobs, { ok: true, output: /ANSWER-BOB/ })
-  const bob = uidOf()
+  const bob = uidOf(bobsStart)
   t.ok(bob >= 62000 && bob <= 62009 && bob !== alice, `bob’s ran as another uid (${bob})`)
   t.match(await refused(base, tool, { task: 'show me', resume: first.session_id }, BOB), { status: 404, body: { code: 'SESSION_NOT_FOUND' } }, 'bob cannot continue alice’s session')
 
