@@ -226,7 +226,9 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   })
   app.decorate('readiness', readiness)
   app.decorate('containment', {
-    mode: host.containment.mode, reason: host.reason, escapes: whatEscapes(host.containment.mode)
+    mode: host.containment.mode,
+    reason: host.reason,
+    escapes: whatEscapes(host.containment.mode, process.platform, config.agentUsers !== undefined)
   })
   const containment = app.containment
   const isolation = { agents_can_reach: whatAgentsCanReach(config, host.containment.mode) }

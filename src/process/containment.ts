@@ -20,6 +20,8 @@ interface Launch extends Command {
   gid?: number
   /** The run's mark (run-marks.ts), for a containment that finds the run's processes by their environment. */
   mark?: string
+  /** A uid only this service's runs of one token use (AGENT_USERS): what is left of it is swept by identity. */
+  ownUid?: number
 }
 
 /** What the agent will be started with, for a containment that has to look at the host first. */

@@ -23,11 +23,19 @@ export interface HostContainment {
 const unbound = (command: Command): Command => command
 
 /** What a run's processes can do to outlive it in a mode: the guarantee, said plainly for /readyz and the start log. */
-export function whatEscapes(mode: ContainmentMode, platform: NodeJS.Platform = process.platform): string {
+export function whatEscapes(
+  mode: ContainmentMode,
+  platform: NodeJS.Platform = process.platform,
+  perTokenUsers = false
+): string {
   switch (mode) {
     case 'pid-namespace':
       return 'nothing: daemons, setsid and double forks end with the run'
     case 'process-group':
+      if (platform === 'linux' && perTokenUsers) {
+        return 'while another run of the same token is live, a process that left the agent\'s process group and ' +
+          'cleared its environment; every process of the token\'s uid ends with its last run'
+      }
       return platform === 'linux'
         ? 'a process that leaves the agent\'s process group and also clears its environment (setsid env -i, ' +
           'sudo\'s env_reset); apt-get install tini for pid-namespace, which holds those too'

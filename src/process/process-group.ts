@@ -2,14 +2,22 @@ import type { ChildProcess } from 'node:child_process'
 import type { ContainedRun, Containment, StopSignal } from './containment.js'
 import { processGroupOf, processStartTime, signalGroup } from './posix-signals.js'
 import { killMarked, runMark, signalMarked, type ServiceLife } from './run-marks.js'
+import { killEveryProcessOf, uidHasRuns, uidRunEnded, uidRunStarted } from './uid-sweep.js'
 
 /**
  * Signals and sweeps one process group led by the spawned process, and with a `mark`, every process carrying it
  * wherever it went.
  */
-export function groupControl(child: ChildProcess, mapExit: ContainedRun['exit'], mark?: string): ContainedRun {
+export function groupControl(
+  child: ChildProcess,
+  mapExit: ContainedRun['exit'],
+  mark?: string,
+  ownUid?: number
+): ContainedRun {
   const leader = child.pid!
   const isThisRun = (found: string): boolean => found === mark
+  if (ownUid !== undefined) uidRunStarted(ownUid)
+  let ended = false
   return {
     leftover: { kind: 'host-group', pid: leader, startTime: processStartTime(leader) },
     async signal(signal: StopSignal) {
@@ -21,6 +29,10 @@ export function groupControl(child: ChildProcess, mapExit: ContainedRun['exit'],
     async sweep() {
       signalGroup(leader, 'SIGKILL')
       if (mark !== undefined) await killMarked(isThisRun)
+      if (ownUid === undefined) return
+      const last = ended ? !uidHasRuns(ownUid) : uidRunEnded(ownUid)
+      ended = true
+      if (last) await killEveryProcessOf(ownUid)
     },
     exit: mapExit
   }
@@ -38,8 +50,11 @@ export function processGroup(life?: ServiceLife): Containment {
       args,
       detached: true,
       ...(user === undefined ? {} : { uid: user.uid, gid: user.gid }),
-      ...(life === undefined ? {} : { mark: runMark(life, runId) })
+      ...(life === undefined ? {} : { mark: runMark(life, runId) }),
+      // A token's own user (AGENT_USERS) is swept whole once its last run ends; AGENT_USER may be anyone's too.
+      ...(user?.listed === false ? { ownUid: user.uid } : {})
     }),
-    control: (child, launch) => groupControl(child, (exitCode, signal) => ({ exitCode, signal }), launch.mark)
+    control: (child, launch) =>
+      groupControl(child, (exitCode, signal) => ({ exitCode, signal }), launch.mark, launch.ownUid)
   }
 }

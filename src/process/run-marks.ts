@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto'
-import { readdir, readFile } from 'node:fs/promises'
+import { readFile } from 'node:fs/promises'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { processGroupOf } from './posix-signals.js'
+import { procPids } from './proc-pids.js'
 
 /**
  * The variable every process of a run inherits in process-group mode, the way Jenkins' ProcessTreeKiller marks a
@@ -52,19 +53,12 @@ function markIn(environ: Buffer): string | undefined {
  * No /proc (macOS): none.
  */
 async function markedProcesses(matches: (mark: string) => boolean): Promise<number[]> {
-  let entries: string[]
-  try {
-    entries = await readdir('/proc')
-  } catch {
-    return []
-  }
   const found: number[] = []
-  for (const entry of entries) {
-    const pid = Number(entry)
-    if (!Number.isInteger(pid) || pid === process.pid) continue
+  for (const pid of await procPids()) {
+    if (pid === process.pid) continue
     let environ: Buffer
     try {
-      environ = await readFile(`/proc/${entry}/environ`)
+      environ = await readFile(`/proc/${String(pid)}/environ`)
     } catch {
       continue
     }

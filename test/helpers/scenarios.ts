@@ -57,6 +57,8 @@ export const scenario = {
   writePid: (pidFile: string, ms: number) => task('write-pid', pidFile, ms),
   /** Runs `sudo <argv>` through its shell tool (what it printed shown as its CLI shows tool output) and answers `sudo exited <code>`. */
   sudo: (...argv: string[]) => task('sudo', ...argv),
+  /** Starts a chain of processes each in a new session with no environment, hopping to a new pid every 50 ms. */
+  hopper: (dir: string, ms: number) => task('hopper', dir, ms),
   /** Runs `argv` (no shell) through its shell tool, shown as its CLI shows a tool call; answers `shell exited <code>`. */
   shell: (...argv: string[]) => task('shell', ...argv),
   /** What `ps -eo pid,args` shows the agent. */

@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import type { FastifyInstance } from 'fastify'
 import { loadConfig } from '#src/config.js'
 import { allocateUid, parseUidRange } from '#src/process/token-users.js'
+import { killEveryProcessOf, processesOfUid } from '#src/process/uid-sweep.js'
 import { build, echoed, readPidFile, runTool, scenario, standInEnv, tempDir, TEST_AGENT_ENV_ALLOW } from '../helpers/index.js'
 import { asRoot } from '../helpers/users.js'
 
@@ -133,6 +134,30 @@ t.test('what names a CLI’s state directory outside the home is not passed on: 
   const seen = JSON.parse((await runTool(app, 'crush_run', { task: scenario.env() }, ALICE)).output.split('\n')[0]!) as Record<string, string>
   t.notOk('CODEX_HOME' in seen || 'XDG_CONFIG_HOME' in seen || 'XDG_DATA_HOME' in seen, 'none reaches the agent')
   t.match(seen, { HOME: /homes\/6156\d$/, USER: 'alice' })
+})
+
+t.test('process-group mode: once a token’s last run ends, every process of its uid is gone, however it hid', { skip }, async (t) => {
+  const app = await build(t, { ...TOKENS, AGENT_USERS: '61570-61579', DATA_DIR: crossableDataDir(t), MAX_CRUSH_AGENTS: '4' })
+  const alice = await whoami(app, ALICE)
+  t.teardown(() => killEveryProcessOf(alice.uid))
+  t.match((await app.inject({ method: 'GET', url: '/readyz', headers: ALICE })).json().containment, { mode: 'process-group', escapes: /every process of the token's uid ends with its last run/ })
+  for (const [name, task] of [['a setsid env -i daemon', scenario.scrubbed], ['a pid hopper', scenario.hopper]] as const) {
+    const dir = sharedDir(t)
+    t.match(await runTool(app, 'crush_run', { task: task(dir, 0) }, ALICE), { ok: true }, name)
+    t.same(await processesOfUid(alice.uid), [], `${name}: nothing of alice’s uid is left when her run answers`)
+  }
+  // While another of alice's runs lives, what carries no mark could be that run's: it stays until her last run ends.
+  const shared = sharedDir(t)
+  const pidFile = join(shared, 'held.pid')
+  const held = runTool(app, 'crush_run', { task: scenario.hold(pidFile) }, ALICE)
+  const heldPid = await readPidFile(pidFile)
+  await runTool(app, 'crush_run', { task: scenario.scrubbed(shared, 0) }, ALICE)
+  const left = await processesOfUid(alice.uid)
+  t.ok(left.includes(heldPid), 'her other run’s agent is untouched')
+  t.ok(left.length >= 2, 'and the daemon waits for her last run')
+  writeFileSync(`${pidFile}.release`, '')
+  await held
+  t.same(await processesOfUid(alice.uid), [], 'her last run ended: nothing of her uid is left')
 })
 
 t.test('pid-namespace containment switches to the token’s user too, with no passwd entry', { skip }, async (t) => {

@@ -1,0 +1,54 @@
+import { spawn } from 'node:child_process'
+import { readFile } from 'node:fs/promises'
+import { procPids } from './proc-pids.js'
+
+/**
+ * A token's own uid (AGENT_USERS) is nobody else's: once no run of it is live, every process of that uid is a
+ * leftover, whatever it did to hide (left the group, cleared its environment, hopped from pid to pid, made itself
+ * non-dumpable). Process-group mode counts each uid's live runs here, and the last one to end sweeps the uid whole.
+ */
+const liveRuns = new Map<number, number>()
+
+export function uidRunStarted(uid: number): void {
+  liveRuns.set(uid, (liveRuns.get(uid) ?? 0) + 1)
+}
+
+/** The run has ended: true when it was the uid's last live one. */
+export function uidRunEnded(uid: number): boolean {
+  const left = (liveRuns.get(uid) ?? 1) - 1
+  if (left > 0) liveRuns.set(uid, left)
+  else liveRuns.delete(uid)
+  return left <= 0
+}
+
+export const uidHasRuns = (uid: number): boolean => liveRuns.has(uid)
+
+/** The processes whose real uid is `uid`, from /proc/<pid>/status (no /proc: none). */
+export async function processesOfUid(uid: number): Promise<number[]> {
+  const found: number[] = []
+  for (const pid of await procPids()) {
+    const status = await readFile(`/proc/${String(pid)}/status`, 'utf8').catch(() => '')
+    const real = /^Uid:\s+(\d+)/m.exec(status)?.[1]
+    if (real !== undefined && Number(real) === uid && !/^State:\s+Z/m.test(status)) found.push(pid)
+  }
+  return found
+}
+
+/**
+ * kill(-1, SIGKILL) as the uid itself: the kernel signals every process that uid may signal, its own, in one call,
+ * so no pid is looked up and then reused by someone else before the signal. Rounds until /proc shows none left (a
+ * process forking while the signal went round leaves a child for the next).
+ */
+export async function killEveryProcessOf(uid: number, rounds = 50): Promise<number[]> {
+  for (let round = 0; round < rounds; round++) {
+    const left = await processesOfUid(uid)
+    if (left.length === 0) return []
+    await new Promise<void>((resolve) => {
+      const identity = ['--reuid', String(uid), '--regid', String(uid), '--clear-groups']
+      spawn('setpriv', [...identity, '--', 'sh', '-c', 'kill -KILL -1'], { stdio: 'ignore' })
+        .once('error', () => resolve())
+        .once('exit', () => resolve())
+    })
+  }
+  return processesOfUid(uid)
+}
