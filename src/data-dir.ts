@@ -1,5 +1,7 @@
+import { createHash } from 'node:crypto'
 import { chmodSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
-import { join, resolve } from 'node:path'
+import { connect, createServer } from 'node:net'
+import { join, resolve as absolute } from 'node:path'
 import { processStartTime } from './process/posix-signals.js'
 
 /** DATA_DIR, held by this service alone for its whole life. */
@@ -19,9 +21,9 @@ const LOCK_FILE = 'service.lock'
 
 /** The one service that may own DATA_DIR is elsewhere: starting would kill its agents as a previous life's. */
 class DataDirInUse extends Error {
-  constructor(dir: string, holder: Holder) {
+  constructor(dir: string, holder: Holder | null) {
     super(
-      `DATA_DIR ${dir} is in use by another agent-runner (pid ${String(holder.pid)}): ` +
+      `DATA_DIR ${dir} is in use by another agent-runner${holder === null ? '' : ` (pid ${String(holder.pid)})`}: ` +
       'one service per DATA_DIR; stop it, or give this one a DATA_DIR of its own'
     )
     this.name = 'DataDirInUse'
@@ -64,14 +66,50 @@ function makePrivate(dir: string, crossed: boolean): string | null {
     : `DATA_DIR ${dir} was readable by others (mode ${mode.toString(8)}): now 0700`
 }
 
+/** Whether something listens on the pipe `name`. */
+function answers(name: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(name)
+    socket.once('connect', () => {
+      socket.destroy()
+      resolve(true)
+    })
+    socket.once('error', () => resolve(false))
+  })
+}
+
+/**
+ * Windows: a named pipe, held open for the service's life, whose name comes from DATA_DIR. The system closes it with
+ * its holder however that ends, so a crash never locks the directory; Windows keeps no start time a pid could be
+ * checked against, and reuses pids at once (under Wine the next service got the dead one's pid, and took the lock
+ * naming it for its own holder alive).
+ */
+async function holdPipe(dir: string): Promise<DataDirClaim['release']> {
+  const name = `\\\\.\\pipe\\agent-runner-${createHash('sha256').update(dir.toLowerCase()).digest('hex').slice(0, 32)}`
+  // A holder answers: it is alive. (Windows refuses a second server of one name too, FILE_FLAG_FIRST_PIPE_INSTANCE;
+  // Wine 8 does not, and two starts one after the other are told apart here.)
+  if (await answers(name)) throw new DataDirInUse(dir, null)
+  const server = createServer((socket) => socket.destroy())
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (error: NodeJS.ErrnoException) => {
+      reject(error.code === 'EADDRINUSE' ? new DataDirInUse(dir, null) : error)
+    })
+    server.listen(name, () => resolve())
+  })
+  server.unref()
+  return () => { server.close() }
+}
+
 /**
  * Takes DATA_DIR for this service before anything in it is acted on: a second service on the same directory would
- * otherwise take the first one's running agents for a previous life's leftovers and kill them. The lock is a file
- * naming the holder by pid and start time, so a holder killed with SIGKILL never locks the directory for good.
+ * otherwise take the first one's running agents for a previous life's leftovers and kill them. On POSIX the lock is a
+ * file naming the holder by pid and start time, so a holder killed with SIGKILL never locks the directory for good;
+ * on Windows a named pipe the system releases with its holder.
  */
-export function claimDataDir(dataDir: string, crossed = false): DataDirClaim {
-  const dir = resolve(dataDir)
+export async function claimDataDir(dataDir: string, crossed = false): Promise<DataDirClaim> {
+  const dir = absolute(dataDir)
   const repaired = makePrivate(dir, crossed)
+  if (process.platform === 'win32') return { dir, repaired, release: await holdPipe(dir) }
   const path = join(dir, LOCK_FILE)
   const me: Holder = { pid: process.pid, startTime: processStartTime(process.pid) }
   for (let attempt = 0; ; attempt++) {

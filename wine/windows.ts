@@ -140,3 +140,15 @@ t.test('Ctrl-C: the runs in flight are answered, then the service exits 0', asyn
   t.equal(code, 0, 'exit code 0')
   t.ok(server.log().some((entry) => entry['signal'] === 'SIGINT' && String(entry['msg']).startsWith('closing')))
 })
+
+t.test('DATA_DIR is held by a named pipe: a second service is refused, and one killed outright leaves nothing holding it', async (t) => {
+  const data = windowsPath(join(tempDir(t), 'data'))
+  const first = await startWindowsServer(t, { DATA_DIR: data })
+  await t.rejects(startWindowsServer(t, { DATA_DIR: data }), /DATA_DIR .* is in use by another agent-runner: one service per DATA_DIR/)
+  const exited = once(first.child, 'exit')
+  first.child.kill('SIGKILL')
+  await exited
+  // Before, the lock file named the dead service's pid with no start time, which Wine gave the next service itself.
+  const again = await startWindowsServer(t, { DATA_DIR: data })
+  t.match(again.base, /^http:\/\/127\.0\.0\.1:\d+$/, 'the next start takes DATA_DIR')
+})

@@ -137,7 +137,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   app.addHook('onClose', () => { sudoShim?.remove() })
   // Before anything in DATA_DIR is acted on (the ledger's leftovers, the store's lost runs): this service's alone.
   // Each token's home is under DATA_DIR: its user crosses DATA_DIR (never lists it: every file there is 0600).
-  const dataDir = claimDataDir(config.dataDir, config.agentUsers !== undefined)
+  const dataDir = await claimDataDir(config.dataDir, config.agentUsers !== undefined)
   app.addHook('onClose', () => { dataDir.release() })
   if (dataDir.repaired !== null) app.log.warn(dataDir.repaired)
   const replica = randomUUID()
