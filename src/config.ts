@@ -53,6 +53,9 @@ const ServiceSchema = Type.Object({
   AGENT_USERS: Type.String({ default: '' }),
   AGENT_HOME_TEMPLATE: Type.String({ default: '' }),
   ALLOW_SHARED_AGENT_USER: Type.Boolean({ default: false }),
+  AGENT_LIMITS: Type.Union([Type.Literal('auto'), Type.Literal('off')], { default: 'auto' }),
+  AGENT_MAX_PROCESSES: Type.Integer({ default: 512, minimum: 16, maximum: 1_000_000 }),
+  AGENT_MAX_MEMORY_MB: Type.Integer({ default: 3072, minimum: 64, maximum: 16_777_216 }),
   ALLOW_UNAUTHENTICATED: Type.Boolean({ default: false }),
   ALLOWED_HOSTS: Type.String({ default: '' }),
   PORT: Type.Integer({ default: 8080, minimum: 0, maximum: 65535 }),
@@ -114,6 +117,8 @@ export interface Config {
   agentWorkdir: string
   /** Who agents run as, when the service runs as root and should not lend them its identity (AGENT_USER). */
   agentUser: AgentUser | undefined
+  /** Each run's own cgroup, where the host gives one (root, Linux): its processes (threads count) and memory. */
+  runLimits: { processes: number; memoryBytes: number } | undefined
   /** AGENT_USERS: each token's agents as a uid of its own from this range, in a home of its own. */
   agentUsers: { range: UidRange; template: string | undefined } | undefined
   killGraceMs: number
@@ -180,6 +185,9 @@ export function loadConfig(
       : env.AGENT_WORKDIR,
     agentUser,
     agentUsers: tokenUsersConfig(env, agentUser),
+    runLimits: env.AGENT_LIMITS === 'off'
+      ? undefined
+      : { processes: env.AGENT_MAX_PROCESSES, memoryBytes: env.AGENT_MAX_MEMORY_MB * 1024 * 1024 },
     killGraceMs: env.AGENT_KILL_GRACE_MS,
     outputLimitBytes: env.AGENT_OUTPUT_LIMIT_BYTES,
     sudoProbeTtlMs: env.SUDO_PROBE_TTL_MS,

@@ -36,6 +36,8 @@ import type { SlotLimiter } from '../slots/limiter.js'
 import { SudoProbe } from '../sudo/probe.js'
 import { SudoShim } from '../sudo/shim.js'
 import { TokenUsers } from '../process/token-users.js'
+import { confined } from '../process/confined.js'
+import { hostCgroups, removeCgroups } from '../process/run-cgroups.js'
 
 /**
  * A JSON body of the largest accepted task: 30,000 characters, each at most a 12-byte surrogate pair escaped as
@@ -65,7 +67,7 @@ declare module 'fastify' {
     slots: SlotLimiter
     /** Each agent as found, for /readyz and the startup log. */
     readiness: () => Promise<AgentReadiness[]>
-    containment: { mode: ContainmentMode; reason: string; escapes: string }
+    containment: { mode: ContainmentMode; reason: string; escapes: string; limits: string }
   }
 }
 
@@ -144,6 +146,18 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const life = serviceLife(dataDir.dir, replica)
   const host = await chooseHostContainment(config.containment, undefined, life)
   app.log.info({ containment: host.containment.mode, reason: host.reason }, `containment: ${host.containment.mode}`)
+  // Each run in a cgroup of its own where the host gives one; what a killed life left in them is ended now.
+  const cgroups = await hostCgroups(life.service, config.runLimits)
+  const limits = 'layout' in cgroups ? cgroups.limits : cgroups.reason
+  app.log.info(`limits: ${limits}`)
+  if ('layout' in cgroups) {
+    const left = cgroups.leftovers
+    if (left > 0) app.log.warn(`stopped ${String(left)} process(es) a previous life's runs left in their cgroups`)
+    app.addHook('onClose', () => { removeCgroups(cgroups.layout) })
+  }
+  const hostContainment = 'layout' in cgroups
+    ? confined(host.containment, cgroups.layout, config.runLimits!)
+    : host.containment
   const ledger = new RunLedger(config.dataDir)
   // Agents' default directory: theirs alone, not the service's (its .env, its data).
   prepareWorkdir(config.agentWorkdir, config.agentUser)
@@ -164,7 +178,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     slots,
     sudoProbe,
     sudoShim,
-    hostContainment: host.containment,
+    hostContainment,
     ledger,
     wslDistros: new WslDistros(config.wslBin, agentEnv),
     sessions: store,
@@ -228,7 +242,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   app.decorate('containment', {
     mode: host.containment.mode,
     reason: host.reason,
-    escapes: whatEscapes(host.containment.mode, process.platform, config.agentUsers !== undefined)
+    escapes: whatEscapes(host.containment.mode, process.platform, config.agentUsers !== undefined, 'layout' in cgroups),
+    limits
   })
   const containment = app.containment
   const isolation = { agents_can_reach: whatAgentsCanReach(config, host.containment.mode) }

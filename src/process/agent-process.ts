@@ -138,6 +138,8 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentEnd> {
 
   const output = new HeadTailBuffer(options.outputLimitBytes)
   let stopReason: StopReason | null = null
+  // Read through a function: set in callbacks, which a reading in line would not see.
+  const stoppedFor = (): StopReason | null => stopReason
   const pipes = [child.stdout, child.stderr]
   // The pipes flow only while nothing holds them: a reader behind (the sink), or this turn's share already read.
   const holds = new Set<'sink' | 'turn'>()
@@ -205,6 +207,7 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentEnd> {
     })
   }
   const deadline = setTimeout(() => stop('timeout'), options.timeoutMs)
+  contained.onLimit?.((reason) => stop(reason))
   const onAbort = (): void => stop(abortReason(signal!))
   if (signal?.aborted) onAbort()
   else signal?.addEventListener('abort', onAbort, { once: true })
@@ -213,6 +216,8 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentEnd> {
     const [exitCode, exitSignal] = (await once(child, 'exit')) as [number | null, NodeJS.Signals | null]
     const durationMs = Math.round(performance.now() - startedAt)
     clearTimeout(escalation)
+    // A limit crossed as the run ended (a fork refused just before its exit) is its reason all the same.
+    stopReason = stoppedFor() ?? contained.limitReached?.() ?? null
     await contained.sweep()
     options.ledger?.ended()
     // Nothing is left to slow down: what remains in the pipes (at most their capacity) flows to the reader now.

@@ -1,6 +1,7 @@
 import type { ChildProcess } from 'node:child_process'
 import type { ContainmentMode } from '../schemas/health.js'
 import type { AgentUser } from './agent-user.js'
+import type { LimitReached } from './run-cgroups.js'
 
 /** The signals a run is stopped with, in this order, a grace period apart. */
 export type StopSignal = 'SIGINT' | 'SIGTERM' | 'SIGKILL'
@@ -75,4 +76,8 @@ export interface ContainedRun {
   sweep(): Promise<void>
   exit(code: number | null, signal: NodeJS.Signals | null): AgentExit
   readonly leftover: LeftoverRecord
+  /** A containment that bounds the run (a cgroup of its own): told once, when the run crosses one of its limits. */
+  onLimit?(listener: (reason: LimitReached) => void): void
+  /** After the run: the limit it crossed, if it did (a fork refused at the limit leaves no other trace). */
+  limitReached?(): LimitReached | null
 }

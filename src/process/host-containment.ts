@@ -26,12 +26,14 @@ const unbound = (command: Command): Command => command
 export function whatEscapes(
   mode: ContainmentMode,
   platform: NodeJS.Platform = process.platform,
-  perTokenUsers = false
+  perTokenUsers = false,
+  cgroupPerRun = false
 ): string {
   switch (mode) {
     case 'pid-namespace':
       return 'nothing: daemons, setsid and double forks end with the run'
     case 'process-group':
+      if (cgroupPerRun) return 'nothing: every process left in the run\'s cgroup ends with it'
       if (platform === 'linux' && perTokenUsers) {
         return 'while another run of the same token is live, a process that left the agent\'s process group and ' +
           'cleared its environment; every process of the token\'s uid ends with its last run'

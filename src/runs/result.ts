@@ -46,6 +46,7 @@ export function finishedStatus(
   result: Pick<RunResult, 'ok' | 'stop_reason'>
 ): Exclude<RunStatus, 'running' | 'lost'> {
   if (result.stop_reason === 'timeout') return 'timed_out'
+  if (result.stop_reason === 'process_limit' || result.stop_reason === 'memory_limit') return 'failed'
   if (result.stop_reason !== null) return 'cancelled'
   return result.ok ? 'succeeded' : 'failed'
 }

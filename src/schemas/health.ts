@@ -40,7 +40,10 @@ const ReadinessDetails = Type.Object({
     {
       mode: ContainmentMode,
       reason: Type.String(),
-      escapes: Type.String({ description: 'What, in this mode, can outlive its run.' })
+      escapes: Type.String({ description: 'What, in this mode, can outlive its run.' }),
+      limits: Type.String({
+        description: 'What bounds each run (a cgroup of its own: processes, memory, a CPU share), or why nothing does.'
+      })
     },
     { description: 'How agents on this host are contained (WSL runs: wsl-process-group), and why not a stronger mode.' }
   ),

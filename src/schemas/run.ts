@@ -95,7 +95,10 @@ export const AgentReport = Type.Object(
 export type AgentReport = Static<typeof AgentReport>
 
 export const StopReason = Type.Union([
-  Type.Literal('timeout'), Type.Literal('client_gone'), Type.Literal('shutdown'), Type.Literal('cancelled')
+  Type.Literal('timeout'), Type.Literal('client_gone'), Type.Literal('shutdown'), Type.Literal('cancelled'),
+  // The run crossed a limit of its cgroup (AGENT_MAX_PROCESSES, AGENT_MAX_MEMORY_MB), and was stopped as a deadline
+  // stops one.
+  Type.Literal('process_limit'), Type.Literal('memory_limit')
 ])
 export type StopReason = Static<typeof StopReason>
 

@@ -389,7 +389,7 @@ export interface components {
             signal: string | null;
             timed_out: boolean;
             /** @description Why the service stopped the agent, if it did. */
-            stop_reason: ("timeout" | "client_gone" | "shutdown" | "cancelled") | null;
+            stop_reason: ("timeout" | "client_gone" | "shutdown" | "cancelled" | "process_limit" | "memory_limit") | null;
             duration_ms: number;
             /** @description stdout and stderr merged in arrival order (claude: the report's answer text). */
             output: string;
@@ -2082,6 +2082,8 @@ export interface operations {
                             reason: string;
                             /** @description What, in this mode, can outlive its run. */
                             escapes: string;
+                            /** @description What bounds each run (a cgroup of its own: processes, memory, a CPU share), or why nothing does. */
+                            limits: string;
                         };
                         /** @description Who agents run as decides what they can read: AGENT_USER closes most of this list. */
                         isolation: {
@@ -2122,6 +2124,8 @@ export interface operations {
                             reason: string;
                             /** @description What, in this mode, can outlive its run. */
                             escapes: string;
+                            /** @description What bounds each run (a cgroup of its own: processes, memory, a CPU share), or why nothing does. */
+                            limits: string;
                         };
                         /** @description Who agents run as decides what they can read: AGENT_USER closes most of this list. */
                         isolation: {

@@ -57,6 +57,10 @@ export const scenario = {
   writePid: (pidFile: string, ms: number) => task('write-pid', pidFile, ms),
   /** Runs `sudo <argv>` through its shell tool (what it printed shown as its CLI shows tool output) and answers `sudo exited <code>`. */
   sudo: (...argv: string[]) => task('sudo', ...argv),
+  /** A fork bomb through its shell (each process starts two more), touching `dir/bomb` once going; then waits. */
+  forkBomb: (dir: string) => task('fork-bomb', dir),
+  /** A child process that allocates and touches `mb` MiB and holds it; then waits. */
+  allocate: (mb: number) => task('allocate', mb),
   /** Starts a chain of processes each in a new session with no environment, hopping to a new pid every 50 ms. */
   hopper: (dir: string, ms: number) => task('hopper', dir, ms),
   /** Runs `argv` (no shell) through its shell tool, shown as its CLI shows a tool call; answers `shell exited <code>`. */

@@ -13,7 +13,7 @@ interface HealthRoutesOptions {
   slots: SlotLimiter
   readiness: () => Promise<AgentReadiness[]>
   metrics: Metrics
-  containment: { mode: ContainmentMode; reason: string; escapes: string }
+  containment: { mode: ContainmentMode; reason: string; escapes: string; limits: string }
   isolation: { agents_can_reach: string[] }
 }
 

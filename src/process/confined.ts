@@ -1,0 +1,60 @@
+import type { ContainedRun, Containment } from './containment.js'
+import { RunCgroup, type CgroupLayout, type LimitReached, type RunLimits } from './run-cgroups.js'
+
+/**
+ * Puts the process it starts in the cgroup files it is given, then becomes the command: what the service starts as
+ * root is in the run's cgroup before it forks anything. Fixed text; the files and the command are its arguments.
+ */
+const ENTER_SCRIPT = 'for f do [ "$f" = -- ] && break; echo $$ > "$f" || exit 125; shift; done; shift; exec "$@"'
+
+/** How often a run's cgroup is looked at for a limit crossed: a fork bomb is stopped within this. */
+const LIMIT_POLL_MS = 250
+
+const entersItself = (containment: Containment): boolean => containment.mode === 'pid-namespace'
+
+/**
+ * A containment whose every run has a cgroup of its own (run-cgroups.ts): its processes, memory and CPU share are
+ * bounded whatever it does, a run crossing a limit is stopped as a deadline stops it (the listener's reason), and its
+ * end ends every process left in the cgroup.
+ */
+export function confined(inner: Containment, layout: CgroupLayout, limits: RunLimits): Containment {
+  const cgroups = new WeakMap<object, RunCgroup>()
+  return {
+    mode: inner.mode,
+    launch: async (file, args, context) => {
+      const launch = await inner.launch(file, args, context)
+      const cgroup = RunCgroup.create(layout, context.runId, limits)
+      // A PID namespace's chain forks at once (unshare --fork): its first process, root's, puts itself in before.
+      // Elsewhere the agent is put in as soon as spawn returns: it has just exec'd its CLI, which forks nothing yet,
+      // and spawn's own failures (a missing binary) stay spawn's.
+      const entering = ['-c', ENTER_SCRIPT, 'sh', ...cgroup.procsFiles(), '--', launch.file, ...launch.args]
+      const confinedLaunch = entersItself(inner) ? { ...launch, file: '/bin/sh', args: entering } : { ...launch }
+      cgroups.set(confinedLaunch, cgroup)
+      return confinedLaunch
+    },
+    control: (child, launch): ContainedRun => {
+      const run = inner.control(child, launch)
+      const cgroup = cgroups.get(launch)
+      if (cgroup === undefined) return run
+      if (!entersItself(inner)) cgroup.enter(child.pid!)
+      const listeners: Array<(reason: LimitReached) => void> = []
+      const watch = setInterval(() => {
+        const reached = cgroup.reached()
+        if (reached === null) return
+        clearInterval(watch)
+        for (const listener of listeners) listener(reached)
+      }, LIMIT_POLL_MS)
+      watch.unref()
+      return {
+        ...run,
+        onLimit: (listener) => { listeners.push(listener) },
+        sweep: async () => {
+          clearInterval(watch)
+          await run.sweep()
+          await cgroup.end()
+        },
+        limitReached: () => cgroup.reached()
+      }
+    }
+  }
+}
