@@ -18,7 +18,7 @@ t.jobs = 3
 t.test('SIGTERM: stop accepting, stop the agents (synchronous and async runs), answer their requests, exit 0', async (t) => {
   const pidFile = join(tempDir(t), 'agent.pid')
   const asyncPidFile = join(tempDir(t), 'async.pid')
-  const { child, base, logs } = await startServer(t, { AGENT_KILL_GRACE_MS: '300', LOG_LEVEL: 'info' })
+  const { child, base, logs } = await startServer(t, { AGENT_KILL_GRACE_MS: '300', LOG_LEVEL: 'info', AGENT_LIMITS: 'off' })
   // Logged once the agents have been looked up, just after listening.
   await waitFor(() => logs.some((entry) => String(entry['msg']).startsWith('agent-runner ready')), 10_000, 'the startup summary')
   const pending = postJson(base, '/tools/crush_run', { task: scenario.writePid(pidFile, 60000) })
@@ -55,7 +55,7 @@ t.test('SIGTERM: stop accepting, stop the agents (synchronous and async runs), a
     agents: BUILT_IN_AGENTS.map((spec) => ({ tool: toolNameOf(spec), path: `${FIXTURE_BIN}/${spec.defaultBin}`, version: String })),
     limits: Object.fromEntries(tools.map((tool) => [tool, 2])),
     auth: 'none: loopback only, Host and Origin checked',
-    containment: { mode: 'process-group', reason: 'AGENT_CONTAINMENT=process-group', escapes: /clears its environment.*apt-get install tini/ },
+    containment: { mode: 'process-group', reason: 'AGENT_CONTAINMENT=process-group', escapes: /clears its environment.*apt-get install tini/, limits: 'none: AGENT_LIMITS=off' },
     docs: /^http:\/\/127\.0\.0\.1:\d+\/docs$/
   }, 'the startup log says what runs, how many, who may call, how contained, and where the docs are')
 })

@@ -146,18 +146,6 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const life = serviceLife(dataDir.dir, replica)
   const host = await chooseHostContainment(config.containment, undefined, life)
   app.log.info({ containment: host.containment.mode, reason: host.reason }, `containment: ${host.containment.mode}`)
-  // Each run in a cgroup of its own where the host gives one; what a killed life left in them is ended now.
-  const cgroups = await hostCgroups(life.service, config.runLimits)
-  const limits = 'layout' in cgroups ? cgroups.limits : cgroups.reason
-  app.log.info(`limits: ${limits}`)
-  if ('layout' in cgroups) {
-    const left = cgroups.leftovers
-    if (left > 0) app.log.warn(`stopped ${String(left)} process(es) a previous life's runs left in their cgroups`)
-    app.addHook('onClose', () => { removeCgroups(cgroups.layout) })
-  }
-  const hostContainment = 'layout' in cgroups
-    ? confined(host.containment, cgroups.layout, config.runLimits!)
-    : host.containment
   const ledger = new RunLedger(config.dataDir)
   // Agents' default directory: theirs alone, not the service's (its .env, its data).
   prepareWorkdir(config.agentWorkdir, config.agentUser)
@@ -169,6 +157,19 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   // What escaped the ledger (a process that left its run's group) still carries its run's mark.
   const marked = await killMarked(isEarlierLife(life))
   if (marked > 0) app.log.warn({ processes: marked }, `stopped ${marked} process(es) a previous life's runs left`)
+  // Each run in a cgroup of its own where the host gives one; what a killed life left in them (beyond what its ledger
+  // and marks found above) is ended now.
+  const cgroups = await hostCgroups(life.service, config.runLimits)
+  const limits = 'layout' in cgroups ? cgroups.limits : cgroups.reason
+  app.log.info(`limits: ${limits}`)
+  if ('layout' in cgroups) {
+    const left = cgroups.leftovers
+    if (left > 0) app.log.warn(`stopped ${String(left)} process(es) a previous life's runs left in their cgroups`)
+    app.addHook('onClose', () => { removeCgroups(cgroups.layout) })
+  }
+  const hostContainment = 'layout' in cgroups
+    ? confined(host.containment, cgroups.layout, config.runLimits!)
+    : host.containment
   const store = await createRunStore(config, replica, app.log)
   const lost = await store.recover()
   if (lost.length > 0) app.log.warn({ runs: lost }, `${lost.length} run(s) of a previous life ended with it: now lost`)
