@@ -66,6 +66,10 @@ function makePrivate(dir: string, crossed: boolean): string | null {
     : `DATA_DIR ${dir} was readable by others (mode ${mode.toString(8)}): now 0700`
 }
 
+/** The pipe a DATA_DIR is held by: its name from the directory's (Windows paths are case-insensitive). */
+export const pipeName = (dir: string): string =>
+  `\\\\.\\pipe\\agent-runner-${createHash('sha256').update(dir.toLowerCase()).digest('hex').slice(0, 32)}`
+
 /** Whether something listens on the pipe `name`. */
 function answers(name: string): Promise<boolean> {
   return new Promise((resolve) => {
@@ -84,8 +88,7 @@ function answers(name: string): Promise<boolean> {
  * checked against, and reuses pids at once (under Wine the next service got the dead one's pid, and took the lock
  * naming it for its own holder alive).
  */
-async function holdPipe(dir: string): Promise<DataDirClaim['release']> {
-  const name = `\\\\.\\pipe\\agent-runner-${createHash('sha256').update(dir.toLowerCase()).digest('hex').slice(0, 32)}`
+export async function holdPipe(name: string, dir: string): Promise<DataDirClaim['release']> {
   // A holder answers: it is alive. (Windows refuses a second server of one name too, FILE_FLAG_FIRST_PIPE_INSTANCE;
   // Wine 8 does not, and two starts one after the other are told apart here.)
   if (await answers(name)) throw new DataDirInUse(dir, null)
@@ -109,7 +112,7 @@ async function holdPipe(dir: string): Promise<DataDirClaim['release']> {
 export async function claimDataDir(dataDir: string, crossed = false): Promise<DataDirClaim> {
   const dir = absolute(dataDir)
   const repaired = makePrivate(dir, crossed)
-  if (process.platform === 'win32') return { dir, repaired, release: await holdPipe(dir) }
+  if (process.platform === 'win32') return { dir, repaired, release: await holdPipe(pipeName(dir), dir) }
   const path = join(dir, LOCK_FILE)
   const me: Holder = { pid: process.pid, startTime: processStartTime(process.pid) }
   for (let attempt = 0; ; attempt++) {

@@ -1,8 +1,8 @@
 import t from 'tap'
 import { execFileSync, spawnSync } from 'node:child_process'
-import { chmodSync, chownSync, mkdirSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { claimDataDir } from '#src/data-dir.js'
+import { claimDataDir, holdPipe, pipeName } from '#src/data-dir.js'
 import { build, createRun, isAlive, post, readPidFile, runTool, scenario, settled, startServer, tempDir, until } from './helpers/index.js'
 import { asRoot, realUser } from './helpers/users.js'
 
@@ -113,4 +113,19 @@ t.test('cwd is checked as the user agents run as: a root-only directory answers 
   }
   t.match(await post(app, 'crush_run', { task: 'x', cwd: file }), { status: 400, body: { code: 'CWD_NOT_A_DIRECTORY' } })
   t.match(await post(app, 'crush_run', { task: 'where am I', cwd: open }), { status: 200, body: { ok: true } }, 'a directory the user may enter runs')
+})
+
+t.test('Windows holds DATA_DIR by a pipe named after it: a second holder is refused, a released one is free again', async (t) => {
+  t.match(pipeName('C:\\Agent\\Data'), /^\\\\\.\\pipe\\agent-runner-[0-9a-f]{32}$/)
+  t.equal(pipeName('C:\\Agent\\Data'), pipeName('c:\\agent\\data'), 'Windows paths are one whatever their case')
+  t.not(pipeName('C:\\Agent\\Data'), pipeName('C:\\Agent\\Other'))
+  // The same server code over a Unix socket (what Node's net makes of a path here): the pipe's own release by the
+  // system is tested under Wine (wine/windows.ts).
+  const socket = join(tempDir(t), 'lock.sock')
+  const release = await holdPipe(socket, 'C:\\data')
+  await t.rejects(holdPipe(socket, 'C:\\data'), { name: 'DataDirInUse', message: /^DATA_DIR C:\\data is in use by another agent-runner: one service per DATA_DIR/ }, 'a live holder answers')
+  release()
+  await until(() => existsSync(socket), (exists) => !exists, 5000, 'the socket closed')
+  const again = await holdPipe(socket, 'C:\\data')
+  again()
 })

@@ -2,7 +2,7 @@ import type { ChildProcess } from 'node:child_process'
 import type { ContainedRun, Containment, StopSignal } from './containment.js'
 import { processGroupOf, processStartTime, signalGroup } from './posix-signals.js'
 import { killMarked, runMark, signalMarked, type ServiceLife } from './run-marks.js'
-import { killEveryProcessOf, uidHasRuns, uidRunEnded, uidRunStarted } from './uid-sweep.js'
+import { killEveryProcessOf, uidRunEnded, uidRunStarted } from './uid-sweep.js'
 
 /**
  * Signals and sweeps one process group led by the spawned process, and with a `mark`, every process carrying it
@@ -29,10 +29,10 @@ export function groupControl(
     async sweep() {
       signalGroup(leader, 'SIGKILL')
       if (mark !== undefined) await killMarked(isThisRun)
-      if (ownUid === undefined) return
-      const last = ended ? !uidHasRuns(ownUid) : uidRunEnded(ownUid)
+      // Once per run (a run never recorded is swept twice): its uid's last run sweeps every process of it.
+      if (ownUid === undefined || ended) return
       ended = true
-      if (last) await killEveryProcessOf(ownUid)
+      if (uidRunEnded(ownUid)) await killEveryProcessOf(ownUid)
     },
     exit: mapExit
   }

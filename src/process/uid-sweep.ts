@@ -21,8 +21,6 @@ export function uidRunEnded(uid: number): boolean {
   return left <= 0
 }
 
-export const uidHasRuns = (uid: number): boolean => liveRuns.has(uid)
-
 /** The processes whose real uid is `uid`, from /proc/<pid>/status (no /proc: none). */
 export async function processesOfUid(uid: number): Promise<number[]> {
   const found: number[] = []
