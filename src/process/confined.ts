@@ -12,6 +12,15 @@ const LIMIT_POLL_MS = 250
 
 const entersItself = (containment: Containment): boolean => containment.mode === 'pid-namespace'
 
+/** A cgroup for an agent already running: if the host refuses one now, the run goes on unbounded rather than crash. */
+function createdOrNot(layout: CgroupLayout, runId: string, limits: RunLimits): RunCgroup | undefined {
+  try {
+    return RunCgroup.create(layout, runId, limits)
+  } catch {
+    return undefined
+  }
+}
+
 /**
  * A containment whose every run has a cgroup of its own (run-cgroups.ts): its processes, memory and CPU share are
  * bounded whatever it does, a run crossing a limit is stopped as a deadline stops it (the listener's reason), and its
@@ -19,24 +28,32 @@ const entersItself = (containment: Containment): boolean => containment.mode ===
  */
 export function confined(inner: Containment, layout: CgroupLayout, limits: RunLimits): Containment {
   const cgroups = new WeakMap<object, RunCgroup>()
+  const runIds = new WeakMap<object, string>()
   return {
     mode: inner.mode,
     launch: async (file, args, context) => {
       const launch = await inner.launch(file, args, context)
+      // Made once the agent is spawned where it enters after spawn: a spawn that fails leaves no cgroup behind.
+      if (!entersItself(inner)) {
+        const later = { ...launch }
+        runIds.set(later, context.runId)
+        return later
+      }
       const cgroup = RunCgroup.create(layout, context.runId, limits)
       // A PID namespace's chain forks at once (unshare --fork): its first process, root's, puts itself in before.
       // Elsewhere the agent is put in as soon as spawn returns: it has just exec'd its CLI, which forks nothing yet,
       // and spawn's own failures (a missing binary) stay spawn's.
       const entering = ['-c', ENTER_SCRIPT, 'sh', ...cgroup.procsFiles(), '--', launch.file, ...launch.args]
-      const confinedLaunch = entersItself(inner) ? { ...launch, file: '/bin/sh', args: entering } : { ...launch }
+      const confinedLaunch = { ...launch, file: '/bin/sh', args: entering }
       cgroups.set(confinedLaunch, cgroup)
       return confinedLaunch
     },
     control: (child, launch): ContainedRun => {
       const run = inner.control(child, launch)
-      const cgroup = cgroups.get(launch)
+      const runId = runIds.get(launch)
+      const cgroup = runId === undefined ? cgroups.get(launch) : createdOrNot(layout, runId, limits)
       if (cgroup === undefined) return run
-      if (!entersItself(inner)) cgroup.enter(child.pid!)
+      if (runId !== undefined) cgroup.enter(child.pid!)
       const listeners: Array<(reason: LimitReached) => void> = []
       const watch = setInterval(() => {
         const reached = cgroup.reached()

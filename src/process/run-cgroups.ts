@@ -93,6 +93,16 @@ const readText = (path: string): string => {
   }
 }
 
+/** Removes an empty cgroup: true once it is gone (EBUSY while a process is still leaving it). */
+function removed(dir: string): boolean {
+  try {
+    rmdirSync(dir)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ENOENT'
+  }
+}
+
 /** A counter of a cgroup's events file (`max 3`, `oom_kill 1`); 0 when absent. */
 export function eventCount(text: string, name: string): number {
   return Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(text)?.[1] ?? 0)
@@ -203,12 +213,9 @@ export class RunCgroup {
       }
       await sleep(20)
     }
+    // A process just killed may still be on its way out of the cgroup (rmdir says EBUSY): a few tries.
     for (const dir of this.#each()) {
-      try {
-        rmdirSync(dir)
-      } catch {
-        // still busy (a process stuck in the kernel), or gone: a later start removes it
-      }
+      for (let attempt = 0; attempt < 50 && !removed(dir); attempt++) await sleep(20)
     }
   }
 }
