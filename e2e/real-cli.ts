@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process'
+import { randomUUID } from 'node:crypto'
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import type { Test } from 'tap'
@@ -38,6 +39,13 @@ export const REAL_CLIS: Record<RealCli['agent'], RealCli> = {
 
 /** The accounts agents run as: one whose sudo needs a password, one whose sudo does not (and who runs the non-root service). */
 const users = () => ({ nopasswd: realUser('ar-e2e', 'nopasswd'), password: realUser('ar-e2e-pw', 'password') })
+
+/** Every string inside a JSON value: where a conversation holds its user's text, whatever the protocol's shape. */
+function stringsIn(value: unknown): string[] {
+  if (typeof value === 'string') return [value]
+  if (value === null || typeof value !== 'object') return []
+  return Object.values(value).flatMap(stringsIn)
+}
 
 /** A command the test can find in the process table by a number no other process has: `sleep <seconds>.<random>`. */
 function longCommand(seconds: number): { marker: string; command: string } {
@@ -240,11 +248,16 @@ export function provePromises(t: Test, cli: RealCli): void {
     await nothingLeft(t, service, marker)
   })
 
-  t.test('DELETE in the middle of a long command: cancelled, the command and the CLI are gone, the slot is back', async (t) => {
+  t.test('DELETE in the middle of a long command: cancelled, the command and the CLI are gone, the slot is back; the task reached the model byte for byte, on no command line', async (t) => {
     const { marker, command } = longCommand(291)
     const service = await serviceFor(t, cli, [{ run: command }, { say: 'unreachable' }])
-    const { id } = await createRun(service.base, { tool: service.tool, task: 'e2e delete', cwd: workdir(t, service), timeout: 300 })
+    // Blanks a CLI could trim, quotes opencode would add to a word, an option, a Windows line end.
+    const taskMarker = `TASK-MARKER-${randomUUID()}`
+    const task = `  --help "quoted" two words ${taskMarker}\r\n`
+    const { id } = await createRun(service.base, { tool: service.tool, task, cwd: workdir(t, service), timeout: 300 })
     await commandRunning(marker)
+    t.same(processesMatching(taskMarker), [], 'while the CLI and its command run, no command line holds the task')
+    t.ok(service.model.conversations().some((conversation) => stringsIn(conversation).includes(task)), 'the model got the task as it was given', { conversations: service.model.conversations() })
     await cancelRun(service.base, id)
     t.match(await settled(service.base, id, 30_000), { status: 'cancelled', result: { stop_reason: 'cancelled' } })
     await nothingLeft(t, service, marker)

@@ -84,7 +84,9 @@ t.test('the task reaches a Windows agent byte for byte: a native .exe, and an np
   const server = await startWindowsServer(t, { CLAUDE_BIN: windowsPath(join(wine.standIns, 'argv.exe')) })
   const native = await postJson(server.base, '/tools/claude_run', { task: TASK })
   t.equal(native.status, 200)
-  t.same(JSON.parse(native.body.output).argv, ['-p', '--output-format', 'stream-json', '--verbose', '--permission-mode', 'bypassPermissions', '--', TASK], 'argv.exe got each argument exactly')
+  const received = JSON.parse(native.body.output) as { argv: string[]; stdin: string }
+  t.same(received.argv, ['-p', '--output-format', 'stream-json', '--verbose', '--permission-mode', 'bypassPermissions'], 'argv.exe got each argument exactly, and no task among them')
+  t.equal(Buffer.from(received.stdin, 'latin1').toString('utf8'), TASK, 'the task came on its standard input, byte for byte')
 
   // crush is found by its bare name as crush.cmd through PATHEXT, and started as node + the script the shim names.
   const shim = await postJson(server.base, '/tools/crush_run', { task: TASK })
@@ -95,8 +97,12 @@ t.test('the task reaches a Windows agent byte for byte: a native .exe, and an np
   const ready = await (await fetch(`${server.base}/readyz`)).json()
   t.match(ready, { containment: { mode: 'windows-tree' }, agents: [{ tool: 'crush_run', path: /crush\.cmd$/i }] })
 
-  const tooLong = await postJson(server.base, '/tools/crush_run', { task: '"'.repeat(20_000) })
+  const quotes = '"'.repeat(20_000)
+  const tooLong = await postJson(server.base, '/tools/crush_run', { task: quotes })
   t.match(tooLong, { status: 400, body: { code: 'COMMAND_LINE_TOO_LONG' } }, 'over 32,767 characters: a 400, not a failed spawn')
+  const onStdin = await postJson(server.base, '/tools/claude_run', { task: quotes })
+  t.equal(onStdin.status, 200, 'the same task on standard input: no command line to limit it')
+  t.equal(Buffer.from(JSON.parse(onStdin.body.output).stdin, 'latin1').toString('utf8'), quotes, 'and it arrived whole')
 })
 
 t.test('at the deadline the agent and its grandchild are ended as a tree', async (t) => {

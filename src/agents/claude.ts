@@ -15,9 +15,9 @@ export const claude: AgentSpec<'claude'> = {
   env: ['ANTHROPIC_*', 'CLAUDE_*', 'CLOUD_ML_*', 'VERTEX_*', 'GOOGLE_*', 'AWS_*', 'DISABLE_*', 'MCP_*', 'IS_SANDBOX'],
   summary: 'Run a task with Claude Code headless (`claude -p`)',
   description:
-    'Runs `claude -p --output-format stream-json --verbose --permission-mode <CLAUDE_PERMISSION_MODE> -- <task>` in ' +
-    '`cwd`, at most `timeout` seconds, and answers with the answer text of its final report as `output` and the rest ' +
-    'as `agent_report`. Waits for the whole run: up to 30 minutes.',
+    'Runs `claude -p --output-format stream-json --verbose --permission-mode <CLAUDE_PERMISSION_MODE>` with the task ' +
+    'on its standard input, in `cwd`, at most `timeout` seconds, and answers with the answer text of its final ' +
+    'report as `output` and the rest as `agent_report`. Waits for the whole run: up to 30 minutes.',
   ownSettings: {
     CLAUDE_PERMISSION_MODE: Type.Union(
       CLAUDE_PERMISSION_MODES.map((mode) => Type.Literal(mode)),
@@ -26,14 +26,14 @@ export const claude: AgentSpec<'claude'> = {
   },
   // stream-json in every run, followed or not: its tool calls are the result's steps, which json mode's one final
   // report never tells (that report is stream-json's last line, the `result` line parseClaudeReport reads).
-  args: (task, settings, session) => [
+  // With no prompt among its words, `claude -p` reads it from standard input, byte for byte (2.1.332).
+  args: (settings, session) => [
     '-p',
     '--output-format', 'stream-json', '--verbose',
     '--permission-mode', settings.own['CLAUDE_PERMISSION_MODE']!,
     ...settings.extraArgs,
     // --resume takes an optional value: joined to it, the id is never read as anything else, nor the flag without it.
-    ...(session === undefined ? [] : [`--resume=${session}`]),
-    '--', task
+    ...(session === undefined ? [] : [`--resume=${session}`])
   ],
   resumes: { sessionId: UUID },
   parseReport: parseClaudeReport,

@@ -46,8 +46,8 @@ export function parseCodexReport(output: string): ParsedReport | null {
 /**
  * OpenAI Codex CLI, non-interactive: `codex exec`. It refuses to work outside a Git repository unless told to; it never
  * asks for approval in exec mode, and its sandbox is read-only unless set otherwise: CODEX_SANDBOX picks it, `bypass`
- * (the default) working as unattended as `crush run` and claude's bypassPermissions do. The task comes after `--`, so
- * clap reads it as the prompt even when it looks like an option or a subcommand (`resume`, `review`).
+ * (the default) working as unattended as `crush run` and claude's bypassPermissions do. Its prompt is `-`, after
+ * `--`: "read it from standard input", where the task is, byte for byte (0.171.0).
  */
 export const codex: AgentSpec<'codex'> = {
   agent: 'codex',
@@ -56,14 +56,14 @@ export const codex: AgentSpec<'codex'> = {
   summary: 'Run a task with OpenAI Codex CLI (`codex exec`)',
   description:
     'Runs `codex exec --json --skip-git-repo-check -c allow_login_shell=false ' +
-    '--dangerously-bypass-approvals-and-sandbox -- <task>` ' +
-    '(or `--sandbox <CODEX_SANDBOX>`) in `cwd`, at most `timeout` seconds, and answers with its last agent message ' +
-    'as `output` (the error’s message when its turn failed) and whether it failed as `agent_report`. Waits for the ' +
-    'whole run: up to 30 minutes.',
+    '--dangerously-bypass-approvals-and-sandbox -- -` ' +
+    '(or `--sandbox <CODEX_SANDBOX>`) with the task on its standard input, in `cwd`, at most `timeout` seconds, ' +
+    'and answers with its last agent message as `output` (the error’s message when its turn failed) and whether it ' +
+    'failed as `agent_report`. Waits for the whole run: up to 30 minutes.',
   ownSettings: {
     CODEX_SANDBOX: Type.Union(CODEX_SANDBOXES.map((mode) => Type.Literal(mode)), { default: 'bypass' })
   },
-  args: (task, settings, session) => {
+  args: (settings, session) => {
     const sandbox = settings.own['CODEX_SANDBOX']!
     return [
       'exec',
@@ -77,13 +77,10 @@ export const codex: AgentSpec<'codex'> = {
       ...settings.extraArgs,
       // `exec resume` takes fewer flags than `exec` (no --sandbox, no --color): given to `exec` before it, they hold.
       ...(session === undefined ? [] : ['resume', session]),
-      '--', task
+      '--', '-'
     ]
   },
   resumes: { sessionId: UUID },
-  // codex reads a prompt of exactly "-" as "read the prompt from standard input", which the agent does not have.
-  refuseTask: (task) =>
-    task === '-' ? 'codex reads a task of "-" as "read the prompt from standard input": say it in words' : null,
   parseReport: parseCodexReport,
   steps: codexSteps
 }

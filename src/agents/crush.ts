@@ -13,7 +13,9 @@ export const crush: AgentSpec<'crush'> = {
   description:
     'Runs `crush run -- <task>` (Crush approves its own tools in `run` mode) in `cwd`, at most `timeout` seconds, ' +
     'and answers with its exit and its output. Waits for the whole run: up to 30 minutes.',
-  // `--` ends cobra's flags: the task is the prompt, whatever it starts with.
-  args: (task, settings) => ['run', ...settings.extraArgs, '--', task],
+  args: (settings) => ['run', ...settings.extraArgs],
+  // crush reads a piped prompt as `<stdin>\n\n<words>`, never byte for byte: the task stays a word, after `--`, which
+  // ends cobra's flags (it is the prompt, whatever it starts with).
+  taskInArgv: (task) => ['--', task],
   steps: crushSteps
 }

@@ -29,22 +29,22 @@ export function parseGeminiReport(output: string): ParsedReport | null {
 }
 
 /**
- * Gemini CLI headless. The task goes as `--prompt=<task>`, one argv element that yargs reads as the option's value
- * whatever it starts with (a separate `-p <task>` would read a task starting with `-` as another option). Tools are
- * approved with `--approval-mode=yolo`, which gemini quietly downgrades in a folder it does not trust: `--skip-trust`.
+ * Gemini CLI headless. With no `--prompt` and a piped standard input, gemini runs headless with what it read there
+ * as the prompt, byte for byte (0.61.0). Tools are approved with `--approval-mode=yolo`, which gemini quietly
+ * downgrades in a folder it does not trust: `--skip-trust`.
  */
 export const gemini: AgentSpec<'gemini'> = {
   agent: 'gemini',
   defaultBin: 'gemini',
   env: ['GEMINI_*', 'GOOGLE_*'],
-  summary: 'Run a task with Gemini CLI headless (`gemini --prompt`)',
+  summary: 'Run a task with Gemini CLI headless',
   description:
-    'Runs `gemini --prompt=<task> --output-format stream-json --approval-mode=yolo --skip-trust` in `cwd`, at most ' +
+    'Runs `gemini --output-format stream-json --approval-mode=yolo --skip-trust` with the task on its standard ' +
+    'input, in `cwd`, at most ' +
     '`timeout` seconds, and answers with its answer as `output` (its error message when it failed) and whether it ' +
     'failed as `agent_report`. Waits for the whole run: up to 30 minutes.',
   // stream-json in every run, followed or not: json mode's one report tells none of the tool calls the steps are.
-  args: (task, settings, session) => [
-    `--prompt=${task}`,
+  args: (settings, session) => [
     '--output-format', 'stream-json',
     '--approval-mode=yolo',
     '--skip-trust',

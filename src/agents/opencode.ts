@@ -33,8 +33,9 @@ export function parseOpencodeReport(output: string): ParsedReport | null {
 }
 
 /**
- * opencode, non-interactive: `opencode run`. Without `--auto` it rejects every permission its tools ask for; the task
- * comes after `--` (yargs puts it in `--` and opencode joins it back as the message, so it is never read as an option).
+ * opencode, non-interactive: `opencode run`. Without `--auto` it rejects every permission its tools ask for. The task
+ * is its piped standard input, read byte for byte (1.18.33): as words, opencode would wrap each one holding a space in
+ * double quotes.
  */
 export const opencode: AgentSpec<'opencode'> = {
   agent: 'opencode',
@@ -45,14 +46,13 @@ export const opencode: AgentSpec<'opencode'> = {
   ],
   summary: 'Run a task with opencode (`opencode run`)',
   description:
-    'Runs `opencode run --format json --auto -- <task>` in `cwd`, at most `timeout` seconds, and answers with its ' +
-    'text parts as `output` (its errors’ messages when it failed) and whether it failed as `agent_report`. Waits for ' +
-    'the whole run: up to 30 minutes.',
+    'Runs `opencode run --format json --auto` with the task on its standard input, in `cwd`, at most `timeout` ' +
+    'seconds, and answers with its text parts as `output` (its errors’ messages when it failed) and whether it ' +
+    'failed as `agent_report`. Waits for the whole run: up to 30 minutes.',
   // A session continued from another directory than its own hangs opencode 1.18.33: the launcher holds it there.
-  args: (task, settings, session) => [
+  args: (settings, session) => [
     'run', '--format', 'json', '--auto', ...settings.extraArgs,
-    ...(session === undefined ? [] : [`--session=${session}`]),
-    '--', task
+    ...(session === undefined ? [] : [`--session=${session}`])
   ],
   resumes: { sessionId: OPENCODE_SESSION },
   parseReport: parseOpencodeReport,

@@ -46,20 +46,22 @@ export interface AgentSpec<Agent extends string = string> {
   ownSettings?: Record<string, TSchema>
   /**
    * The argv after the binary, the same whether the run is followed live or not: its result's steps come from the
-   * same structured output. The task must reach the agent as its prompt, never as an option; `session`, a session its
-   * CLI reported earlier (given only to a spec that `resumes`), as the session to continue, never as an option either.
+   * same structured output. `session`, a session its CLI reported earlier (given only to a spec that `resumes`), as
+   * the session to continue, never as an option. The task is not in it: it reaches the CLI on its standard input,
+   * a pipe only the run holds (a command line is readable by every local user through /proc, and Windows caps its
+   * length), unless the spec says `taskInArgv`.
    */
-  args(task: string, settings: AgentSettings, session?: string): string[]
+  args(settings: AgentSettings, session?: string): string[]
+  /**
+   * For a CLI that does not read a piped task byte for byte (crush appends two newlines to it): the words that end
+   * its argv with the task as its prompt, never as an option.
+   */
+  taskInArgv?(task: string): string[]
   /**
    * Its CLI continues an earlier session non-interactively (a run may carry `resume`), and the form of the ids it
    * issues: a reported id in no other form is never kept, nor is one resumed.
    */
   resumes?: { sessionId: RegExp }
-  /**
-   * Why this CLI would not read `task` as its prompt, whatever the argv (a 400 before anything runs); null when it
-   * would.
-   */
-  refuseTask?(task: string): string | null
   /** Turns what the agent printed into the answer a person reads, when it reports in a structured form. */
   parseReport?(output: string): ParsedReport | null
   /** Where the CLI's output is JSON lines: reads them into steps. Absent: plain text, which gives no steps. */

@@ -5,6 +5,12 @@ import { acceptedSessionId } from './session-ids.js'
 import type { ToolName } from './catalog.js'
 import { toolNameOf, type AgentSettings, type AgentSpec, type StepParser } from './spec.js'
 
+/** The argv after the binary, and the agent's standard input: the task, or undefined when the argv carries it. */
+export interface AgentInvocation {
+  args: string[]
+  input: string | undefined
+}
+
 /**
  * An agent's spec bound to its settings: what the service runs under the tool's name. Everything else (its summary,
  * its variables, how it reads a task) is the spec's own.
@@ -27,13 +33,15 @@ export class AgentTool {
     this.#agentUid = agentUid
   }
 
-  /** `session`: the session this run continues, when it does. */
-  args(task: string, session?: string): string[] {
-    return this.spec.args(task, this.settings, session)
-  }
-
-  refuseTask(task: string): string | null {
-    return this.spec.refuseTask?.(task) ?? null
+  /**
+   * How one run hands `task` to its CLI: the argv after the binary, and what it reads on standard input (the task,
+   * unless its spec puts it in the argv). `session`: the session this run continues, when it does.
+   */
+  invocation(task: string, session?: string): AgentInvocation {
+    const args = this.spec.args(this.settings, session)
+    return this.spec.taskInArgv === undefined
+      ? { args, input: task }
+      : { args: [...args, ...this.spec.taskInArgv(task)], input: undefined }
   }
 
   parseReport(output: string): ParsedReport | null {

@@ -1,8 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process'
+import type { Readable } from 'node:stream'
 import { once } from 'node:events'
 import { performance } from 'node:perf_hooks'
 import type { AgentUser } from './agent-user.js'
-import type { ContainedRun, Containment, LeftoverRecord } from './containment.js'
+import type { ContainedRun, Containment, FileBind, LeftoverRecord } from './containment.js'
 import { AgentSpawnError, RunNotRecorded } from './spawn-error.js'
 import type { StopReason } from '../schemas/run.js'
 import { HeadTailBuffer } from './head-tail-buffer.js'
@@ -15,6 +16,8 @@ export interface AgentCommand {
   args: string[]
   /** Host directory to spawn in; undefined inside WSL, where the directory travels as `--cd`. */
   cwd: string | undefined
+  /** Written whole to its standard input, which is then closed (the task); undefined: stdin closed from the start. */
+  input?: string | undefined
 }
 
 /**
@@ -50,6 +53,8 @@ export interface AgentRunOptions extends RunHooks {
   /** AGENT_USER, on a host run. */
   user?: AgentUser
   env: NodeJS.ProcessEnv
+  /** What the run's own mount namespace shows in place of other files, for a containment that `bindsFiles`. */
+  binds?: readonly FileBind[] | undefined
   timeoutMs: number
   killGraceMs: number
   outputLimitBytes: number
@@ -101,15 +106,15 @@ export class RunAbandoned extends Error {
 const abortReason = (signal: AbortSignal): StopReason => (signal.reason as StopReason | undefined) ?? 'client_gone'
 
 /**
- * Runs one agent to completion: no shell, stdin closed (both CLIs wait on an open stdin), stdout and stderr merged into
- * one bounded buffer, inside the containment that holds every process it starts. Stopping escalates SIGINT (the only
- * signal crush traps to wind down) → SIGTERM → SIGKILL, a grace period apart; once the agent exits, whatever it left is
- * killed before the run ends.
+ * Runs one agent to completion: no shell, stdin its task and then closed (the CLIs wait on an open one), stdout and
+ * stderr merged into one bounded buffer, inside the containment that holds every process it starts. Stopping escalates
+ * SIGINT (the only signal crush traps to wind down) → SIGTERM → SIGKILL, a grace period apart; once the agent exits,
+ * whatever it left is killed before the run ends.
  */
 export async function runAgent(options: AgentRunOptions): Promise<AgentEnd> {
   const { command, signal, containment, env } = options
   const launch = await containment.launch(command.file, command.args, {
-    env, cwd: command.cwd, user: options.user, runId: options.runId
+    env, cwd: command.cwd, user: options.user, runId: options.runId, binds: options.binds
   })
   // A client that left while the request was checked or queued for a slot: nothing starts.
   if (signal?.aborted) throw new RunAbandoned(abortReason(signal))
@@ -117,7 +122,8 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentEnd> {
   const child = spawn(launch.file, launch.args, {
     cwd: command.cwd,
     env: launch.mark === undefined ? env : { ...env, [RUN_MARK_VARIABLE]: launch.mark },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    // No task on stdin: /dev/null, not an empty pipe, which crush would read as a prompt of its own.
+    stdio: [command.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
     detached: launch.detached,
     ...(launch.uid === undefined ? {} : { uid: launch.uid, gid: launch.gid }),
     windowsHide: true
@@ -127,6 +133,9 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentEnd> {
     throw new AgentSpawnError(error)
   }
   const pid = child.pid
+  // An agent that ends without reading its task (a bad option, a crash) closes the pipe: EPIPE, which its exit tells.
+  child.stdin?.on('error', () => {})
+  child.stdin?.end(command.input)
   const contained = containment.control(child, launch)
   try {
     options.ledger?.started(contained.leftover)
@@ -140,7 +149,9 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentEnd> {
   let stopReason: StopReason | null = null
   // Read through a function: set in callbacks, which a reading in line would not see.
   const stoppedFor = (): StopReason | null => stopReason
-  const pipes = [child.stdout, child.stderr]
+  // Both piped by the spawn above, whatever its stdin.
+  const [stdout, stderr] = [child.stdout, child.stderr] as [Readable, Readable]
+  const pipes = [stdout, stderr]
   // The pipes flow only while nothing holds them: a reader behind (the sink), or this turn's share already read.
   const holds = new Set<'sink' | 'turn'>()
   const hold = (reason: 'sink' | 'turn'): void => {
@@ -174,11 +185,11 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentEnd> {
   }
   // Even its first read waits for a turn: a crowd of runs starting together would otherwise all read in one.
   if (options.turns !== undefined) waitForTurn(options.turns)
-  child.stdout.on('data', (chunk: Buffer) => {
+  stdout.on('data', (chunk: Buffer) => {
     collect(chunk)
     options.onStdout?.(chunk)
   })
-  child.stderr.on('data', collect)
+  stderr.on('data', collect)
 
   let escalation: NodeJS.Timeout | undefined
   let containmentFailed = false

@@ -31,6 +31,7 @@ export function confined(inner: Containment, layout: CgroupLayout, limits: RunLi
   const runIds = new WeakMap<object, string>()
   return {
     mode: inner.mode,
+    ...(inner.bindsFiles === true ? { bindsFiles: true } : {}),
     launch: async (file, args, context) => {
       const launch = await inner.launch(file, args, context)
       // Made once the agent is spawned where it enters after spawn: a spawn that fails leaves no cgroup behind.

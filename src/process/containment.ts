@@ -25,6 +25,12 @@ interface Launch extends Command {
   ownUid?: number
 }
 
+/** A file the run's own mount namespace shows at another's path: `source`'s content (and mode) at `target`. */
+export interface FileBind {
+  source: string
+  target: string
+}
+
 /** What the agent will be started with, for a containment that has to look at the host first. */
 interface LaunchContext {
   env: NodeJS.ProcessEnv
@@ -32,6 +38,8 @@ interface LaunchContext {
   /** AGENT_USER: who the agent runs as, when not the service's own user. */
   user?: AgentUser | undefined
   runId: string
+  /** In order, for a containment that `bindsFiles`; ignored by the others. */
+  binds?: readonly FileBind[] | undefined
 }
 
 /** How the agent itself ended, once the containment's own wrappers are seen through. */
@@ -60,6 +68,8 @@ export interface Containment {
    * - `windows-tree`: native Windows, the agent's process tree ended with taskkill.
    */
   readonly mode: ContainmentMode
+  /** Each run has a mount namespace of its own, made as root: what `binds` asks is seen there, and nowhere else. */
+  readonly bindsFiles?: boolean
   /** May reject with AgentSpawnError, as a spawn that cannot start the agent would. */
   launch(file: string, args: string[], context: LaunchContext): Promise<Launch>
   /** Takes charge of a run spawned as `launch` says. */

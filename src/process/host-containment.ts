@@ -50,14 +50,15 @@ export function whatEscapes(
 }
 
 async function namespaceTools(path: string): Promise<NamespaceTools | string> {
-  const [setpriv, unshare, tini] = await Promise.all([
+  const [setpriv, unshare, tini, mount] = await Promise.all([
     findOnPath('setpriv', path),
     findOnPath('unshare', path),
-    (async () => (await findOnPath('tini', path)) ?? findOnPath('tini-static', path))()
+    (async () => (await findOnPath('tini', path)) ?? findOnPath('tini-static', path))(),
+    findOnPath('mount', path)
   ])
   if (setpriv === undefined || unshare === undefined) return 'util-linux setpriv and unshare are not on PATH'
   if (tini === undefined) return 'tini is not on PATH (apt-get install tini)'
-  return { setpriv, unshare, tini, userNamespace: process.getuid?.() !== 0 }
+  return { setpriv, unshare, tini, mount, userNamespace: process.getuid?.() !== 0 }
 }
 
 /** One probe per set of tools and process: building an app (each test does) must not spawn the chain again. */

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process'
 import { groupsOption, type AgentUser } from './agent-user.js'
-import type { Command, Containment } from './containment.js'
+import type { Command, Containment, FileBind } from './containment.js'
 import { findOnPath } from './find-executable.js'
 import { AgentSpawnError } from './spawn-error.js'
 import { exitThroughInit } from './posix-signals.js'
@@ -12,6 +12,8 @@ export interface NamespaceTools {
   setpriv: string
   unshare: string
   tini: string
+  /** util-linux mount: as root, the namespace binds the files a run asks for (FileBind), then drops to the agent. */
+  mount?: string | undefined
   /**
    * Not root: the namespace needs a user namespace, with the caller's own uid mapped (never root: claude refuses
    * it).
@@ -29,6 +31,16 @@ export function diesWithService(tools: NamespaceTools): (command: Command) => Co
 }
 
 /**
+ * Binds each source onto its target ($1 is mount), then becomes the rest: fixed text, the paths its parameters. A bind
+ * that fails fails the run (125, as a failed start): an agent without the shim in place would be unwatched.
+ */
+const BIND_SCRIPT =
+  'mount=$1; shift; while [ "$1" != -- ]; do "$mount" --bind -- "$1" "$2" || exit 125; shift 2; done; shift; exec "$@"'
+
+const bindingFirst = (mount: string, binds: readonly FileBind[]): string[] =>
+  ['/bin/sh', '-c', BIND_SCRIPT, 'sh', mount, ...binds.flatMap(({ source, target }) => [source, target]), '--']
+
+/**
  * setpriv → unshare → tini → agent:
  * - setpriv gives unshare a parent-death signal, so the service's death (even SIGKILL) ends the run;
  * - unshare creates the PID namespace (and a mount namespace with its own /proc, so `ps` shows the run's processes),
@@ -37,12 +49,20 @@ export function diesWithService(tools: NamespaceTools): (command: Command) => Co
  *   When the agent exits, tini exits, and the kernel kills whatever is left in the namespace, daemons included.
  * All of them lead one process group on the host, which the service signals like any other.
  */
-function namespaceCommand(tools: NamespaceTools, file: string, args: string[], user?: AgentUser): Command {
+function namespaceCommand(
+  tools: NamespaceTools,
+  file: string,
+  args: string[],
+  user?: AgentUser,
+  binds: readonly FileBind[] = []
+): Command {
   return diesWithService(tools)({
     file: tools.unshare,
     args: [
       ...(tools.userNamespace ? ['--user', '--map-current-user'] : []),
       '--pid', '--fork', '--kill-child', '--mount-proc', '--',
+      // Still root, in the run's own mount namespace (private: nothing of it is seen outside): the binds, in order.
+      ...(binds.length === 0 || tools.mount === undefined ? [] : bindingFirst(tools.mount, binds)),
       // AGENT_USER: inside the namespace, before its init, everything drops to that user (and its groups).
       ...(user === undefined
         ? []
@@ -60,11 +80,12 @@ function namespaceCommand(tools: NamespaceTools, file: string, args: string[], u
 export function pidNamespace(tools: NamespaceTools, life?: ServiceLife): Containment {
   return {
     mode: 'pid-namespace',
-    launch: async (file, args, { env, cwd, user, runId }) => {
+    bindsFiles: !tools.userNamespace && tools.mount !== undefined,
+    launch: async (file, args, { env, cwd, user, runId, binds }) => {
       // The wrapper would start and only then fail to find the agent: say it before, the way spawn would have.
       if ((await findOnPath(file, env['PATH'] ?? '', cwd)) === undefined) throw AgentSpawnError.notFound(file)
       return {
-        ...namespaceCommand(tools, file, args, user),
+        ...namespaceCommand(tools, file, args, user, binds),
         detached: true,
         ...(life === undefined ? {} : { mark: runMark(life, runId) })
       }

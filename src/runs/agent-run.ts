@@ -76,7 +76,9 @@ async function watchSudo(
   if (shim === undefined || sudo.kind !== 'host') return { env, end: NOTHING_ASKED }
   const changed = await shim.restore()
   if (changed.length > 0) log.warn({ changed }, 'the sudo shim had been changed (by an agent of the service’s user)')
-  return shim.watch(env, await findOnPath('sudo', sudo.path), user)
+  // Where the run's mount namespace can show it there, the shim stands at sudo's own path too: a sudo called by its
+  // absolute path, its messages thrown away, still meets it.
+  return shim.watch(env, await findOnPath('sudo', sudo.path), user, placement.containment.bindsFiles === true)
 }
 
 /**
@@ -103,6 +105,7 @@ export async function runPlacedAgent(
       containment: placement.containment,
       user: placement.user,
       env: sudoWatch.env,
+      binds: sudoWatch.binds,
       ledger: { started: (record) => ledger.started(runId, record), ended: () => ledger.ended(runId) },
       timeoutMs: params.timeout * 1000,
       killGraceMs: config.killGraceMs,

@@ -74,8 +74,6 @@ export class RunLauncher {
   async #launch(run: Run, request: RunParams, log: FastifyBaseLogger, launchHooks: LaunchHooks): Promise<RunResult> {
     const { config, slots, sudoProbe, sudoShim, ledger, sessions } = this.#deps
     const tool = this.#deps.tools[run.tool]
-    const refusal = tool.refuseTask(request.task)
-    if (refusal !== null) throw serviceError('VALIDATION_ERROR', `body/task: ${refusal}`)
     const session = request.resume
     const params = session === undefined ? request : continuedPlace(request, await this.#sessionOf(tool, run, session))
     const { onStep, ...hooks } = launchHooks
@@ -181,7 +179,7 @@ export class RunLauncher {
     return placeRun({
       params,
       agentBin: tool.settings.bin,
-      agentArgs: tool.args(params.task, session),
+      agent: tool.invocation(params.task, session),
       hostPlatform: config.hostPlatform,
       wslBin: config.wslBin,
       hostContainment,

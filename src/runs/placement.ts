@@ -8,6 +8,7 @@ import type { SudoContext } from '../sudo/probe.js'
 import { WSL_SUDO_PRELUDE } from '../sudo/shim.js'
 import { withWslEnv } from '../agents/environment.js'
 import type { AgentCommand } from '../process/agent-process.js'
+import type { AgentInvocation } from '../agents/tools.js'
 
 /** Where one run goes and everything that follows from it, decided once. */
 export interface Placement {
@@ -26,8 +27,8 @@ export interface Placement {
 export interface PlacementInput {
   params: Pick<RunParams, 'cwd' | 'wsl_distro' | 'wsl_user'>
   agentBin: string
-  /** The agent's own argv after the binary, options already ended so the task can never read as a flag. */
-  agentArgs: string[]
+  /** The agent's own argv after the binary (the task never readable as a flag in it) and its standard input. */
+  agent: AgentInvocation
   /** The platform deciding the argv shape (AGENT_HOST_PLATFORM): only a Windows host runs agents inside WSL. */
   hostPlatform: NodeJS.Platform
   wslBin: string
@@ -42,7 +43,7 @@ export interface PlacementInput {
 
 /** Decides where a run goes, without side effects: the one place that knows whether a run goes into WSL. */
 export function placeRun(input: PlacementInput): Placement {
-  const { params, agentBin, agentArgs, env } = input
+  const { params, agentBin, agent, env } = input
   // Only a Windows host runs agents inside WSL: elsewhere a run asking for a distro would run somewhere it did not ask.
   if (input.hostPlatform !== 'win32' && params.wsl_distro !== undefined) {
     throw serviceError('WSL_NOT_AVAILABLE', input.hostPlatform)
@@ -51,7 +52,7 @@ export function placeRun(input: PlacementInput): Placement {
     return {
       where: 'host',
       user: input.user,
-      command: { file: agentBin, args: agentArgs, cwd: params.cwd ?? input.defaultCwd },
+      command: { file: agentBin, args: agent.args, cwd: params.cwd ?? input.defaultCwd, input: agent.input },
       containment: input.hostContainment,
       env: asAgentUser(env, input.user),
       sudo: { kind: 'host', path: searchPath(env), user: input.user }
@@ -64,7 +65,10 @@ export function placeRun(input: PlacementInput): Placement {
   return {
     where: 'wsl',
     user: undefined,
-    command: { ...wslCommand(target, input.runId, agentBin, agentArgs, WSL_SUDO_PRELUDE), cwd: undefined },
+    // wsl.exe relays its standard input to the distro's process: the task crosses no command line there either.
+    command: {
+      ...wslCommand(target, input.runId, agentBin, agent.args, WSL_SUDO_PRELUDE), cwd: undefined, input: agent.input
+    },
     containment: wslProcessGroup(target, input.runId, env),
     // WSL hands a Windows process's variables to the distro only when WSLENV names them.
     env: wslProcessEnv(withWslEnv(env)),

@@ -27,10 +27,13 @@ export const RunParams = Type.Object(
     task: Type.String({
       minLength: 1,
       maxLength: TASK_MAX_CHARS,
-      // An argv element cannot hold a NUL byte: refused here rather than failing inside spawn.
+      // Not only blanks (every CLI refuses an empty prompt, after a start for nothing), and no NUL byte (an argv
+      // element cannot hold one: crush's task is one). \s* then a character that is no blank: no backtracking.
       // \x00, not \u0000: the same in every regex dialect (Perl and PCRE read \u as a letter).
-      pattern: '^[^\\x00]*$',
-      description: `The prompt for the agent, passed as one argv element (at most ${TASK_MAX_CHARS} characters).`
+      pattern: '^\\s*[^\\s\\x00][^\\x00]*$',
+      description:
+        'The prompt for the agent, byte for byte: on its standard input (crush: as one argv element, after `--`); ' +
+        `not only blanks, at most ${TASK_MAX_CHARS} characters.`
     }),
     timeout: Type.Integer({
       minimum: 1,
@@ -103,8 +106,17 @@ export const StopReason = Type.Union([
 export type StopReason = Static<typeof StopReason>
 
 export const SudoStatus = Type.Union(
-  [Type.Literal('passwordless'), Type.Literal('password_required'), Type.Literal('not_installed')],
-  { description: 'Whether sudo works without a password where the agent runs (probed before the run, cached).' }
+  [
+    Type.Literal('passwordless'),
+    Type.Literal('password_required'),
+    Type.Literal('not_installed'),
+    Type.Literal('unknown_user')
+  ],
+  {
+    description:
+      'Whether sudo works without a password where the agent runs (probed before the run, cached); ' +
+      '`unknown_user`: sudo refuses the agent’s uid outright, which has no passwd entry (a token’s own user).'
+  }
 )
 export type SudoStatus = Static<typeof SudoStatus>
 

@@ -23,19 +23,43 @@ const PROBE_TIMEOUT_MS = 10_000
  */
 const WSL_PROBE_SCRIPT = 'command -v sudo >/dev/null 2>&1 || exit 127; exec sudo -n true'
 
-/** Runs a probe command with no stdin and no terminal (its own session), so sudo -n can only answer, never ask. */
-async function exitCodeOf(
+/** sudo's first words, enough to tell why it refused: what it says is a line. */
+const PROBE_STDERR_MAX_CHARS = 1024
+
+/** sudo refuses a uid with no passwd entry before any password (a token's user under AGENT_USERS has none). */
+const UNKNOWN_USER = 'you do not exist in the passwd database'
+
+interface ProbeEnd {
+  /** null: the probe could not start, or was killed at its deadline. */
+  code: number | null
+  /** The start of what it printed on stderr. */
+  said: string
+}
+
+/**
+ * Runs a probe command with no stdin and no terminal (its own session), so sudo -n can only answer, never ask; in the
+ * C locale, so that why sudo refused reads the same whatever the agent's language.
+ */
+async function probeEnd(
   file: string,
   args: string[],
   env: NodeJS.ProcessEnv,
   user?: { uid: number; gid: number }
-): Promise<number | null> {
+): Promise<ProbeEnd> {
   const child = spawn(file, args, {
-    env, stdio: 'ignore', detached: process.platform !== 'win32', timeout: PROBE_TIMEOUT_MS, ...user
+    env: { ...env, LC_ALL: 'C' },
+    stdio: ['ignore', 'ignore', 'pipe'],
+    detached: process.platform !== 'win32',
+    timeout: PROBE_TIMEOUT_MS,
+    ...user
+  })
+  let said = ''
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+    if (said.length < PROBE_STDERR_MAX_CHARS) said = (said + chunk).slice(0, PROBE_STDERR_MAX_CHARS)
   })
   return new Promise((resolve) => {
-    child.once('error', () => resolve(null))
-    child.once('exit', (code) => resolve(code))
+    child.once('error', () => resolve({ code: null, said }))
+    child.once('close', (code) => resolve({ code, said }))
   })
 }
 
@@ -51,7 +75,9 @@ async function probeSudo(context: SudoContext, env: NodeJS.ProcessEnv): Promise<
     if (sudo === undefined) return 'not_installed'
     // As the agent will run it: AGENT_USER's sudo rights, not the service's.
     const user = context.user === undefined ? undefined : { uid: context.user.uid, gid: context.user.gid }
-    return (await exitCodeOf(sudo, ['-n', 'true'], env, user)) === 0 ? 'passwordless' : 'password_required'
+    const { code, said } = await probeEnd(sudo, ['-n', 'true'], env, user)
+    if (code === 0) return 'passwordless'
+    return said.includes(UNKNOWN_USER) ? 'unknown_user' : 'password_required'
   }
   const args = [
     '-d', context.distro,
@@ -59,7 +85,7 @@ async function probeSudo(context: SudoContext, env: NodeJS.ProcessEnv): Promise<
     '--exec', 'sh', '-c', WSL_PROBE_SCRIPT
   ]
   // The same environment as the agent's wsl.exe call, so the probe meets the sudo the agent will meet.
-  const code = await exitCodeOf(context.wslBin, args, wslProcessEnv(withWslEnv(env)))
+  const { code } = await probeEnd(context.wslBin, args, wslProcessEnv(withWslEnv(env)))
   // null: wsl itself could not start, so no sudo can be reached there (the run will report the missing wsl).
   if (code === 127 || code === null) return 'not_installed'
   return code === 0 ? 'passwordless' : 'password_required'

@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto'
 import { chmodSync, constants, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { chmod, chown, lstat, mkdir, open, readdir, readFile, rm, writeFile } from 'node:fs/promises'
+import { chmod, chown, lstat, mkdir, open, readdir, readFile, realpath, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { delimiter, join } from 'node:path'
+import type { FileBind } from '../process/containment.js'
 
 /**
  * The `sudo` an agent finds first on its PATH: the real sudo (named by the service), never allowed to ask anyone for a
@@ -36,6 +37,27 @@ without sudo." >&2
 exit 1
 `
 
+const shellQuoted = (line: string): string => `'${line.replaceAll("'", "'\\''")}'`
+
+/**
+ * The same sudo for a run whose mount namespace shows it at the real sudo's own path, so that `/usr/bin/sudo … 2>&-`
+ * meets it too: the real one is reachable there only at `relay` (bound there, set-user-ID kept), and nothing comes
+ * from the environment, which an agent may have cleared. sudoedit is a link to sudo: it stays sudoedit (`-e`).
+ */
+function boundSudoScript(relay: string, askpass: string): string {
+  return `#!/bin/sh
+# agent-runner: sudo without a password prompt, at sudo's own path in this run; see ${askpass}.
+case \${0##*/} in sudoedit) set -- -e "$@" ;; esac
+for arg do
+  case $arg in
+    -S | --stdin) exec ${shellQuoted(relay)} "$@" ;;
+    -- | [!-]*) break ;;
+  esac
+done
+SUDO_ASKPASS=${shellQuoted(askpass)} exec ${shellQuoted(relay)} -A "$@"
+`
+}
+
 /** What a run's report says: whether sudo asked for a password, and for whom. */
 export interface SudoAsked {
   passwordNeeded: boolean
@@ -46,6 +68,8 @@ export interface SudoAsked {
 /** One run's view of the shim: what the agent's environment gains, and whether sudo asked it for a password. */
 export interface SudoWatch {
   env: NodeJS.ProcessEnv
+  /** For a run with a mount namespace of its own: the shim in place of the real sudo, which moves to the relay. */
+  binds?: FileBind[]
   /** Ends the watch (the report is removed). */
   end: () => Promise<SudoAsked>
 }
@@ -62,7 +86,6 @@ export function readSudoReport(text: string): SudoAsked {
 
 export const NOTHING_ASKED: SudoWatch['end'] = async () => ({ passwordNeeded: false })
 
-const shellQuoted = (line: string): string => `'${line.replaceAll("'", "'\\''")}'`
 const writing = (script: string, file: string): string =>
   `printf '%s\\n' ${script.trimEnd().split('\n').map(shellQuoted).join(' ')} > "${file}"`
 
@@ -120,18 +143,32 @@ export async function readReportFile(path: string): Promise<string> {
 export class SudoShim {
   readonly #bin: string
   readonly #reports: string
+  /** Where a run's mount namespace binds the real sudo: an empty file outside any run (a mount needs one). */
+  readonly #relay: string
+  readonly #boundSudo: string
 
   private constructor(readonly dir: string) {
     this.#bin = join(dir, 'bin')
     this.#reports = join(dir, 'reports')
+    this.#relay = join(dir, 'real-sudo')
+    this.#boundSudo = join(dir, 'bound-sudo')
+  }
+
+  /** The scripts as installed: restored before each run to exactly this. */
+  #scripts(): Array<[string, string]> {
+    return [
+      [join(this.#bin, 'sudo'), SUDO_SCRIPT],
+      [join(this.dir, 'askpass'), ASKPASS_SCRIPT],
+      [this.#boundSudo, boundSudoScript(this.#relay, join(this.dir, 'askpass'))],
+      [this.#relay, '']
+    ]
   }
 
   static install(parent = tmpdir()): SudoShim {
     const shim = new SudoShim(mkdtempSync(join(parent, 'agent-runner-sudo-')))
     mkdirSync(shim.#bin)
     mkdirSync(shim.#reports)
-    writeFileSync(join(shim.#bin, 'sudo'), SUDO_SCRIPT)
-    writeFileSync(join(shim.dir, 'askpass'), ASKPASS_SCRIPT)
+    for (const [path, script] of shim.#scripts()) writeFileSync(path, script)
     for (const [path, mode] of shim.#modes()) chmodSync(path, mode)
     return shim
   }
@@ -140,7 +177,8 @@ export class SudoShim {
   #modes(): Array<[string, number]> {
     return [
       [this.dir, 0o711], [this.#bin, 0o755], [this.#reports, 0o711],
-      [join(this.#bin, 'sudo'), 0o755], [join(this.dir, 'askpass'), 0o755]
+      [join(this.#bin, 'sudo'), 0o755], [join(this.dir, 'askpass'), 0o755], [this.#boundSudo, 0o755],
+      [this.#relay, 0o755]
     ]
   }
 
@@ -162,10 +200,7 @@ export class SudoShim {
       changed.push(join(this.#bin, entry))
       await rm(join(this.#bin, entry), { recursive: true, force: true })
     }
-    const scripts: Array<[string, string]> = [
-      [join(this.#bin, 'sudo'), SUDO_SCRIPT], [join(this.dir, 'askpass'), ASKPASS_SCRIPT]
-    ]
-    for (const [path, script] of scripts) {
+    for (const [path, script] of this.#scripts()) {
       const kept = await lstat(path).then((stat) => stat.isFile(), () => false) &&
         await readFile(path, 'utf8').then((text) => text === script, () => false)
       if (kept) continue
@@ -181,25 +216,32 @@ export class SudoShim {
 
   /**
    * Prepares one run: its report file (owned by the agent's user, so that user alone can write it) and the variables
-   * that put the shim first on the agent's PATH. `realSudo` undefined: there is no sudo to stand in for.
+   * that put the shim first on the agent's PATH. `realSudo` undefined: there is no sudo to stand in for. `atItsPath`:
+   * the run has a mount namespace of its own that binds files, where the shim also takes the real sudo's place.
    */
   async watch(
     env: NodeJS.ProcessEnv,
     realSudo: string | undefined,
-    user?: { uid: number; gid: number }
+    user?: { uid: number; gid: number },
+    atItsPath = false
   ): Promise<SudoWatch> {
     if (realSudo === undefined) return { env, end: NOTHING_ASKED }
     const report = join(this.#reports, randomUUID())
     await writeFile(report, '', { mode: 0o600 })
     if (user !== undefined) await chown(report, user.uid, user.gid)
     const path = env['PATH'] ?? ''
+    // The real file, not a link to it (/bin/sudo on a merged /usr): a bind lands on what the link names.
+    const realPath = atItsPath ? await realpath(realSudo) : realSudo
     return {
       env: {
         ...env,
         PATH: path === '' ? this.#bin : `${this.#bin}${delimiter}${path}`,
-        AGENT_RUNNER_SUDO: realSudo,
+        AGENT_RUNNER_SUDO: atItsPath ? this.#relay : realSudo,
         AGENT_RUNNER_SUDO_REPORT: report
       },
+      ...(atItsPath
+        ? { binds: [{ source: realPath, target: this.#relay }, { source: this.#boundSudo, target: realPath }] }
+        : {}),
       end: async () => {
         const text = await readReportFile(report)
         // Also called when nobody waits for it any more (a run its client abandoned): it never rejects.

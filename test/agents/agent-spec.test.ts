@@ -17,7 +17,8 @@ const echo: AgentSpec = {
   env: ['ECHO_*'],
   summary: 'Echo a task (a throwaway agent for this test)',
   description: 'Runs the crush stand-in with the task as its prompt.',
-  args: (task, settings) => ['run', ...settings.extraArgs, '--', task],
+  args: (settings) => ['run', ...settings.extraArgs],
+  taskInArgv: (task) => ['--', task],
   parseReport: (output) => ({ text: output.trim().toUpperCase(), report: { is_error: false, subtype: 'echo' } })
 }
 

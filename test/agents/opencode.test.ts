@@ -12,11 +12,11 @@ const OPENCODE_VERSION = '1.18.33'
 // CLI's start: they run side by side.
 t.jobs = 4
 
-t.test('the task after `--`, permissions approved, JSON events asked for; the answer is its text', async (t) => {
+t.test('the task on stdin, never quoted as words would be; permissions approved, JSON events asked for; the answer is its text', async (t) => {
   const app = await build(t)
-  for (const task of ['--model x/y hello', 'run', '"quoted" $(id)']) {
+  for (const task of ['--model x/y hello', 'run', '"quoted" $(id)', 'two words']) {
     const body = await runTool(app, 'opencode_run', { task })
-    t.same(body.command, ['opencode', 'run', '--format', 'json', '--auto', '--', task])
+    t.same(body.command, ['opencode', 'run', '--format', 'json', '--auto'])
     t.match(body, { tool: 'opencode_run', ok: true, exit_code: 0, agent_report: { is_error: false, session_id: /^ses_/ } })
     t.equal(JSON.parse(body.output).prompt, task, `${JSON.stringify(task)} byte for byte`)
   }

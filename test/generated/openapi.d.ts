@@ -55,7 +55,7 @@ export interface paths {
         put?: never;
         /**
          * Run a task with Claude Code headless (`claude -p`)
-         * @description Runs `claude -p --output-format stream-json --verbose --permission-mode <CLAUDE_PERMISSION_MODE> -- <task>` in `cwd`, at most `timeout` seconds, and answers with the answer text of its final report as `output` and the rest as `agent_report`. Waits for the whole run: up to 30 minutes.
+         * @description Runs `claude -p --output-format stream-json --verbose --permission-mode <CLAUDE_PERMISSION_MODE>` with the task on its standard input, in `cwd`, at most `timeout` seconds, and answers with the answer text of its final report as `output` and the rest as `agent_report`. Waits for the whole run: up to 30 minutes.
          */
         post: operations["claudeRun"];
         delete?: never;
@@ -74,8 +74,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Run a task with Gemini CLI headless (`gemini --prompt`)
-         * @description Runs `gemini --prompt=<task> --output-format stream-json --approval-mode=yolo --skip-trust` in `cwd`, at most `timeout` seconds, and answers with its answer as `output` (its error message when it failed) and whether it failed as `agent_report`. Waits for the whole run: up to 30 minutes.
+         * Run a task with Gemini CLI headless
+         * @description Runs `gemini --output-format stream-json --approval-mode=yolo --skip-trust` with the task on its standard input, in `cwd`, at most `timeout` seconds, and answers with its answer as `output` (its error message when it failed) and whether it failed as `agent_report`. Waits for the whole run: up to 30 minutes.
          */
         post: operations["geminiRun"];
         delete?: never;
@@ -95,7 +95,7 @@ export interface paths {
         put?: never;
         /**
          * Run a task with OpenAI Codex CLI (`codex exec`)
-         * @description Runs `codex exec --json --skip-git-repo-check -c allow_login_shell=false --dangerously-bypass-approvals-and-sandbox -- <task>` (or `--sandbox <CODEX_SANDBOX>`) in `cwd`, at most `timeout` seconds, and answers with its last agent message as `output` (the error’s message when its turn failed) and whether it failed as `agent_report`. Waits for the whole run: up to 30 minutes.
+         * @description Runs `codex exec --json --skip-git-repo-check -c allow_login_shell=false --dangerously-bypass-approvals-and-sandbox -- -` (or `--sandbox <CODEX_SANDBOX>`) with the task on its standard input, in `cwd`, at most `timeout` seconds, and answers with its last agent message as `output` (the error’s message when its turn failed) and whether it failed as `agent_report`. Waits for the whole run: up to 30 minutes.
          */
         post: operations["codexRun"];
         delete?: never;
@@ -115,7 +115,7 @@ export interface paths {
         put?: never;
         /**
          * Run a task with opencode (`opencode run`)
-         * @description Runs `opencode run --format json --auto -- <task>` in `cwd`, at most `timeout` seconds, and answers with its text parts as `output` (its errors’ messages when it failed) and whether it failed as `agent_report`. Waits for the whole run: up to 30 minutes.
+         * @description Runs `opencode run --format json --auto` with the task on its standard input, in `cwd`, at most `timeout` seconds, and answers with its text parts as `output` (its errors’ messages when it failed) and whether it failed as `agent_report`. Waits for the whole run: up to 30 minutes.
          */
         post: operations["opencodeRun"];
         delete?: never;
@@ -294,7 +294,7 @@ export interface components {
          *     }
          */
         RunParams: {
-            /** @description The prompt for the agent, passed as one argv element (at most 30000 characters). */
+            /** @description The prompt for the agent, byte for byte: on its standard input (crush: as one argv element, after `--`); not only blanks, at most 30000 characters. */
             task: string;
             /**
              * @description Seconds before the agent and all its processes are stopped.
@@ -408,8 +408,8 @@ export interface components {
                 duration_api_ms?: number | null;
             } | null;
             sudo: {
-                /** @description Whether sudo works without a password where the agent runs (probed before the run, cached). */
-                status: "passwordless" | "password_required" | "not_installed";
+                /** @description Whether sudo works without a password where the agent runs (probed before the run, cached); `unknown_user`: sudo refuses the agent’s uid outright, which has no passwd entry (a token’s own user). */
+                status: "passwordless" | "password_required" | "not_installed" | "unknown_user";
                 /** @description The agent ran sudo during this run and sudo refused for want of a password. */
                 password_needed: boolean;
                 /** @description What to do about it, in French; null when nothing happened. */
@@ -590,7 +590,7 @@ export interface components {
         RunRequest: {
             /** @description Which agent runs the task. */
             tool: "crush_run" | "claude_run" | "gemini_run" | "codex_run" | "opencode_run";
-            /** @description The prompt for the agent, passed as one argv element (at most 30000 characters). */
+            /** @description The prompt for the agent, byte for byte: on its standard input (crush: as one argv element, after `--`); not only blanks, at most 30000 characters. */
             task: string;
             /**
              * @description Seconds before the agent and all its processes are stopped.

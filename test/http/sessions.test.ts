@@ -19,10 +19,11 @@ async function service(t: Test, overrides: Record<string, string> = {}): Promise
 
 const starts = (log: string): number => { try { return readFileSync(log, 'utf8').split('\n').filter((line) => line.includes('"argv"')).length } catch { return 0 } }
 
+/** How each CLI is told the session, at the end of its argv (codex's prompt `-` after it: its stdin). */
 const resumable: Array<{ tool: ToolName; resumeArgs: (id: string) => string[] }> = [
-  { tool: 'claude_run', resumeArgs: (id) => [`--resume=${id}`, '--'] },
-  { tool: 'codex_run', resumeArgs: (id) => ['resume', id, '--'] },
-  { tool: 'opencode_run', resumeArgs: (id) => [`--session=${id}`, '--'] }
+  { tool: 'claude_run', resumeArgs: (id) => [`--resume=${id}`] },
+  { tool: 'codex_run', resumeArgs: (id) => ['resume', id, '--', '-'] },
+  { tool: 'opencode_run', resumeArgs: (id) => [`--session=${id}`] }
 ]
 
 for (const { tool, resumeArgs } of resumable) {
@@ -37,8 +38,8 @@ for (const { tool, resumeArgs } of resumable) {
     t.same(seen.earlier, ['write the parser'], 'the agent was given its conversation back')
     t.equal(seen.prompt, '--help now add its tests', 'the task byte for byte, never a flag')
     t.equal(seen.cwd, cwd, 'in the session’s directory, though the follow-up named none')
-    const expected = [...resumeArgs(first.session_id!), seen.prompt]
-    t.same(seen.argv.slice(-expected.length), expected, 'the session, then the prompt after `--`')
+    const expected = resumeArgs(first.session_id!)
+    t.same(seen.argv.slice(-expected.length), expected, 'the session, last; the task on stdin')
     const third = await runTool(app, tool, { task: 'and document it', resume: first.session_id!, cwd }, ALICE)
     t.same((echoed(third) as ReturnType<typeof echoed> & { earlier: string[] }).earlier, ['write the parser', '--help now add its tests'], 'the same cwd given: the same session, longer')
   })

@@ -30,6 +30,7 @@ t.test('invalid bodies get a 400 naming the field, start nothing and take no slo
     ['timeout not an integer', { task: 'x', timeout: 1.5 }, /timeout must be integer/],
     ['timeout as a string', { task: 'x', timeout: '60' }, /timeout must be integer/],
     ['task with a NUL byte', { task: 'a\u0000b' }, /task must match pattern/],
+    ['task of blanks only', { task: ' \t\r\n ' }, /task must match pattern/],
     ['cwd with a NUL byte', { task: 'x', cwd: '/tmp/\u0000' }, /cwd must match pattern/],
     ['relative cwd', { task: 'x', cwd: 'relative/dir' }, /cwd must match pattern/],
     ['wsl_distro with a space', { task: 'x', wsl_distro: 'Ubuntu 22' }, /wsl_distro must match pattern/],

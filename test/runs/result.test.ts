@@ -16,7 +16,7 @@ const hostileTasks = [
   '*  ?  [a-z]  ~  $HOME  %PATH%  !'
 ]
 
-t.test('the task reaches each agent as one argv element, byte for byte, never as a flag', async (t) => {
+t.test('the task reaches each agent byte for byte, never as a flag: crush as one argv element, claude on its stdin', async (t) => {
   const app = await build(t, { MAX_CRUSH_AGENTS: String(hostileTasks.length), MAX_CLAUDE_AGENTS: String(hostileTasks.length) })
   // All at once: each run is its own process, and nothing here depends on their order.
   const [crush, claude] = await Promise.all((['crush_run', 'claude_run'] as const).map((tool) => Promise.all(hostileTasks.map((task) => runTool(app, tool, { task })))))
@@ -24,7 +24,7 @@ t.test('the task reaches each agent as one argv element, byte for byte, never as
     t.same(echoed(crush![index]!).argv, ['run', '--', task], `crush argv for ${JSON.stringify(task)}`)
     t.equal(echoed(crush![index]!).prompt, task)
     t.same(crush![index]!.command, ['crush', 'run', '--', task])
-    t.same(echoed(claude![index]!).argv, ['-p', '--output-format', 'stream-json', '--verbose', '--permission-mode', 'bypassPermissions', '--', task], `claude argv for ${JSON.stringify(task)}`)
+    t.same(echoed(claude![index]!).argv, ['-p', '--output-format', 'stream-json', '--verbose', '--permission-mode', 'bypassPermissions'], `claude argv for ${JSON.stringify(task)}: no task in it`)
     t.equal(echoed(claude![index]!).prompt, task)
   })
   t.notOk(existsSync('/tmp/agent-runner-pwned'), 'no shell ran the task')
@@ -129,7 +129,7 @@ t.test('extra arguments and the permission mode come from the configuration', as
   })
   t.same(echoed(await runTool(app, 'crush_run', { task: 'x' })).argv, ['run', '--quiet', '--', 'x'])
   t.same(echoed(await runTool(app, 'claude_run', { task: 'x' })).argv, [
-    '-p', '--output-format', 'stream-json', '--verbose', '--permission-mode', 'acceptEdits', '--model', 'sonnet', '--', 'x'
+    '-p', '--output-format', 'stream-json', '--verbose', '--permission-mode', 'acceptEdits', '--model', 'sonnet'
   ])
 })
 

@@ -27,7 +27,7 @@ const agentStarts = (log: string): string[][] =>
   existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter((line) => line.startsWith('{"pid"')).map((line) => JSON.parse(line).argv) : []
 
 /** What placeRun needs besides the host and the request. */
-const PLACEMENT = { agentBin: 'crush', agentArgs: ['run', '--', 'task'], wslBin: 'wsl.exe', hostContainment: processGroup(), runId: 'r1', env: { PATH: '/bin', ANTHROPIC_API_KEY: 'k' }, defaultCwd: '/agents' }
+const PLACEMENT = { agentBin: 'crush', agent: { args: ['run', '--', 'task'], input: undefined }, wslBin: 'wsl.exe', hostContainment: processGroup(), runId: 'r1', env: { PATH: '/bin', ANTHROPIC_API_KEY: 'k' }, defaultCwd: '/agents' }
 
 t.test('placeRun: the WSL shape, once per run', async (t) => {
   const base = PLACEMENT
@@ -67,9 +67,13 @@ t.test('a task full of quotes, backslashes and shell syntax reaches the agent by
   t.same(['wsl', ...launch!.wsl_argv], body.command, 'the command shown is what wsl.exe was given')
   t.ok(launch!.command_line.includes('\\"quoted'), 'the stand-in parsed a real Windows command line')
 
-  const claude = await runTool(app, 'claude_run', { task: 'inside wsl', wsl_distro: 'Debian' })
+  // claude reads its task on stdin, which wsl.exe relays: the same task, on no command line.
+  const claude = await runTool(app, 'claude_run', { task, wsl_distro: 'Debian' })
   t.match(claude, { ok: true, agent_report: { is_error: false } }, "claude's report is parsed through wsl")
-  t.equal(JSON.parse(claude.output).prompt, 'inside wsl')
+  t.equal(JSON.parse(claude.output).prompt, task, 'the prompt claude received is the task')
+  const claudeLaunch = wslLaunches(log).find((entry) => entry.wsl_argv.includes('setsid') && entry.wsl_argv.includes('claude'))
+  t.notOk(claudeLaunch!.command_line.includes('trailing'), 'and no command line carried it')
+  t.notOk(existsSync(marker), 'nothing in it was executed')
 })
 
 t.test('the stand-in wsl would expose a command built with `--`, and a killed wsl leaves its Linux process running', async (t) => {
@@ -93,6 +97,8 @@ const BATCH = 8
 const pathChars = fc.constantFrom('a', ' ', '"', '\\', '\t', "'", '$', '-', '=', '%', '^', '&', '!', '~')
 const names = fc.array(pathChars, { minLength: 1, maxLength: 8 }).map((chars) => chars.join(''))
 const tasks = fc.string({ unit: fc.constantFrom('a', ' ', '"', '\\', '\t', "'", '$', '(', ')', '`', '\n', '%', '^', '-'), minLength: 1, maxLength: 20 })
+  // A task of blanks only is refused before anything runs (validation.test.ts).
+  .filter((task) => /\S/.test(task))
 
 t.test("wsl.exe's own parser cannot be steered: cwd reaches the distro as given, or the request is refused", async (t) => {
   t.match(wslCwdProblem('/x" --unregister Ubuntu "'), /cannot contain `"`/)
@@ -114,7 +120,7 @@ t.test("wsl.exe's own parser cannot be steered: cwd reaches the distro as given,
     fc.property(names, tasks, (name, task) => {
       const cwd = join('/srv', name)
       if (wslCwdProblem(cwd) !== null) return true
-      const { command } = placeRun({ ...PLACEMENT, agentArgs: ['run', '--', task], hostPlatform: 'win32', params: { wsl_distro: 'Ubuntu', cwd } })
+      const { command } = placeRun({ ...PLACEMENT, agent: { args: ['run', '--', task], input: undefined }, hostPlatform: 'win32', params: { wsl_distro: 'Ubuntu', cwd } })
       const { options, line } = parseWslCommandLine(windowsCommandLine('wsl', command.args), ['Ubuntu'])
       const argv = commandLineToArgv(line)
       return options.cwd === cwd && options.exec && JSON.stringify(argv) === JSON.stringify(command.args.slice(command.args.indexOf('--exec') + 1)) && argv.at(-1) === task

@@ -1,15 +1,17 @@
 import t from 'tap'
-import { spawnSync } from 'node:child_process'
-import { dirname } from 'node:path'
+import { execFileSync, spawnSync } from 'node:child_process'
+import { existsSync, readFileSync, realpathSync, writeFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
 import { build, listen, runTool, scenario, standInEnv } from '../helpers/index.js'
 import { runThrough, SURFACES } from '../helpers/surfaces.js'
-import { asRoot, directoryOf, realSudoInstalled, realUser } from '../helpers/users.js'
+import { asRoot, directoryOf, realSudoInstalled, realUser, type RealUser } from '../helpers/users.js'
 
 // Debian's real sudo and real accounts: AGENT_USER with a sudoers rule that needs a password, and one that does not.
 // The stand-in agents call sudo the way the CLIs' shell tools do (through PATH); the real CLIs meet the same sudo in
 // test/e2e/.
 
 const skip = !asRoot ? 'needs root (useradd, sudoers)' : !realSudoInstalled && 'needs the sudo package'
+const namespaceMode = ['/usr/bin/unshare', '/usr/bin/tini'].every((tool) => existsSync(tool))
 
 // Each test has its own services: side by side.
 t.jobs = 2
@@ -65,4 +67,27 @@ t.test('a run’s report file is its own: agents cannot list the others', { skip
   t.not(listing.status, 0, 'the reports directory cannot be listed by the agent')
   t.match(listing.stderr, /Permission denied/)
   t.not(asAgent('test', '-w', dirname(report)).status, 0, 'nor written')
+})
+
+t.test('pid-namespace as root: the shim stands at sudo’s own path in the run alone, so an absolute sudo with its messages thrown away is still seen', { skip: skip || (!namespaceMode && 'needs util-linux unshare and tini') }, async (t) => {
+  const sudoPath = realpathSync(execFileSync('sh', ['-c', 'command -v sudo'], { encoding: 'utf8' }).trim())
+  const before = readFileSync(sudoPath)
+  // A script the agent runs (a stand-in's task is words without blanks): sudo by its absolute path, stderr thrown away.
+  const silent = (user: RealUser, command: string) => {
+    const script = join(directoryOf(t, user), 'silent.sh')
+    writeFileSync(script, `${sudoPath} ${command} 2>/dev/null; echo sudo-exit=$?\n`, { mode: 0o644 })
+    return scenario.shell('sh', script)
+  }
+  const password = realUser('ar-sudo-pw', 'password')
+  const app = await build(t, { AGENT_USER: password.name, AGENT_WORKDIR: directoryOf(t, password), AGENT_CONTAINMENT: 'pid-namespace', AGENT_LIMITS: 'off' }, standInEnv())
+  const refused = await runTool(app, 'crush_run', { task: silent(password, 'true'), timeout: 60 })
+  t.match(refused.output, /sudo-exit=1/, 'sudo failed at once')
+  t.notMatch(refused.output, /^sudo: /m, 'sudo’s own messages thrown away')
+  t.match(refused, { timed_out: false, sudo: { status: 'password_required', password_needed: true } }, 'it was reported: the askpass told the service')
+
+  const passwordless = realUser('ar-sudo-nopw', 'nopasswd')
+  const root = await runTool(await build(t, { AGENT_USER: passwordless.name, AGENT_WORKDIR: directoryOf(t, passwordless), AGENT_CONTAINMENT: 'pid-namespace', AGENT_LIMITS: 'off' }, standInEnv()), 'crush_run', { task: silent(passwordless, 'id -u'), timeout: 60 })
+  t.match(root.output, /^0$/m, 'the real sudo behind it still makes root (its set-user-ID bit kept)')
+  t.match(root, { sudo: { status: 'passwordless', password_needed: false } })
+  t.ok(readFileSync(sudoPath).equals(before), 'outside the runs, sudo is the real one')
 })

@@ -6,7 +6,7 @@ import { loadConfig } from '#src/config.js'
 import { allocateUid, parseUidRange } from '#src/process/token-users.js'
 import { killEveryProcessOf, processesOfUid } from '#src/process/uid-sweep.js'
 import { build, echoed, readPidFile, runTool, scenario, standInEnv, tempDir, TEST_AGENT_ENV_ALLOW } from '../helpers/index.js'
-import { asRoot } from '../helpers/users.js'
+import { asRoot, realSudoInstalled } from '../helpers/users.js'
 
 // Two tokens on one service are two Unix users (issue 36, item 1): AGENT_USERS gives each token's agents a uid and a
 // HOME of their own, so that alice's agent can neither read, signal nor write bob's processes and files.
@@ -178,4 +178,10 @@ t.test('sessions stay in the token’s home: bob continues his, alice cannot eve
   const bob = await whoami(app, BOB)
   t.ok(existsSync(join(bob.home, '.claude-stand-in-sessions', first.session_id!)), 'kept under bob’s HOME')
   t.match(await shell(app, ALICE, 'cat', join(bob.home, '.claude-stand-in-sessions', first.session_id!)), /Permission denied/)
+})
+
+t.test('sudo refuses a token’s own user outright (no passwd entry): the result says unknown_user, not a password to give', { skip: skip || (!realSudoInstalled && 'needs the sudo package') }, async (t) => {
+  const app = await build(t, { ...TOKENS, AGENT_USERS: '61580-61589', DATA_DIR: crossableDataDir(t), AGENT_LIMITS: 'off' }, standInEnv({ LANG: 'fr_FR.UTF-8' }))
+  const body = await runTool(app, 'crush_run', { task: 'hello' }, ALICE)
+  t.same(body.sudo, { status: 'unknown_user', password_needed: false, message: null }, 'in any language the agent speaks')
 })
