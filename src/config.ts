@@ -10,6 +10,7 @@ import { agentVariables, type AgentSettings, type AgentSpec } from './agents/spe
 import { resolveAgentUser, type AgentUser } from './process/agent-user.js'
 import { CONTAINMENT_SETTINGS, type ContainmentSetting } from './process/host-containment.js'
 import { parseUidRange, type UidRange } from './process/token-users.js'
+import type { RunLimits } from './process/run-cgroups.js'
 import { checkSecretFiles } from './secret-files.js'
 
 /** The platforms whose argv shape differs: only Windows hosts wrap the agent in wsl.exe. */
@@ -53,7 +54,7 @@ const ServiceSchema = Type.Object({
   AGENT_USERS: Type.String({ default: '' }),
   AGENT_HOME_TEMPLATE: Type.String({ default: '' }),
   ALLOW_SHARED_AGENT_USER: Type.Boolean({ default: false }),
-  AGENT_LIMITS: Type.Union([Type.Literal('auto'), Type.Literal('off')], { default: 'auto' }),
+  AGENT_LIMITS: Type.Union([Type.Literal('auto'), Type.Literal('rlimits'), Type.Literal('off')], { default: 'auto' }),
   AGENT_MAX_PROCESSES: Type.Integer({ default: 512, minimum: 16, maximum: 1_000_000 }),
   AGENT_MAX_MEMORY_MB: Type.Integer({ default: 3072, minimum: 64, maximum: 16_777_216 }),
   ALLOW_UNAUTHENTICATED: Type.Boolean({ default: false }),
@@ -118,7 +119,7 @@ export interface Config {
   /** Who agents run as, when the service runs as root and should not lend them its identity (AGENT_USER). */
   agentUser: AgentUser | undefined
   /** Each run's own cgroup, where the host gives one (root, Linux): its processes (threads count) and memory. */
-  runLimits: { processes: number; memoryBytes: number } | undefined
+  runLimits: RunLimits | undefined
   /** AGENT_USERS: each token's agents as a uid of its own from this range, in a home of its own. */
   agentUsers: { range: UidRange; template: string | undefined } | undefined
   killGraceMs: number
@@ -187,7 +188,11 @@ export function loadConfig(
     agentUsers: tokenUsersConfig(env, agentUser),
     runLimits: env.AGENT_LIMITS === 'off'
       ? undefined
-      : { processes: env.AGENT_MAX_PROCESSES, memoryBytes: env.AGENT_MAX_MEMORY_MB * 1024 * 1024 },
+      : {
+          processes: env.AGENT_MAX_PROCESSES,
+          memoryBytes: env.AGENT_MAX_MEMORY_MB * 1024 * 1024,
+          cgroups: env.AGENT_LIMITS === 'auto'
+        },
     killGraceMs: env.AGENT_KILL_GRACE_MS,
     outputLimitBytes: env.AGENT_OUTPUT_LIMIT_BYTES,
     sudoProbeTtlMs: env.SUDO_PROBE_TTL_MS,

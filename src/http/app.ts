@@ -38,6 +38,7 @@ import { SudoShim } from '../sudo/shim.js'
 import { TokenUsers } from '../process/token-users.js'
 import { confined } from '../process/confined.js'
 import { hostCgroups, removeCgroups } from '../process/run-cgroups.js'
+import { withoutCgroups } from '../process/rlimits.js'
 
 /**
  * A JSON body of the largest accepted task: 30,000 characters, each at most a 12-byte surrogate pair escaped as
@@ -160,16 +161,21 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   // Each run in a cgroup of its own where the host gives one; what a killed life left in them (beyond what its ledger
   // and marks found above) is ended now.
   const cgroups = await hostCgroups(life.service, config.runLimits)
-  const limits = 'layout' in cgroups ? cgroups.limits : cgroups.reason
+  const bounded = 'layout' in cgroups
+    ? { containment: confined(host.containment, cgroups.layout, config.runLimits!), limits: cgroups.limits }
+    : await withoutCgroups(host.containment, {
+      processes: config.runLimits?.processes,
+      tokenUsers: config.agentUsers !== undefined,
+      path: process.env['PATH'] ?? '',
+      noCgroups: cgroups.reason
+    })
+  const { limits, containment: hostContainment } = bounded
   app.log.info(`limits: ${limits}`)
   if ('layout' in cgroups) {
     const left = cgroups.leftovers
     if (left > 0) app.log.warn(`stopped ${String(left)} process(es) a previous life's runs left in their cgroups`)
     app.addHook('onClose', () => { removeCgroups(cgroups.layout) })
   }
-  const hostContainment = 'layout' in cgroups
-    ? confined(host.containment, cgroups.layout, config.runLimits!)
-    : host.containment
   const store = await createRunStore(config, replica, app.log)
   const lost = await store.recover()
   if (lost.length > 0) app.log.warn({ runs: lost }, `${lost.length} run(s) of a previous life ended with it: now lost`)

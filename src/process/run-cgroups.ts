@@ -6,6 +6,8 @@ import { setTimeout as sleep } from 'node:timers/promises'
 export interface RunLimits {
   processes: number
   memoryBytes: number
+  /** false: AGENT_LIMITS=rlimits, no cgroup per run even where the host gives one. */
+  cgroups?: boolean
 }
 
 /** Which limit a run crossed, as its stop_reason says. */
@@ -249,6 +251,7 @@ export async function hostCgroups(
   limits: RunLimits | undefined
 ): Promise<{ layout: CgroupLayout; leftovers: number; limits: string } | { reason: string }> {
   if (limits === undefined) return { reason: 'none: AGENT_LIMITS=off' }
+  if (limits.cgroups === false) return { reason: 'none: AGENT_LIMITS=rlimits' }
   if (process.platform !== 'linux') return { reason: `none: no cgroups on ${process.platform}` }
   if (process.getuid?.() !== 0) return { reason: 'none: the service is not root, and cannot make cgroups for its runs' }
   const layout = cgroupLayout(
