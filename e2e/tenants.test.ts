@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
-import { chmodSync, existsSync, readdirSync, statSync } from 'node:fs'
+import { existsSync, readdirSync, statSync } from 'node:fs'
 import { dirname, join } from 'node:path'
-import { refused, runTool, startServer, tempDir } from '../test/helpers/index.js'
+import { crossableDataDir, refused, runTool, startServer, tempDir } from '../test/helpers/index.js'
 import { npmTool } from '../test/helpers/npm-tool.js'
 import type { ModelTurn } from '../test/helpers/model-servers/scripted-server.js'
 import { runThrough } from '../test/helpers/surfaces.js'
@@ -19,13 +19,6 @@ const skip = !asRoot && 'AGENT_USERS needs root'
 /** Who ran the tool: the first turn's command prints its uid, which the model gets back as the tool's result. */
 const script = (answer: string): ModelTurn[] => [{ run: 'echo UID-$(id -u)-END' }, { say: answer }]
 
-/** A directory whose parents every user may cross: DATA_DIR, under which the homes are. */
-function crossable(t: Test): string {
-  const parent = tempDir(t)
-  chmodSync(parent, 0o711)
-  return join(parent, 'data')
-}
-
 async function tenantsOf(t: Test, cli: RealCli): Promise<void> {
   const model = await cli.startModel(script('ANSWER-ONE'))
   t.teardown(() => model.close())
@@ -33,7 +26,7 @@ async function tenantsOf(t: Test, cli: RealCli): Promise<void> {
   const template = tempDir(t)
   // The operator's logged-in CLI, as a home: what offline() writes there is what each token's home gets.
   const { CODEX_HOME: _theTemplates, ...variables } = cli.offline(template, model.url)
-  const dataDir = crossable(t)
+  const dataDir = crossableDataDir(t)
   const upper = cli.agent.toUpperCase()
   const { base } = await startServer(t, {
     PATH: `${dirname(bin)}:/usr/local/bin:/usr/bin:/bin`,

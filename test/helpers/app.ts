@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import { spawn, type ChildProcess, type ChildProcessByStdio } from 'node:child_process'
 import { once } from 'node:events'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Test } from 'tap'
@@ -29,6 +29,20 @@ export const TEST_AGENT_ENV_ALLOW = [...DEFAULT_AGENT_ENV_ALLOW, 'STAND_IN_LOG',
 export function tempDir(t: Test): string {
   const dir = mkdtempSync(join(tmpdir(), 'agent-runner-test-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
+/** DATA_DIR where the tokens' users (AGENT_USERS) can reach their homes: its parent crossable (a temp dir is 0700). */
+export function crossableDataDir(t: Test): string {
+  const parent = tempDir(t)
+  chmodSync(parent, 0o711)
+  return join(parent, 'data')
+}
+
+/** A directory every user may write in, as /tmp (sticky): where agents of several users leave files for a test. */
+export function sharedDir(t: Test): string {
+  const dir = tempDir(t)
+  chmodSync(dir, 0o1777)
   return dir
 }
 

@@ -1,8 +1,8 @@
-import t, { type Test } from 'tap'
-import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs'
+import t from 'tap'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { processesOfUid } from '#src/process/uid-sweep.js'
-import { build, runTool, scenario, tempDir, until } from '../helpers/index.js'
+import { build, crossableDataDir, runTool, scenario, sharedDir, until } from '../helpers/index.js'
 import { asRoot } from '../helpers/users.js'
 
 // Where no cgroup bounds a run (AGENT_LIMITS=rlimits here, a host without cgroups elsewhere), a token's own user gets
@@ -14,13 +14,6 @@ const BOB = { authorization: 'Bearer secret-b' }
 const LIMIT = 64
 const namespaceHere = ['/usr/bin/unshare', '/usr/bin/tini'].every((tool) => existsSync(tool))
 const skip = !asRoot ? 'AGENT_USERS needs root' : !existsSync('/usr/bin/prlimit') && 'needs util-linux prlimit'
-
-/** DATA_DIR where the tokens' users can reach their homes: its parents crossable (a test's temp dirs are 0700). */
-function crossableDataDir(t: Test): string {
-  const parent = tempDir(t)
-  chmodSync(parent, 0o711)
-  return join(parent, 'data')
-}
 
 const modes = [
   { mode: 'process-group', uids: '61600-61609' },
@@ -41,8 +34,7 @@ for (const { mode, uids } of modes) {
     const readiness = (await app.inject({ method: 'GET', url: '/readyz', headers: ALICE })).json()
     t.match(readiness.containment, { limits: new RegExp(`^${LIMIT} processes per token \\(RLIMIT_NPROC of its own user\\).*AGENT_LIMITS=rlimits`) })
     const alice = JSON.parse((await runTool(app, 'crush_run', { task: scenario.whoami() }, ALICE)).output.split('\n')[0]!) as { uid: number }
-    const dir = tempDir(t)
-    chmodSync(dir, 0o1777)
+    const dir = sharedDir(t)
     // 100 sleepers asked for by a Node script (a shell dies at its first refused fork): those past the limit are
     // refused (EAGAIN), and the count holds still.
     const sleepers = join(dir, 'sleepers.mjs')

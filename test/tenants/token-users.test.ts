@@ -1,11 +1,11 @@
-import t, { type Test } from 'tap'
-import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import t from 'tap'
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { FastifyInstance } from 'fastify'
 import { loadConfig } from '#src/config.js'
 import { allocateUid, parseUidRange } from '#src/process/token-users.js'
 import { killEveryProcessOf, processesOfUid } from '#src/process/uid-sweep.js'
-import { build, echoed, readPidFile, runTool, scenario, standInEnv, tempDir, TEST_AGENT_ENV_ALLOW } from '../helpers/index.js'
+import { build, crossableDataDir, echoed, readPidFile, runTool, scenario, sharedDir, standInEnv, tempDir, TEST_AGENT_ENV_ALLOW } from '../helpers/index.js'
 import { asRoot, realSudoInstalled } from '../helpers/users.js'
 
 // Two tokens on one service are two Unix users (issue 36, item 1): AGENT_USERS gives each token's agents a uid and a
@@ -20,20 +20,6 @@ interface Whoami { uid: number; home: string; user: string }
 
 const whoami = async (app: FastifyInstance, headers: typeof ALICE, options: { cwd?: string } = {}): Promise<Whoami> =>
   JSON.parse((await runTool(app, 'crush_run', { task: scenario.whoami(), ...options }, headers)).output.split('\n')[0]!) as Whoami
-
-/** DATA_DIR where the tokens' users can reach their homes: its parents crossable (a test's temp dirs are 0700). */
-function crossableDataDir(t: Test): string {
-  const parent = tempDir(t)
-  chmodSync(parent, 0o711)
-  return join(parent, 'data')
-}
-
-/** A directory every user may write in, as /tmp (sticky): where the agents of both tokens leave their pid files. */
-function sharedDir(t: Test): string {
-  const dir = tempDir(t)
-  chmodSync(dir, 0o1777)
-  return dir
-}
 
 /** A space in a stand-in's shell command: its task is split into words at spaces. */
 // eslint-disable-next-line no-template-curly-in-string
