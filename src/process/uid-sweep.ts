@@ -33,20 +33,21 @@ export async function processesOfUid(uid: number): Promise<number[]> {
 }
 
 /**
- * kill(-1, SIGKILL) as the uid itself: the kernel signals every process that uid may signal, its own, in one call,
- * so no pid is looked up and then reused by someone else before the signal. Rounds until /proc shows none left (a
- * process forking while the signal went round leaves a child for the next).
+ * kill(-1, SIGKILL) as the uid itself: the kernel signals every process that uid may signal, its own, in one call
+ * made under the task list's lock, so no pid is looked up and then reused by someone else before the signal, and no
+ * process of the uid forks past it (a fork with SIGKILL pending fails). Signalled first, then looked at: a scan of
+ * /proc can miss a process forking then exiting in a loop (its child not yet listed, itself gone), and would call the
+ * uid empty. Rounds until /proc shows none left (the killed may take a moment to go).
  */
 export async function killEveryProcessOf(uid: number, rounds = 50): Promise<number[]> {
   for (let round = 0; round < rounds; round++) {
-    const left = await processesOfUid(uid)
-    if (left.length === 0) return []
     await new Promise<void>((resolve) => {
       const identity = ['--reuid', String(uid), '--regid', String(uid), '--clear-groups']
       spawn('setpriv', [...identity, '--', 'sh', '-c', 'kill -KILL -1'], { stdio: 'ignore' })
         .once('error', () => resolve())
         .once('exit', () => resolve())
     })
+    if ((await processesOfUid(uid)).length === 0) return []
   }
   return processesOfUid(uid)
 }
