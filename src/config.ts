@@ -26,6 +26,10 @@ const ExtraArgs = Type.String({
 })
 
 /** Each agent's variables, named after it: its binary, its limit, its extra options, and any of its own. */
+/** A run's limits, the service's (AGENT_MAX_*) and an agent's own (<AGENT>_MAX_*). */
+const MaxProcesses = Type.Integer({ minimum: 16, maximum: 1_000_000 })
+const MaxMemoryMb = Type.Integer({ minimum: 64, maximum: 16_777_216 })
+
 function agentSchemas(agents: readonly AgentSpec[]): Record<string, TSchema> {
   return Object.fromEntries(
     agents.flatMap((spec) => {
@@ -34,6 +38,8 @@ function agentSchemas(agents: readonly AgentSpec[]): Record<string, TSchema> {
         [names.bin, Type.String({ default: spec.defaultBin, minLength: 1 })],
         [names.max, Type.Integer({ default: 2, minimum: 1, maximum: 1000 })],
         [names.extraArgs, ExtraArgs],
+        [names.maxProcesses, Type.Optional(MaxProcesses)],
+        [names.maxMemory, Type.Optional(MaxMemoryMb)],
         ...Object.entries(spec.ownSettings ?? {})
       ]
     })
@@ -55,8 +61,8 @@ const ServiceSchema = Type.Object({
   AGENT_HOME_TEMPLATE: Type.String({ default: '' }),
   ALLOW_SHARED_AGENT_USER: Type.Boolean({ default: false }),
   AGENT_LIMITS: Type.Union([Type.Literal('auto'), Type.Literal('rlimits'), Type.Literal('off')], { default: 'auto' }),
-  AGENT_MAX_PROCESSES: Type.Integer({ default: 512, minimum: 16, maximum: 1_000_000 }),
-  AGENT_MAX_MEMORY_MB: Type.Integer({ default: 3072, minimum: 64, maximum: 16_777_216 }),
+  AGENT_MAX_PROCESSES: Type.Integer({ ...MaxProcesses, default: 512 }),
+  AGENT_MAX_MEMORY_MB: Type.Integer({ ...MaxMemoryMb, default: 3072 }),
   ALLOW_UNAUTHENTICATED: Type.Boolean({ default: false }),
   ALLOWED_HOSTS: Type.String({ default: '' }),
   PORT: Type.Integer({ default: 8080, minimum: 0, maximum: 65535 }),
@@ -274,6 +280,10 @@ function agentSettings(spec: AgentSpec, env: RawEnv): AgentSettings {
     bin: env[names.bin] as string,
     maxAgents: env[names.max] as number,
     extraArgs: parseExtraArgs(names.extraArgs, env[names.extraArgs] as string),
+    limits: {
+      ...(env[names.maxProcesses] === undefined ? {} : { processes: env[names.maxProcesses] as number }),
+      ...(env[names.maxMemory] === undefined ? {} : { memoryBytes: (env[names.maxMemory] as number) * 1024 * 1024 })
+    },
     own: Object.fromEntries(Object.keys(spec.ownSettings ?? {}).map((name) => [name, String(env[name])]))
   }
 }

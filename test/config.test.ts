@@ -29,7 +29,7 @@ t.test('defaults', async (t) => {
   // and its own settings at the defaults its spec declares.
   t.same(
     config.agents.map(({ spec, settings }) => [spec.agent, settings]),
-    BUILT_IN_AGENTS.map((spec) => [spec.agent, { bin: spec.defaultBin, maxAgents: 2, extraArgs: [], own: ownDefaults(spec) }]),
+    BUILT_IN_AGENTS.map((spec) => [spec.agent, { bin: spec.defaultBin, maxAgents: 2, extraArgs: [], limits: {}, own: ownDefaults(spec) }]),
     'each agent from its own variables'
   )
 })
@@ -42,7 +42,9 @@ t.test('values from the environment', async (t) => {
     PORT: '9000',
     AGENT_HOST_PLATFORM: 'win32',
     MAX_CLAUDE_AGENTS: '5',
-    CLAUDE_EXTRA_ARGS: '["--model", "opus"]'
+    CLAUDE_EXTRA_ARGS: '["--model", "opus"]',
+    CLAUDE_MAX_PROCESSES: '1024',
+    CLAUDE_MAX_MEMORY_MB: '4096'
   })
   t.match(config, {
     host: '0.0.0.0',
@@ -50,7 +52,8 @@ t.test('values from the environment', async (t) => {
     port: 9000,
     hostPlatform: 'win32'
   })
-  t.match(config.agents.find(({ spec }) => spec.agent === 'claude')!.settings, { maxAgents: 5, extraArgs: ['--model', 'opus'] })
+  t.match(config.agents.find(({ spec }) => spec.agent === 'claude')!.settings, { maxAgents: 5, extraArgs: ['--model', 'opus'], limits: { processes: 1024, memoryBytes: 4096 * 1024 * 1024 } })
+  t.same(config.agents.find(({ spec }) => spec.agent === 'crush')!.settings.limits, {}, 'another agent: the service’s')
 })
 
 t.test('API_TOKENS: named tokens, a bare secret named by its digest, no name twice, no empty secret', async (t) => {

@@ -18,6 +18,8 @@ export interface AgentSettings {
   bin: string
   maxAgents: number
   extraArgs: string[]
+  /** Its runs' own limits (<AGENT>_MAX_PROCESSES, <AGENT>_MAX_MEMORY_MB), over the service's AGENT_MAX_*. */
+  limits: { processes?: number; memoryBytes?: number }
   /** Its own settings, by variable name (CLAUDE_PERMISSION_MODE…), as the config schema validated them. */
   own: Record<string, string>
 }
@@ -76,7 +78,19 @@ export interface AgentSpec<Agent extends string = string> {
 export const toolNameOf = <Agent extends string>(spec: AgentSpec<Agent>): `${Agent}_run` => `${spec.agent}_run`
 
 /** The variables every agent has, named after it. */
-export function agentVariables(spec: AgentSpec): { bin: string; max: string; extraArgs: string } {
+export function agentVariables(spec: AgentSpec): {
+  bin: string
+  max: string
+  extraArgs: string
+  maxProcesses: string
+  maxMemory: string
+} {
   const upper = spec.agent.toUpperCase()
-  return { bin: `${upper}_BIN`, max: `MAX_${upper}_AGENTS`, extraArgs: `${upper}_EXTRA_ARGS` }
+  return {
+    bin: `${upper}_BIN`,
+    max: `MAX_${upper}_AGENTS`,
+    extraArgs: `${upper}_EXTRA_ARGS`,
+    maxProcesses: `${upper}_MAX_PROCESSES`,
+    maxMemory: `${upper}_MAX_MEMORY_MB`
+  }
 }

@@ -55,6 +55,8 @@ export interface AgentRunOptions extends RunHooks {
   env: NodeJS.ProcessEnv
   /** What the run's own mount namespace shows in place of other files, for a containment that `bindsFiles`. */
   binds?: readonly FileBind[] | undefined
+  /** Its tool's own limits, over the service's, for a containment that bounds runs. */
+  limits?: { processes?: number; memoryBytes?: number } | undefined
   timeoutMs: number
   killGraceMs: number
   outputLimitBytes: number
@@ -114,7 +116,7 @@ const abortReason = (signal: AbortSignal): StopReason => (signal.reason as StopR
 export async function runAgent(options: AgentRunOptions): Promise<AgentEnd> {
   const { command, signal, containment, env } = options
   const launch = await containment.launch(command.file, command.args, {
-    env, cwd: command.cwd, user: options.user, runId: options.runId, binds: options.binds
+    env, cwd: command.cwd, user: options.user, runId: options.runId, binds: options.binds, limits: options.limits
   })
   // A client that left while the request was checked or queued for a slot: nothing starts.
   if (signal?.aborted) throw new RunAbandoned(abortReason(signal))

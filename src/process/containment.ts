@@ -40,6 +40,8 @@ interface LaunchContext {
   runId: string
   /** In order, for a containment that `bindsFiles`; ignored by the others. */
   binds?: readonly FileBind[] | undefined
+  /** This run's own limits (its tool's), over the service's, for a containment that bounds runs. */
+  limits?: { processes?: number; memoryBytes?: number } | undefined
 }
 
 /** How the agent itself ended, once the containment's own wrappers are seen through. */

@@ -20,7 +20,7 @@ function perTokenProcessLimit(inner: Containment, prlimit: string, processes: nu
       if ((await findOnPath(file, context.env['PATH'] ?? '', context.cwd)) === undefined) {
         throw AgentSpawnError.notFound(file)
       }
-      const limit = String(processes)
+      const limit = String(context.limits?.processes ?? processes)
       return { ...launch, file: prlimit, args: [`--nproc=${limit}:${limit}`, '--', launch.file, ...launch.args] }
     }
   }

@@ -106,6 +106,7 @@ export async function runPlacedAgent(
       user: placement.user,
       env: sudoWatch.env,
       binds: sudoWatch.binds,
+      limits: tool.settings.limits,
       ledger: { started: (record) => ledger.started(runId, record), ended: () => ledger.ended(runId) },
       timeoutMs: params.timeout * 1000,
       killGraceMs: config.killGraceMs,

@@ -56,6 +56,12 @@ t.test('an allocation past the memory limit: the run stops on it, saying so', { 
   t.match(result, { ok: false, stop_reason: 'memory_limit', timed_out: false })
 })
 
+t.test('a tool’s own limits over the service’s: crush at 128 MiB stops at 200, claude beside it does not', { skip }, async (t) => {
+  const app = await build(t, { CRUSH_MAX_MEMORY_MB: '128' })
+  t.match(await runTool(app, 'crush_run', { task: scenario.allocate(200), timeout: 20 }), { ok: false, stop_reason: 'memory_limit' }, 'crush: its own limit')
+  t.match(await runTool(app, 'claude_run', { task: scenario.allocate(200), timeout: 5 }), { stop_reason: 'timeout' }, 'claude: the service’s, which 200 MiB does not reach')
+})
+
 t.test('a normal agent is untouched by the default limits', { skip }, async (t) => {
   const app = await build(t)
   t.match(await runTool(app, 'claude_run', { task: scenario.allocate(200), timeout: 5 }), { stop_reason: 'timeout' }, '200 MiB is no limit’s business: its deadline ends it')
