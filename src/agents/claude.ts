@@ -1,6 +1,5 @@
 import { UUID } from './session-ids.js'
 import { Type } from '@sinclair/typebox'
-import { parseClaudeReport } from './report.js'
 import type { AgentSpec } from './spec.js'
 import { claudeSteps } from './steps/claude.js'
 
@@ -36,7 +35,6 @@ export const claude: AgentSpec<'claude'> = {
     ...(session === undefined ? [] : [`--resume=${session}`])
   ],
   resumes: { sessionId: UUID },
-  parseReport: parseClaudeReport,
   steps: claudeSteps,
   // Claude Code refuses to skip its permission prompts as root (containers, CI), unless told it is in a sandbox. What
   // counts is who the agent runs as: a root service with AGENT_USER runs it as that user, and it works.

@@ -1,47 +1,9 @@
 import { UUID } from './session-ids.js'
 import { Type } from '@sinclair/typebox'
-import { isObject, parseObject, textOf as text } from './json-values.js'
-import type { ParsedReport } from './report.js'
 import type { AgentSpec } from './spec.js'
 import { codexSteps } from './steps/codex.js'
 
 const CODEX_SANDBOXES = ['bypass', 'workspace-write', 'read-only'] as const
-
-const parseLine = (line: string): Record<string, unknown> | undefined =>
-  line.startsWith('{"type":') ? parseObject(line) : undefined
-
-/**
- * `codex exec --json` prints one event per line (codex-rs/exec's ThreadEvent): `thread.started` with the thread id,
- * items as they complete (the agent's messages among them), then `turn.completed` or `turn.failed`. `error` events
- * come on the way too, "Reconnecting... 2/5" among them, and are fatal only when no completed turn follows. The answer
- * is the last agent message; a run that never completed its turn reports its last error.
- */
-export function parseCodexReport(output: string): ParsedReport | null {
-  let threadId: string | undefined
-  let answer: string | undefined
-  let completed: boolean | undefined
-  let lastError: { kind: string; message: string } | undefined
-  for (const line of output.split('\n')) {
-    const event = parseLine(line)
-    if (event === undefined) continue
-    const item = isObject(event['item']) ? event['item'] : undefined
-    const error = isObject(event['error']) ? event['error'] : event
-    if (event['type'] === 'thread.started') threadId = text(event['thread_id'])
-    else if (event['type'] === 'item.completed' && item?.['type'] === 'agent_message') {
-      answer = text(item['text']) ?? answer
-    } else if (event['type'] === 'turn.completed') completed = true
-    else if (event['type'] === 'turn.failed' || event['type'] === 'error') {
-      lastError = { kind: event['type'], message: text(error['message']) ?? '' }
-      if (event['type'] === 'turn.failed') completed = false
-    }
-  }
-  if (threadId === undefined && completed === undefined && lastError === undefined) return null
-  const failed = completed !== true
-  return {
-    text: failed ? lastError?.message ?? answer ?? '' : answer ?? '',
-    report: { is_error: failed, subtype: failed ? lastError?.kind : undefined, session_id: threadId }
-  }
-}
 
 /**
  * OpenAI Codex CLI, non-interactive: `codex exec`. It refuses to work outside a Git repository unless told to; it never
@@ -81,6 +43,5 @@ export const codex: AgentSpec<'codex'> = {
     ]
   },
   resumes: { sessionId: UUID },
-  parseReport: parseCodexReport,
   steps: codexSteps
 }

@@ -1,32 +1,6 @@
 import { UUID } from './session-ids.js'
-import { isObject, parseObject, textOf as text } from './json-values.js'
-import type { ParsedReport } from './report.js'
 import type { AgentSpec } from './spec.js'
 import { geminiSteps } from './steps/gemini.js'
-
-/**
- * `--output-format stream-json`: one event per line; the answer is the assistant's `message` deltas and the last
- * `result` event says how it ended (`status`, and `error` when it failed). A failure before the run began (no auth:
- * exit 41) is plain text on stderr, with no event: no report then.
- */
-export function parseGeminiReport(output: string): ParsedReport | null {
-  let answer = ''
-  let result: Record<string, unknown> | undefined
-  let sessionId: string | undefined
-  for (const line of output.split('\n')) {
-    const event = line.startsWith('{"type":') ? parseObject(line) : undefined
-    if (event === undefined) continue
-    if (event['type'] === 'init') sessionId = text(event['session_id'])
-    if (event['type'] === 'message' && event['role'] === 'assistant') answer += text(event['content']) ?? ''
-    if (event['type'] === 'result') result = event
-  }
-  if (result === undefined) return null
-  const error = isObject(result['error']) ? result['error'] : undefined
-  return {
-    text: answer !== '' ? answer : text(error?.['message']) ?? '',
-    report: { is_error: result['status'] !== 'success', subtype: text(error?.['type']), session_id: sessionId }
-  }
-}
 
 /**
  * Gemini CLI headless. With no `--prompt` and a piped standard input, gemini runs headless with what it read there
@@ -54,6 +28,5 @@ export const gemini: AgentSpec<'gemini'> = {
     ...(session === undefined ? [] : [`--resume=${session}`])
   ],
   resumes: { sessionId: UUID },
-  parseReport: parseGeminiReport,
   steps: geminiSteps
 }

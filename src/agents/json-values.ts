@@ -3,13 +3,3 @@ export const textOf = (value: unknown): string | undefined => (typeof value === 
 
 export const isObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value)
-
-/** The object `candidate` holds as JSON; undefined for anything else (invalid JSON, an array, a string). */
-export function parseObject(candidate: string): Record<string, unknown> | undefined {
-  try {
-    const value: unknown = JSON.parse(candidate)
-    return isObject(value) ? value : undefined
-  } catch {
-    return undefined
-  }
-}

@@ -1,36 +1,6 @@
 import { OPENCODE_SESSION } from './session-ids.js'
-import { isObject, parseObject, textOf as text } from './json-values.js'
-import type { ParsedReport } from './report.js'
 import type { AgentSpec } from './spec.js'
 import { opencodeSteps } from './steps/opencode.js'
-
-/**
- * `opencode run --format json` prints one event per line, `{type, timestamp, sessionID, …}`: `step_start`,
- * `tool_use`, `text` (a finished text part, in `part.text`), `step_finish`, and `error` (`error.data.message`, or its
- * `name`). The answer is its text parts; any error event makes the report an error (opencode then exits 1).
- */
-export function parseOpencodeReport(output: string): ParsedReport | null {
-  let sessionId: string | undefined
-  const texts: string[] = []
-  const errors: string[] = []
-  for (const line of output.split('\n')) {
-    const event = line.startsWith('{"type":') ? parseObject(line) : undefined
-    if (event === undefined) continue
-    sessionId ??= text(event['sessionID'])
-    const part = isObject(event['part']) ? event['part'] : undefined
-    if (event['type'] === 'text' && part !== undefined) texts.push(text(part['text']) ?? '')
-    if (event['type'] === 'error') {
-      const error = isObject(event['error']) ? event['error'] : {}
-      const data = isObject(error['data']) ? error['data'] : {}
-      errors.push(text(data['message']) ?? text(error['name']) ?? 'error')
-    }
-  }
-  if (sessionId === undefined) return null
-  return {
-    text: errors.length > 0 ? errors.join('\n') : texts.join('\n'),
-    report: { is_error: errors.length > 0, subtype: errors.length > 0 ? 'error' : undefined, session_id: sessionId }
-  }
-}
 
 /**
  * opencode, non-interactive: `opencode run`. Without `--auto` it rejects every permission its tools ask for. The task
@@ -55,6 +25,5 @@ export const opencode: AgentSpec<'opencode'> = {
     ...(session === undefined ? [] : [`--session=${session}`])
   ],
   resumes: { sessionId: OPENCODE_SESSION },
-  parseReport: parseOpencodeReport,
   steps: opencodeSteps
 }

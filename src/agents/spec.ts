@@ -1,8 +1,18 @@
 import type { TSchema } from '@sinclair/typebox'
 import type { Step } from '../schemas/steps.js'
-import type { ParsedReport } from './report.js'
+import type { AgentReport } from '../schemas/run.js'
 
-/** One run's structured output read into steps, one JSON value (one line) at a time; a fresh one per run. */
+/** What a CLI's structured output said of the run's end: the answer a person reads, and the rest of its report. */
+export interface ParsedReport {
+  text: string
+  report: AgentReport
+}
+
+/**
+ * One run's structured output read into steps, one JSON value (one line) at a time, as it comes; a fresh one per
+ * run. The same pass reads its report: the answer is whole whatever of the output the run keeps (gemini's comes as
+ * deltas across all of it).
+ */
 export interface StepParser {
   /** Each line of the output as text (blank ones too), for a CLI that prints no JSON; otherwise each line's JSON. */
   readsText?: boolean
@@ -11,6 +21,8 @@ export interface StepParser {
   session(): string | null
   /** What it still holds once the output has ended (text it was merging). */
   end?(): Step[]
+  /** Once the output has ended: its report, or null when it printed none this parser knows (a failure to start). */
+  report?(): ParsedReport | null
 }
 
 /** How an agent is configured, from the variables its spec names (CRUSH_BIN, MAX_CRUSH_AGENTS, …). */
@@ -64,9 +76,10 @@ export interface AgentSpec<Agent extends string = string> {
    * issues: a reported id in no other form is never kept, nor is one resumed.
    */
   resumes?: { sessionId: RegExp }
-  /** Turns what the agent printed into the answer a person reads, when it reports in a structured form. */
-  parseReport?(output: string): ParsedReport | null
-  /** Where the CLI's output is JSON lines: reads them into steps. Absent: plain text, which gives no steps. */
+  /**
+   * Where the CLI's output is JSON lines: reads them into steps and its report. Absent: plain text, which gives no
+   * steps, and whose report is the output itself.
+   */
   steps?(): StepParser
   /**
    * Why every run would fail as configured, with the variable to change; null when nothing stands in the way.

@@ -1,5 +1,4 @@
 import type { Config } from '../config.js'
-import type { ParsedReport } from './report.js'
 import { buildAgentEnv, ruleForAgent } from './environment.js'
 import { acceptedSessionId } from './session-ids.js'
 import type { ToolName } from './catalog.js'
@@ -42,10 +41,6 @@ export class AgentTool {
     return this.spec.taskInArgv === undefined
       ? { args, input: task }
       : { args: [...args, ...this.spec.taskInArgv(task)], input: undefined }
-  }
-
-  parseReport(output: string): ParsedReport | null {
-    return this.spec.parseReport?.(output) ?? null
   }
 
   get resumes(): boolean {

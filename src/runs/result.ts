@@ -13,7 +13,8 @@ export function toRunResult(
   steps: ReturnType<RunSteps['report']> | null
 ): RunResult {
   const printed = outcome.output.toString()
-  const parsed = tool.parseReport(printed)
+  // Read as the output came, whole whatever of it `printed` kept.
+  const parsed = steps?.parsed ?? null
   const timedOut = outcome.stopReason === 'timeout'
   return {
     tool: tool.name,

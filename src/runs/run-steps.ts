@@ -1,8 +1,13 @@
-import type { StepParser } from '../agents/spec.js'
+import type { ParsedReport, StepParser } from '../agents/spec.js'
 import type { RunResult } from '../schemas/run.js'
 import type { Step } from '../schemas/steps.js'
 import { StepReader } from './step-reader.js'
 import { StepsTally } from './steps-summary.js'
+
+type StepsReport = Pick<RunResult, 'session_id' | 'usage' | 'steps_summary'> & {
+  allDenied: boolean
+  parsed: ParsedReport | null
+}
 
 /**
  * One run's steps: read from its stdout as it comes, handed to whoever follows the run live, added up for its
@@ -29,9 +34,13 @@ export class RunSteps {
     for (const step of this.#reader.end()) this.#take(step)
   }
 
-  /** What the result says of the steps; and a run whose every call was refused is not ok, whatever its exit. */
-  report(): Pick<RunResult, 'session_id' | 'usage' | 'steps_summary'> & { allDenied: boolean } {
+  /**
+   * What the result says of the steps, and the CLI's report read in the same pass; a run whose every call was refused
+   * is not ok, whatever its exit.
+   */
+  report(): StepsReport {
     return {
+      parsed: this.#parser.report?.() ?? null,
       session_id: this.#parser.session(),
       usage: this.#tally.usage,
       steps_summary: this.#tally.summary(this.#reader.skipped),

@@ -19,7 +19,16 @@ const echo: AgentSpec = {
   description: 'Runs the crush stand-in with the task as its prompt.',
   args: (settings) => ['run', ...settings.extraArgs],
   taskInArgv: (task) => ['--', task],
-  parseReport: (output) => ({ text: output.trim().toUpperCase(), report: { is_error: false, subtype: 'echo' } })
+  // Plain text read line by line; its report is what it printed, upper-cased.
+  steps: () => {
+    const lines: string[] = []
+    return {
+      readsText: true,
+      read: (line) => { lines.push(String(line)); return [] },
+      session: () => null,
+      report: () => ({ text: lines.join('\n').trim().toUpperCase(), report: { is_error: false, subtype: 'echo' } })
+    }
+  }
 }
 
 t.test('a spec in a list is a whole tool', async (t) => {

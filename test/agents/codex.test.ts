@@ -1,5 +1,6 @@
 import t from 'tap'
-import { parseCodexReport } from '#src/agents/codex.js'
+import { codex } from '#src/agents/codex.js'
+import { reportOf } from '../helpers/reports.js'
 import { build, runTool, scenario, standInEnv } from '../helpers/index.js'
 import { stoppedAtDeadline } from '../helpers/real-agents.js'
 
@@ -41,7 +42,7 @@ t.test('a failed turn is the run’s report; offline, codex reconnects until its
 t.test('the report parser: the last agent message, a failed turn, a stream error, or nothing it knows', async (t) => {
   const events = (...lines: object[]) => lines.map((line) => JSON.stringify(line)).join('\n')
   t.same(
-    parseCodexReport(events(
+    reportOf(codex, events(
       { type: 'thread.started', thread_id: 't1' },
       { type: 'item.completed', item: { id: 'a', type: 'agent_message', text: 'first' } },
       { type: 'item.completed', item: { id: 'b', type: 'command_execution', command: 'ls' } },
@@ -50,17 +51,17 @@ t.test('the report parser: the last agent message, a failed turn, a stream error
     )),
     { text: 'final', report: { is_error: false, subtype: undefined, session_id: 't1' } }
   )
-  t.same(parseCodexReport(events({ type: 'thread.started', thread_id: 't2' }, { type: 'turn.failed', error: { message: 'quota' } })), {
+  t.same(reportOf(codex, events({ type: 'thread.started', thread_id: 't2' }, { type: 'turn.failed', error: { message: 'quota' } })), {
     text: 'quota',
     report: { is_error: true, subtype: 'turn.failed', session_id: 't2' }
   })
-  t.same(parseCodexReport(events({ type: 'error', message: 'stream disconnected' })), {
+  t.same(reportOf(codex, events({ type: 'error', message: 'stream disconnected' })), {
     text: 'stream disconnected',
     report: { is_error: true, subtype: 'error', session_id: undefined }
   })
-  t.match(parseCodexReport(events({ type: 'thread.started', thread_id: 't3' })), { report: { is_error: true } }, 'started, never ended')
+  t.match(reportOf(codex, events({ type: 'thread.started', thread_id: 't3' })), { report: { is_error: true } }, 'started, never ended')
   t.same(
-    parseCodexReport(events(
+    reportOf(codex, events(
       { type: 'thread.started', thread_id: 't4' },
       { type: 'error', message: 'Reconnecting... 2/5' },
       { type: 'item.completed', item: { id: 'a', type: 'agent_message', text: 'done anyway' } },
@@ -69,7 +70,7 @@ t.test('the report parser: the last agent message, a failed turn, a stream error
     { text: 'done anyway', report: { is_error: false, subtype: undefined, session_id: 't4' } },
     'an error on the way is not the end'
   )
-  for (const unknown of ['', 'plain text', '{"type":', '{"other":1}']) t.equal(parseCodexReport(unknown), null, JSON.stringify(unknown))
+  for (const unknown of ['', 'plain text', '{"type":', '{"other":1}']) t.equal(reportOf(codex, unknown), null, JSON.stringify(unknown))
 })
 
 t.test(`the real codex ${CODEX_VERSION}, offline and without credentials: stopped at its deadline, nothing of it left`, async (t) => {

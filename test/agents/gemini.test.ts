@@ -1,5 +1,6 @@
 import t from 'tap'
-import { parseGeminiReport } from '#src/agents/gemini.js'
+import { gemini } from '#src/agents/gemini.js'
+import { reportOf } from '../helpers/reports.js'
 import { build, parseNdjson, runTool, scenario, standInEnv, tempDir, type ResultEvent } from '../helpers/index.js'
 import { npmTool } from '../helpers/npm-tool.js'
 import { credentialFree } from '../helpers/real-agents.js'
@@ -52,13 +53,13 @@ t.test('the report parser: stream events, or nothing it knows', async (t) => {
     '{"type":"message","role":"assistant","content":"swer","delta":true}',
     '{"type":"result","status":"success","stats":{}}'
   ].join('\n')
-  t.same(parseGeminiReport(stream), { text: 'answer', report: { is_error: false, subtype: undefined, session_id: 's3' } })
-  t.same(parseGeminiReport('{"type":"result","status":"error","error":{"type":"FatalTurnLimitedError","message":"too many turns"}}'), {
+  t.same(reportOf(gemini, stream), { text: 'answer', report: { is_error: false, subtype: undefined, session_id: 's3' } })
+  t.same(reportOf(gemini, '{"type":"result","status":"error","error":{"type":"FatalTurnLimitedError","message":"too many turns"}}'), {
     text: 'too many turns',
     report: { is_error: true, subtype: 'FatalTurnLimitedError', session_id: undefined }
   })
   const fatal = 'YOLO mode is enabled.\nPlease set an Auth method in your settings.json\n'
-  for (const unknown of ['', fatal, '{not json', '{"other":1}', '[1,2]']) t.equal(parseGeminiReport(unknown), null, JSON.stringify(unknown))
+  for (const unknown of ['', fatal, '{not json', '{"other":1}', '[1,2]']) t.equal(reportOf(gemini, unknown), null, JSON.stringify(unknown))
 })
 
 t.test(`the real gemini ${GEMINI_VERSION}, with no credentials: its auth error comes back as a failed run`, async (t) => {

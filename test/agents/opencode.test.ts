@@ -1,5 +1,6 @@
 import t from 'tap'
-import { parseOpencodeReport } from '#src/agents/opencode.js'
+import { opencode } from '#src/agents/opencode.js'
+import { reportOf } from '../helpers/reports.js'
 import { build, runTool, scenario, standInEnv } from '../helpers/index.js'
 import { stoppedAtDeadline } from '../helpers/real-agents.js'
 
@@ -35,7 +36,7 @@ t.test('an error event is the run’s report; offline, opencode waits until its 
 t.test('the report parser: text parts, errors, or nothing it knows', async (t) => {
   const events = (...lines: object[]) => lines.map((line) => JSON.stringify(line)).join('\n')
   t.same(
-    parseOpencodeReport(events(
+    reportOf(opencode, events(
       { type: 'step_start', sessionID: 's1', part: {} },
       { type: 'text', sessionID: 's1', part: { text: 'one' } },
       { type: 'tool_use', sessionID: 's1', part: { tool: 'bash' } },
@@ -44,13 +45,13 @@ t.test('the report parser: text parts, errors, or nothing it knows', async (t) =
     )),
     { text: 'one\ntwo', report: { is_error: false, subtype: undefined, session_id: 's1' } }
   )
-  t.same(parseOpencodeReport(events({ type: 'error', sessionID: 's2', error: { name: 'ProviderAuthError', data: { message: 'no key' } } })), {
+  t.same(reportOf(opencode, events({ type: 'error', sessionID: 's2', error: { name: 'ProviderAuthError', data: { message: 'no key' } } })), {
     text: 'no key',
     report: { is_error: true, subtype: 'error', session_id: 's2' }
   })
-  t.match(parseOpencodeReport(events({ type: 'error', sessionID: 's3', error: { name: 'APIError' } })), { text: 'APIError' })
-  t.match(parseOpencodeReport(events({ type: 'error', sessionID: 's4' })), { text: 'error' })
-  for (const unknown of ['', 'plain', '{"type":"text"}', '{"type":']) t.equal(parseOpencodeReport(unknown), null, JSON.stringify(unknown))
+  t.match(reportOf(opencode, events({ type: 'error', sessionID: 's3', error: { name: 'APIError' } })), { text: 'APIError' })
+  t.match(reportOf(opencode, events({ type: 'error', sessionID: 's4' })), { text: 'error' })
+  for (const unknown of ['', 'plain', '{"type":"text"}', '{"type":']) t.equal(reportOf(opencode, unknown), null, JSON.stringify(unknown))
 })
 
 t.test(`the real opencode ${OPENCODE_VERSION}, offline and without credentials: stopped at its deadline, nothing of it left`, async (t) => {

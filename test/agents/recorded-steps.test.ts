@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs'
 import { BUILT_IN_AGENTS } from '#src/agents/catalog.js'
 import { claudeSteps } from '#src/agents/steps/claude.js'
 import { RunSteps } from '#src/runs/run-steps.js'
+import { reportOf } from '../helpers/reports.js'
 import { readSteps } from '../helpers/steps.js'
 import { fromRoot } from '../helpers/root.js'
 
@@ -33,6 +34,9 @@ for (const { agent } of structured) {
     t.not(commands[0]!.call_id, commands[2]!.call_id)
     t.match(steps.filter((step) => step.kind === 'message'), [{ text: 'ALL DONE' }])
     t.ok(steps.some((step) => step.kind === 'usage' && (step.input_tokens ?? 0) > 0), 'the tokens it used')
+    // The same pass reads its report: the answer, a success, the session its stream named.
+    const parsed = reportOf(structured.find((spec) => spec.agent === agent)!, stream.toString())
+    t.match(parsed, { text: 'ALL DONE', report: { is_error: false, session_id: String } }, 'its report, read as it came')
     const noise = stream.toString().split('\n').filter((line) => line.trim() !== '' && !line.startsWith('{')).length
     t.equal(skipped, noise, `${noise} line(s) of noise skipped and counted`)
     for (let trial = 0; trial < 200; trial++) {

@@ -22,6 +22,8 @@ export const scenario = {
   fail: () => task('fail'),
   /** Writes `bytes` of `x` to stdout, 64 KiB at a time, waiting for the pipe like any writer. */
   flood: (bytes: number) => task('flood', bytes),
+  /** Answers `chars` characters, starting `ANSWER-HEAD-` and ending `-ANSWER-TAIL`. */
+  longAnswer: (chars: number) => task('long-answer', chars),
   /**
    * Like `flood`, and after each write the kernel has taken, records how many bytes it has written so far in
    * `countFile`: what the agent managed to write, whoever reads (or fails to read) its output.

@@ -45,7 +45,7 @@ for (const { tool, resumeArgs } of resumable) {
   })
 }
 
-t.test('gemini_run: the session goes as --resume=<id> after its flags; the task stays inside --prompt=', async (t) => {
+t.test('gemini_run: the session goes as --resume=<id> after its flags; the task on its stdin', async (t) => {
   const { app } = await service(t)
   const first = await runTool(app, 'gemini_run', { task: 'write the parser' }, ALICE)
   const followUp = await runTool(app, 'gemini_run', { task: '--help now add its tests', resume: first.session_id! }, ALICE)

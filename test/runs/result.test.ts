@@ -150,3 +150,14 @@ t.test('a binary that cannot be executed answers 503 AGENT_SPAWN_FAILED', async 
   t.match(body, { code: 'AGENT_SPAWN_FAILED' })
   t.equal(app.slots.inUse('crush_run'), 0)
 })
+
+t.test('an answer longer than the output a run keeps comes back whole: read as the output came, not from what was kept', async (t) => {
+  const app = await build(t, { AGENT_OUTPUT_LIMIT_BYTES: '65536' })
+  const chars = 200_000
+  for (const tool of ['claude_run', 'codex_run', 'gemini_run', 'opencode_run'] as const) {
+    const result = await runTool(app, tool, { task: scenario.longAnswer(chars) })
+    t.match(result, { ok: true, output_truncated: true }, `${tool}: its raw output was cut in the middle`)
+    t.equal(result.output.length, chars, `${tool}: the answer, whole`)
+    t.ok(result.output.startsWith('ANSWER-HEAD-') && result.output.endsWith('-ANSWER-TAIL'), `${tool}: from its start to its end`)
+  }
+})

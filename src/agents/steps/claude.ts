@@ -1,6 +1,6 @@
 import type { Step } from '../../schemas/steps.js'
 import { isObject, textOf } from '../json-values.js'
-import type { StepParser } from '../spec.js'
+import type { ParsedReport, StepParser } from '../spec.js'
 import { OpenCalls, startedAndCompleted, type Call } from './calls.js'
 import { failure, message, summarise, usage } from './step-text.js'
 
@@ -14,6 +14,30 @@ function callOf(name: string, input: Record<string, unknown>): Call {
     return { kind: 'file_change', tool: name, path, change: name === 'Write' ? null : 'edited' }
   }
   return { kind: 'tool', name, input: summarise(input) }
+}
+
+/** A number as the answer can carry it: absent when it is no number, null when JSON could not write it back. */
+function optionalNumber(value: unknown, integer = false): number | null | undefined {
+  if (typeof value !== 'number') return undefined
+  const number = integer ? Math.trunc(value) : value
+  return Number.isFinite(number) && (!integer || Number.isSafeInteger(number)) ? number : null
+}
+
+/** Claude's report is its `result` line (stream-json's last, json mode's only one): the last such line is the one. */
+function reportOf(event: Record<string, unknown>): ParsedReport | null {
+  if (typeof event['is_error'] !== 'boolean') return null
+  return {
+    text: textOf(event['result']) ?? '',
+    report: {
+      is_error: event['is_error'],
+      subtype: textOf(event['subtype']),
+      session_id: textOf(event['session_id']),
+      num_turns: optionalNumber(event['num_turns'], true),
+      total_cost_usd: optionalNumber(event['total_cost_usd']),
+      duration_ms: optionalNumber(event['duration_ms']),
+      duration_api_ms: optionalNumber(event['duration_api_ms'])
+    }
+  }
 }
 
 /** Ended calls remembered at once, at most: enough for any run's denials, never a map that grows for good. */
@@ -55,6 +79,7 @@ export function claudeSteps(): StepParser {
     return steps
   }
   let session: string | null = null
+  let report: ParsedReport | null = null
   const assistant = (event: Record<string, unknown>): Step[] => {
     const content = isObject(event['message']) ? event['message']['content'] : undefined
     const steps: Step[] = Array.isArray(content)
@@ -131,9 +156,13 @@ export function claudeSteps(): StepParser {
       if (event['type'] === 'assistant') return assistant(event)
       if (event['type'] === 'user') return user(event)
       if (event['type'] === 'system') return system(event)
-      if (event['type'] === 'result') return result(event)
+      if (event['type'] === 'result') {
+        report = reportOf(event) ?? report
+        return result(event)
+      }
       return []
     },
-    session: () => session
+    session: () => session,
+    report: () => report
   }
 }

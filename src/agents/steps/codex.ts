@@ -47,9 +47,17 @@ function callsOf(item: Record<string, unknown>): Call[] {
 export function codexSteps(): StepParser {
   const startedItems = new Set<string>()
   let session: string | null = null
+  // Its report: the last agent message, whether a turn completed, the last error on the way.
+  let answer: string | undefined
+  let turnCompleted: boolean | undefined
+  let lastError: { kind: string; message: string } | undefined
   const item = (phase: 'started' | 'completed', value: Record<string, unknown>): Step[] => {
     const id = textOf(value['id']) ?? ''
-    if (value['type'] === 'agent_message') return phase === 'completed' ? [message(textOf(value['text']) ?? '')] : []
+    if (value['type'] === 'agent_message') {
+      if (phase !== 'completed') return []
+      answer = textOf(value['text']) ?? answer
+      return [message(answer ?? '')]
+    }
     if (value['type'] === 'error') return [failure(textOf(value['message']) ?? '', false)]
     const calls = callsOf(value)
     if (phase === 'started') {
@@ -79,19 +87,32 @@ export function codexSteps(): StepParser {
         case 'item.completed':
           return value === undefined ? [] : item('completed', value)
         case 'turn.completed': {
+          turnCompleted = true
           const usage = isObject(event['usage']) ? event['usage'] : {}
           return [reportedUsage({ input: usage['input_tokens'], output: usage['output_tokens'] }, true)]
         }
         case 'turn.failed': {
           const error = isObject(event['error']) ? event['error'] : {}
+          turnCompleted = false
+          lastError = { kind: 'turn.failed', message: textOf(error['message']) ?? '' }
           return [failure(textOf(error['message']) ?? 'turn failed', true)]
         }
         case 'error':
+          lastError = { kind: 'error', message: textOf(event['message']) ?? '' }
           return [failure(textOf(event['message']) ?? '', false)]
         default:
           return []
       }
     },
-    session: () => session
+    session: () => session,
+    // `error` events come on the way too ("Reconnecting... 2/5"), fatal only when no completed turn follows.
+    report: () => {
+      if (session === null && turnCompleted === undefined && lastError === undefined) return null
+      const failed = turnCompleted !== true
+      return {
+        text: failed ? lastError?.message ?? answer ?? '' : answer ?? '',
+        report: { is_error: failed, subtype: failed ? lastError?.kind : undefined, session_id: session ?? undefined }
+      }
+    }
   }
 }

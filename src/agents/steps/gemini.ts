@@ -1,8 +1,8 @@
 import type { Step } from '../../schemas/steps.js'
 import { isObject, textOf } from '../json-values.js'
-import type { StepParser } from '../spec.js'
+import type { ParsedReport, StepParser } from '../spec.js'
 import { OpenCalls, type Call } from './calls.js'
-import { failure, head, message, summarise, usage } from './step-text.js'
+import { answerWith, failure, head, message, summarise, usage } from './step-text.js'
 
 function callOf(name: string, parameters: Record<string, unknown>): Call {
   if (name === 'run_shell_command') return { kind: 'command', command: textOf(parameters['command']) ?? '' }
@@ -23,6 +23,9 @@ export function geminiSteps(): StepParser {
   const calls = new OpenCalls()
   let text = ''
   let session: string | null = null
+  // Its report: the assistant's deltas joined, and how the last `result` event says it ended.
+  let answer = ''
+  let ended: Record<string, unknown> | undefined
   const flush = (): Step[] => {
     if (text === '') return []
     const merged = message(text)
@@ -52,6 +55,7 @@ export function geminiSteps(): StepParser {
       case 'error':
         return [failure(textOf(event['message']) ?? '', event['severity'] === 'error')]
       case 'result': {
+        ended = event
         const stats = isObject(event['stats']) ? event['stats'] : {}
         const models = isObject(stats['models']) ? Object.keys(stats['models']) : []
         const totals = usage({
@@ -70,12 +74,29 @@ export function geminiSteps(): StepParser {
       if (!isObject(event)) return []
       if (event['type'] === 'message') {
         // The user's own prompt is echoed first: not a step.
-        if (event['role'] === 'assistant') text = head(text + (textOf(event['content']) ?? ''), 65536).text
+        if (event['role'] === 'assistant') {
+          const delta = textOf(event['content']) ?? ''
+          text = head(text + delta, 65536).text
+          answer = answerWith(answer, delta)
+        }
         return []
       }
       return [...flush(), ...read(event)]
     },
     end: flush,
-    session: () => session
+    session: () => session,
+    // A failure before the run began (no auth: exit 41) is plain text on stderr, with no event: no report then.
+    report: (): ParsedReport | null => {
+      if (ended === undefined) return null
+      const error = isObject(ended['error']) ? ended['error'] : undefined
+      return {
+        text: answer !== '' ? answer : textOf(error?.['message']) ?? '',
+        report: {
+          is_error: ended['status'] !== 'success',
+          subtype: textOf(error?.['type']),
+          session_id: session ?? undefined
+        }
+      }
+    }
   }
 }

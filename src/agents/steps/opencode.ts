@@ -2,7 +2,7 @@ import type { Step } from '../../schemas/steps.js'
 import { isObject, textOf } from '../json-values.js'
 import type { StepParser } from '../spec.js'
 import { startedAndCompleted, type Call, type CallEnd } from './calls.js'
-import { count, failure, message, summarise, usage } from './step-text.js'
+import { answerWith, count, failure, message, summarise, usage } from './step-text.js'
 
 /** What opencode answers a call a permission rule refused. */
 const DENIED = /rejected permission|rule which prevents/
@@ -25,6 +25,12 @@ function callOf(tool: string, input: Record<string, unknown>, metadata: Record<s
  */
 export function opencodeSteps(): StepParser {
   let session: string | null = null
+  // Its report: the first session it names, its text parts and its errors, each list joined by lines.
+  let reportedSession: string | undefined
+  let answer: string | undefined
+  let errors: string | undefined
+  const joined = (list: string | undefined, more: string): string =>
+    answerWith(list === undefined ? '' : `${list}\n`, more)
   const toolUse = (part: Record<string, unknown>): Step[] => {
     const state = isObject(part['state']) ? part['state'] : {}
     const metadata = isObject(state['metadata']) ? state['metadata'] : {}
@@ -41,9 +47,11 @@ export function opencodeSteps(): StepParser {
     read: (event) => {
       if (!isObject(event)) return []
       session = textOf(event['sessionID']) ?? session
+      reportedSession ??= textOf(event['sessionID'])
       const part = isObject(event['part']) ? event['part'] : {}
       switch (event['type']) {
         case 'text':
+          answer = joined(answer, textOf(part['text']) ?? '')
           return [message(textOf(part['text']) ?? '')]
         case 'tool_use':
           return toolUse(part)
@@ -54,12 +62,25 @@ export function opencodeSteps(): StepParser {
         case 'error': {
           const error = isObject(event['error']) ? event['error'] : {}
           const data = isObject(error['data']) ? error['data'] : {}
-          return [failure(textOf(data['message']) ?? textOf(error['name']) ?? 'error', true)]
+          const said = textOf(data['message']) ?? textOf(error['name']) ?? 'error'
+          errors = joined(errors, said)
+          return [failure(said, true)]
         }
         default:
           return []
       }
     },
-    session: () => session
+    session: () => session,
+    // Any error event makes the report an error (opencode then exits 1).
+    report: () => reportedSession === undefined
+      ? null
+      : {
+          text: errors ?? answer ?? '',
+          report: {
+            is_error: errors !== undefined,
+            subtype: errors === undefined ? undefined : 'error',
+            session_id: reportedSession
+          }
+        }
   }
 }

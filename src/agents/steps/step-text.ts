@@ -1,6 +1,15 @@
 import { STEP_TEXT_MAX, type Step } from '../../schemas/steps.js'
 import { isObject } from '../json-values.js'
 
+/**
+ * The longest answer a report keeps, in characters: an answer is read whole, beyond the output a run keeps
+ * (AGENT_OUTPUT_LIMIT_BYTES), and still bounded whatever the agent writes.
+ */
+const ANSWER_MAX_CHARS = 1024 * 1024
+
+/** An answer that grows as it comes (deltas, parts), its first ANSWER_MAX_CHARS kept. */
+export const answerWith = (answer: string, more: string): string => head(answer + more, ANSWER_MAX_CHARS).text
+
 /** A tool's input shown in one line of at most this many characters. */
 const INPUT_SUMMARY_MAX = 1024
 
