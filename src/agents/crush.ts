@@ -1,5 +1,20 @@
-import type { AgentSpec } from './spec.js'
-import { crushSteps } from './steps/crush.js'
+import { message } from './steps/step-text.js'
+import type { AgentSpec, StepParser } from './spec.js'
+
+/**
+ * Crush prints plain text, no events: all it says of what it does is its text, read as a message per line as it
+ * comes (a paragraph would wait for its blank line; a caller following the run sees each line when it is printed).
+ */
+function crushSteps(): StepParser {
+  return {
+    readsText: true,
+    read: (line) => {
+      const text = String(line).replace(/\r$/, '')
+      return text.trim() === '' ? [] : [message(text)]
+    },
+    session: () => null
+  }
+}
 
 /** Crush (charmbracelet): `crush run` approves its own tools in non-interactive mode and traps only SIGINT. */
 export const crush: AgentSpec<'crush'> = {

@@ -6,8 +6,8 @@ export interface SlotLease {
 }
 
 /**
- * AcquireAgentSlot: a per-tool count of running agents, in this process or shared by a fleet (Redis). Acquiring never
- * waits for a slot to free up: a full tool answers 429 at once.
+ * The seed's AcquireAgentSlot: a per-tool count of running agents, in this process or shared by a fleet (Redis).
+ * Acquiring never waits for a slot to free up: a full tool answers 429 at once.
  */
 export interface SlotLimiter {
   /** A lease, or null when the tool's limit is reached. Throws SlotsUnavailable when the count cannot be reached. */

@@ -92,8 +92,8 @@ async function probeSudo(context: SudoContext, env: NodeJS.ProcessEnv): Promise<
 }
 
 /**
- * NeedsSudoPassword, cached per context for a bounded time: sudoers rarely change, and a probe costs a process (or a
- * WSL round trip). Concurrent runs in one context share one probe.
+ * The seed's NeedsSudoPassword, cached per context for a bounded time: sudoers rarely change, and a probe costs a
+ * process (or a WSL round trip). Concurrent runs in one context share one probe.
  */
 export class SudoProbe {
   readonly #cache: LRUCache<string, SudoStatus, { target: SudoContext }>

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { readFileSync } from 'node:fs'
 import { BUILT_IN_AGENTS } from '#src/agents/catalog.js'
-import { claudeSteps } from '#src/agents/steps/claude.js'
+import { claudeSteps } from '#src/agents/claude.js'
 import { RunSteps } from '#src/runs/run-steps.js'
 import { reportOf } from '../helpers/reports.js'
 import { readSteps } from '../helpers/steps.js'

@@ -1,8 +1,8 @@
 import t from 'tap'
-import { claudeSteps } from '#src/agents/steps/claude.js'
-import { codexSteps } from '#src/agents/steps/codex.js'
-import { geminiSteps } from '#src/agents/steps/gemini.js'
-import { opencodeSteps } from '#src/agents/steps/opencode.js'
+import { claudeSteps } from '#src/agents/claude.js'
+import { codexSteps } from '#src/agents/codex.js'
+import { geminiSteps } from '#src/agents/gemini.js'
+import { opencodeSteps } from '#src/agents/opencode.js'
 import type { StepParser } from '#src/agents/spec.js'
 import { readSteps } from '../helpers/steps.js'
 
