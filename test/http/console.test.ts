@@ -1,17 +1,23 @@
 import t from 'tap'
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
+import { extname } from 'node:path'
 import { CONSOLE_CSP } from '#src/http/console.js'
 import { build, fromRoot } from '../helpers/index.js'
 
 // The console's files as the service serves them (src/http/console.ts); the page itself, in a browser:
 // console-browser.test.ts.
 
-const FILES = [
-  ['/console', 'console/index.html', 'text/html; charset=utf-8'],
-  ['/console/console.js', 'console/console.js', 'text/javascript; charset=utf-8'],
-  ['/console/console.css', 'console/console.css', 'text/css; charset=utf-8'],
-  ['/console/icon.svg', 'console/icon.svg', 'image/svg+xml']
-] as const
+/** The type each kind of file must be served with: a file of another kind in console/ fails the test until named. */
+const TYPES: Record<string, string> = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.svg': 'image/svg+xml'
+}
+
+/** Every file of console/, where it is served (the page itself at /console) and as what. */
+const FILES = readdirSync(fromRoot('console')).map((name) =>
+  [name === 'index.html' ? '/console' : `/console/${name}`, `console/${name}`, TYPES[extname(name)]] as const)
 
 t.test('each file is served as it is in console/, with its type, a strict CSP and no sniffing', async (t) => {
   const app = await build(t, { API_TOKENS: 'alice:secret-a' })

@@ -2,7 +2,11 @@ import t, { type Test } from 'tap'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { FastifyInstance } from 'fastify'
-import { build, call, createRun, echoed, heldAgent, readPidFile, refused, runTool, scenario, settled, standInEnv, tempDir, type ToolName } from '../helpers/index.js'
+import { BUILT_IN_AGENTS } from '#src/agents/catalog.js'
+import { toolNameOf } from '#src/agents/spec.js'
+import { AgentTool } from '#src/agents/tools.js'
+import { loadConfig } from '#src/config.js'
+import { build, call, createRun, echoed, heldAgent, readPidFile, refused, runTool, scenario, settled, standInEnv, tempDir } from '../helpers/index.js'
 
 // Follow-ups (issue 28): a run may continue a session an earlier run of the same tool and token reported, where it ran;
 // the stand-ins keep their sessions as their CLIs do (under the agent's HOME) and answer with the earlier prompts.
@@ -19,14 +23,12 @@ async function service(t: Test, overrides: Record<string, string> = {}): Promise
 
 const starts = (log: string): number => { try { return readFileSync(log, 'utf8').split('\n').filter((line) => line.includes('"argv"')).length } catch { return 0 } }
 
-/** How each CLI is told the session, at the end of its argv (codex's prompt `-` after it: its stdin). */
-const resumable: Array<{ tool: ToolName; resumeArgs: (id: string) => string[] }> = [
-  { tool: 'claude_run', resumeArgs: (id) => [`--resume=${id}`] },
-  { tool: 'codex_run', resumeArgs: (id) => ['resume', id, '--', '-'] },
-  { tool: 'opencode_run', resumeArgs: (id) => [`--session=${id}`] }
-]
+/** Every agent whose CLI continues a session, with the settings a service with no agent variables gives it. */
+const DEFAULTS = new Map(loadConfig({}).agents.map(({ spec, settings }) => [spec.agent, settings]))
+const resumable = BUILT_IN_AGENTS.filter((spec) => spec.resumes !== undefined)
+  .map((spec) => ({ tool: toolNameOf(spec), agent: new AgentTool(spec, DEFAULTS.get(spec.agent)!, {}, undefined) }))
 
-for (const { tool, resumeArgs } of resumable) {
+for (const { tool, agent } of resumable) {
   t.test(`${tool}: a follow-up continues the session the first run reported, where it ran, the task still the prompt`, async (t) => {
     const { app } = await service(t)
     const cwd = tempDir(t)
@@ -38,8 +40,7 @@ for (const { tool, resumeArgs } of resumable) {
     t.same(seen.earlier, ['write the parser'], 'the agent was given its conversation back')
     t.equal(seen.prompt, '--help now add its tests', 'the task byte for byte, never a flag')
     t.equal(seen.cwd, cwd, 'in the session’s directory, though the follow-up named none')
-    const expected = resumeArgs(first.session_id!)
-    t.same(seen.argv.slice(-expected.length), expected, 'the session, last; the task on stdin')
+    t.same(seen.argv, agent.invocation(seen.prompt, first.session_id!).args, 'the argv its spec builds to continue that session')
     const third = await runTool(app, tool, { task: 'and document it', resume: first.session_id!, cwd }, ALICE)
     t.same((echoed(third) as ReturnType<typeof echoed> & { earlier: string[] }).earlier, ['write the parser', '--help now add its tests'], 'the same cwd given: the same session, longer')
   })
