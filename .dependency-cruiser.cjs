@@ -25,6 +25,20 @@ module.exports = {
       to: { path: '^src/(http|runs)/' }
     },
     {
+      name: 'no-arrow-up-to-metrics',
+      comment: 'The layers tell what they do to whoever listens (RunsObserver); src/metrics.ts is the http layer\'s.',
+      severity: 'error',
+      from: { path: '^src/(runs|agents|process|slots|sudo)/' },
+      to: { path: '^src/metrics[.]ts$' }
+    },
+    {
+      name: 'agents-know-no-config',
+      comment: 'An agent is its spec and the settings it is given, never the service\'s whole configuration.',
+      severity: 'error',
+      from: { path: '^src/agents/' },
+      to: { path: '^src/config[.]ts$' }
+    },
+    {
       name: 'schemas-are-a-leaf',
       comment: 'src/schemas/ are the shapes every layer shares: they import only each other and the error catalog.',
       severity: 'error',

@@ -1,5 +1,4 @@
-import type { Config } from '../config.js'
-import { buildAgentEnv, ruleForAgent } from './environment.js'
+import { buildAgentEnv, ruleForAgent, type AgentEnvRule } from './environment.js'
 import { acceptedSessionId } from './session-ids.js'
 import type { ToolName } from './catalog.js'
 import { toolNameOf, type AgentSettings, type AgentSpec, type StepParser } from './spec.js'
@@ -73,10 +72,18 @@ export class AgentTool {
   }
 }
 
+/** What the tools are made of: the configured agents, the rule for their environment, who they run as. */
+export interface ToolsSettings {
+  agents: ReadonlyArray<{ spec: AgentSpec; settings: AgentSettings }>
+  agentEnvRule: AgentEnvRule
+  /** AGENT_USER's uid, else undefined (the service's own, where it has one). */
+  agentUserUid: number | undefined
+}
+
 /** Every configured agent as a tool, by tool name, in the order of the agents' list. */
-export function defineTools(config: Config, serviceEnv: NodeJS.ProcessEnv): Record<ToolName, AgentTool> {
-  const agentUid = config.agentUser?.uid ?? process.getuid?.()
-  const tools = config.agents.map(({ spec, settings }) =>
-    new AgentTool(spec, settings, buildAgentEnv(serviceEnv, ruleForAgent(config.agentEnvRule, spec.env)), agentUid))
+export function defineTools(options: ToolsSettings, serviceEnv: NodeJS.ProcessEnv): Record<ToolName, AgentTool> {
+  const agentUid = options.agentUserUid ?? process.getuid?.()
+  const tools = options.agents.map(({ spec, settings }) =>
+    new AgentTool(spec, settings, buildAgentEnv(serviceEnv, ruleForAgent(options.agentEnvRule, spec.env)), agentUid))
   return Object.fromEntries(tools.map((tool) => [tool.name, tool])) as Record<ToolName, AgentTool>
 }

@@ -128,7 +128,10 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
 
   // The parts of the service, built once: what runs agents, what counts them, and who may stop them.
   const serviceEnv = options.agentEnv ?? process.env
-  const tools = defineTools(config, serviceEnv)
+  const tools = defineTools(
+    { agents: config.agents, agentEnvRule: config.agentEnvRule, agentUserUid: config.agentUser?.uid },
+    serviceEnv
+  )
   const slots = await createSlotLimiter(config, app.log)
   const toolNames = Object.keys(tools)
   const metrics = new Metrics(toolNames, slots)

@@ -1,19 +1,26 @@
 import type { FastifyBaseLogger } from 'fastify'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { ToolName } from '../agents/catalog.js'
-import type { Metrics } from '../metrics.js'
-import type { RunParams } from '../schemas/run.js'
+import type { RunParams, RunResult } from '../schemas/run.js'
 import type { RunState, RunSummary } from '../schemas/runs.js'
 import { follow, logSource, storeSource, type Feed } from './follow.js'
 import type { RunLauncher } from './launcher.js'
 import { Run, type RunKind } from './run.js'
-import { isEnd } from './run-phase.js'
+import { isEnd, type RunPhase } from './run-phase.js'
 import { RunRecorder } from './run-recorder.js'
 import type { RunRecord, RunStore } from './stores/run-store.js'
 
+/** Who hears what the runs do (the service's metrics): told, never asked, so runs/ imports none of it. */
+interface RunsObserver {
+  /** How to count the open runs by phase, whenever the observer wants to. */
+  countRunsBy(phases: () => RunPhase[]): void
+  /** A run finished with this result. */
+  observeRun(result: RunResult): void
+}
+
 export interface RegistryOptions {
   launcher: RunLauncher
-  metrics: Metrics
+  metrics: RunsObserver
   /** This process, among the replicas sharing a store. */
   replica: string
   store: RunStore
