@@ -182,8 +182,9 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const store = await createRunStore(config, replica, app.log)
   const lost = await store.recover()
   if (lost.length > 0) app.log.warn({ runs: lost }, `${lost.length} run(s) of a previous life ended with it: now lost`)
+  const { hostPlatform, wslBin, agentWorkdir, agentUser, killGraceMs, outputLimitBytes } = config
   const launcher = new RunLauncher({
-    config,
+    settings: { hostPlatform, wslBin, agentWorkdir, agentUser, killGraceMs, outputLimitBytes },
     tools,
     slots,
     sudoProbe,
@@ -233,12 +234,11 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(consoleRoutes)
   await app.register(async (authenticated) => {
     await requireBearerToken(authenticated, config.apiTokens)
-    await authenticated.register(toolRoutes, { config, tools, slots, registry, launcher })
-    await authenticated.register(runRoutes, { registry, toolNames, heartbeatMs: config.heartbeatMs })
+    await authenticated.register(toolRoutes, { heartbeatMs: config.heartbeatMs, tools, slots, runs: registry })
+    await authenticated.register(runRoutes, { runs: registry, toolNames, heartbeatMs: config.heartbeatMs })
     await authenticated.register(mcpRoute, {
       tools,
-      registry,
-      launcher,
+      runs: registry,
       version,
       onRejection: (tool, code) => metrics.observeRejection(tool, code)
     })

@@ -28,24 +28,22 @@ export interface AgentCommand {
 const DRAIN_AFTER_EXIT_MS = 1000
 
 /**
- * What watches a run as it goes, the same at every layer: `onOutput` observers (the sudo detector, an async run's event
- * log) see each chunk and never slow the agent; a `sink` (a live stream's client) may, by falling behind.
+ * What is told of the agent as it goes (its run): none of it may slow the agent. A reader that may, by falling behind,
+ * is the `sink`.
  */
-export interface RunHooks {
-  onSpawn?: (pid: number) => void
+export interface AgentObserver {
+  spawned?(pid: number): void
   /** Its stop has begun (asked for, or its deadline): told once, before the first signal. */
-  onStopping?: (reason: StopReason) => void
-  onOutput?: (chunk: Buffer) => void
+  stopping?(reason: StopReason): void
+  output?(chunk: Buffer): void
   /**
-   * Sees stdout alone, each chunk after onOutput has: where a CLI writes its structured output (stderr is noise), so
-   * what is read from a line follows the output that carries it.
+   * Stdout alone, each chunk after `output` has: where a CLI writes its structured output (stderr is noise), so what
+   * is read from a line follows the output that carries it.
    */
-  onStdout?: (chunk: Buffer) => void
-  /** A reader of the live output that may fall behind: while it does, the agent's pipes pause (and the agent). */
-  sink?: OutputSink
+  stdout?(chunk: Buffer): void
 }
 
-export interface AgentRunOptions extends RunHooks {
+export interface AgentRunOptions {
   runId: string
   command: AgentCommand
   /** How the run's processes are held together and stopped. */
@@ -70,6 +68,9 @@ export interface AgentRunOptions extends RunHooks {
   turns?: LoopShare
   /** Told what a later life of the service would need to stop this run, and when nothing of it is left. */
   ledger?: RunTracker
+  observer?: AgentObserver
+  /** A reader of the live output that may fall behind: while it does, the agent's pipes pause (and the agent). */
+  sink?: OutputSink | undefined
 }
 
 interface RunTracker {
@@ -77,7 +78,7 @@ interface RunTracker {
   ended(): void
 }
 
-interface OutputSink {
+export interface OutputSink {
   /** false when the reader is behind; the pipes then stay paused until the resume callback given to onDrain runs. */
   write(chunk: Buffer): boolean
   onDrain(resume: () => void): void
@@ -145,7 +146,8 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentEnd> {
     await killUnrecorded(child, contained)
     throw new RunNotRecorded(error as Error)
   }
-  options.onSpawn?.(pid)
+  const { observer = {} } = options
+  observer.spawned?.(pid)
 
   const output = new HeadTailBuffer(options.outputLimitBytes)
   let stopReason: StopReason | null = null
@@ -178,7 +180,7 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentEnd> {
   }
   const collect = (chunk: Buffer): void => {
     output.push(chunk)
-    options.onOutput?.(chunk)
+    observer.output?.(chunk)
     if (options.sink?.write(chunk) === false && stopReason === null) {
       hold('sink')
       options.sink.onDrain(() => release('sink'))
@@ -189,7 +191,7 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentEnd> {
   if (options.turns !== undefined) waitForTurn(options.turns)
   stdout.on('data', (chunk: Buffer) => {
     collect(chunk)
-    options.onStdout?.(chunk)
+    observer.stdout?.(chunk)
   })
   stderr.on('data', collect)
 
@@ -206,7 +208,7 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentEnd> {
   const stop = (reason: StopReason): void => {
     if (stopReason !== null || exited()) return
     stopReason = reason
-    options.onStopping?.(reason)
+    observer.stopping?.(reason)
     // A reader that fell behind must not keep a stopping agent blocked on a full pipe.
     resume()
     const after = (next: () => void): void => { escalation = setTimeout(next, options.killGraceMs) }

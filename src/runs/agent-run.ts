@@ -1,12 +1,11 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { AgentTool } from '../agents/tools.js'
-import type { Config } from '../config.js'
 import { serviceError } from '../errors.js'
-import { RunAbandoned, runAgent, type RunHooks } from '../process/agent-process.js'
+import { RunAbandoned, runAgent, type OutputSink } from '../process/agent-process.js'
 import { LoopShare } from '../process/loop-share.js'
 import type { RunLedger } from '../process/ledger.js'
 import { AgentSpawnError, RunNotRecorded } from '../process/spawn-error.js'
-import type { RunParams, RunResult } from '../schemas/run.js'
+import type { RunResult } from '../schemas/run.js'
 import { SudoPasswordDetector } from '../sudo/detector.js'
 import { sudoReport } from '../sudo/message.js'
 import type { SudoProbe } from '../sudo/probe.js'
@@ -17,25 +16,18 @@ import { wslScriptOutput } from '../process/wsl-group.js'
 import { findOnPath } from '../process/find-executable.js'
 import type { Placement } from './placement.js'
 import { toRunResult } from './result.js'
-import type { RunSteps } from './run-steps.js'
-import { stopRefusal } from './run.js'
+import { RunSteps } from './run-steps.js'
+import { stopRefusal, type Run } from './run.js'
 import { assertHostDirectory } from './workspace.js'
 
-export interface AgentRunContext {
-  config: Config
+/** What every run's agent is started and watched with: the launcher's own parts and the stop's settings. */
+export interface AgentRunParts {
   ledger: RunLedger
-  runId: string
   sudoProbe: SudoProbe
   /** Absent where agents never meet a host sudo (Windows). */
   sudoShim: SudoShim | undefined
-  signal: AbortSignal
-  log: FastifyBaseLogger
-  /** Someone follows the output as it comes: its relay shares the event loop's turns with the other live runs. */
-  live: boolean
-  /** Where the agent's structured output is read into steps; null for a CLI printing plain text. */
-  steps: RunSteps | null
-  /** onSpawn: from here on the run answers 200, whatever happens. */
-  hooks: RunHooks
+  killGraceMs: number
+  outputLimitBytes: number
 }
 
 /**
@@ -45,19 +37,6 @@ export interface AgentRunContext {
  * for 20 % less throughput summed over the sixteen; one flood alone relays as fast either way.
  */
 const LIVE_RELAY_TURNS = new LoopShare(1)
-
-/** The run's own observers before the caller's: each sees every chunk, none slows the agent. */
-function observedBy(hooks: RunHooks, observer: (chunk: Buffer) => void): RunHooks {
-  const { onOutput } = hooks
-  if (onOutput === undefined) return { ...hooks, onOutput: observer }
-  return {
-    ...hooks,
-    onOutput: (chunk) => {
-      observer(chunk)
-      onOutput(chunk)
-    }
-  }
-}
 
 /**
  * The agent's sudo goes through the shim, which reports a password prompt whatever the CLI prints: on the host the
@@ -81,63 +60,79 @@ async function watchSudo(
   return shim.watch(env, await findOnPath('sudo', sudo.path), user, placement.containment.bindsFiles === true)
 }
 
+/** Someone follows the run's output as it comes (a stream, an async run, an MCP call with progress). */
+const followedLive = (run: Run, sink: OutputSink | undefined): boolean =>
+  sink !== undefined || run.listenerCount('output') > 0 || run.listenerCount('step') > 0
+
+/** The steps read from the agent's structured output as it comes, told by the run; null for a plain-text CLI. */
+function readSteps(run: Run, tool: AgentTool): RunSteps | null {
+  const parser = tool.steps()
+  if (parser === null) return null
+  const steps = new RunSteps(parser, (step) => run.emit('step', step))
+  run.on('stdout', (chunk) => steps.push(chunk))
+  return steps
+}
+
 /**
  * The agent's own part of a launch, its slot held: started where the placement says with sudo watched, logged, and
  * its end made the result (or its failure to start, the caller's error).
  */
 export async function runPlacedAgent(
+  run: Run,
   tool: AgentTool,
   placement: Placement,
-  params: RunParams,
-  context: AgentRunContext
+  parts: AgentRunParts,
+  log: FastifyBaseLogger,
+  sink?: OutputSink
 ): Promise<RunResult> {
-  const { config, log, ledger, runId } = context
   const { command } = placement
-  const sudoStatus = await context.sudoProbe.status(placement.sudo)
+  const sudoStatus = await parts.sudoProbe.status(placement.sudo)
+  const live = followedLive(run, sink)
   const sudoFailure = new SudoPasswordDetector()
-  const hooks = observedBy(context.hooks, sudoFailure.push)
-  const sudoWatch = await watchSudo(placement, context.sudoShim, runId, log)
+  run.on('output', sudoFailure.push)
+  const steps = readSteps(run, tool)
+  const sudoWatch = await watchSudo(placement, parts.sudoShim, run.id, log)
+  run.once('spawn', (pid) => {
+    log.info(
+      {
+        tool: tool.name,
+        run: run.id,
+        agent_pid: pid,
+        file: command.file,
+        cwd: command.cwd,
+        containment: placement.containment.mode
+      },
+      'agent run started'
+    )
+  })
   let sudoAsked: Promise<SudoAsked> | undefined
   try {
     const outcome = await runAgent({
-      runId,
+      runId: run.id,
       command,
       containment: placement.containment,
       user: placement.user,
       env: sudoWatch.env,
       binds: sudoWatch.binds,
       limits: tool.settings.limits,
-      ledger: { started: (record) => ledger.started(runId, record), ended: () => ledger.ended(runId) },
-      timeoutMs: params.timeout * 1000,
-      killGraceMs: config.killGraceMs,
-      outputLimitBytes: config.outputLimitBytes,
-      ...(context.live ? { turns: LIVE_RELAY_TURNS } : {}),
-      signal: context.signal,
-      ...hooks,
-      onSpawn: (pid) => {
-        log.info(
-          {
-            tool: tool.name,
-            run: runId,
-            agent_pid: pid,
-            file: command.file,
-            cwd: command.cwd,
-            containment: placement.containment.mode
-          },
-          'agent run started'
-        )
-        hooks.onSpawn?.(pid)
-      }
+      ledger: { started: (record) => parts.ledger.started(run.id, record), ended: () => parts.ledger.ended(run.id) },
+      timeoutMs: run.timeoutMs,
+      killGraceMs: parts.killGraceMs,
+      outputLimitBytes: parts.outputLimitBytes,
+      ...(live ? { turns: LIVE_RELAY_TURNS } : {}),
+      signal: run.signal,
+      observer: run,
+      sink
     }).finally(() => { sudoAsked = sudoWatch.end() })
     const asked = await sudoAsked!
     const passwordNeeded = asked.passwordNeeded || sudoFailure.detected
     const sudo = sudoReport(sudoStatus, passwordNeeded, placement.sudo, asked.user)
-    context.steps?.end()
-    const result = toRunResult(tool, command, outcome, sudo, context.steps?.report() ?? null)
+    steps?.end()
+    const result = toRunResult(tool, command, outcome, sudo, steps?.report() ?? null)
     log.info(
       {
         tool: tool.name,
-        run: runId,
+        run: run.id,
         agent_pid: outcome.pid,
         exit_code: result.exit_code,
         signal: result.signal,
@@ -153,7 +148,7 @@ export async function runPlacedAgent(
   } catch (error) {
     if (error instanceof RunAbandoned) throw serviceError(stopRefusal(error.reason))
     if (error instanceof RunNotRecorded) {
-      log.error({ tool: tool.name, run: runId, err: error }, 'run not recorded: its agent was killed at once')
+      log.error({ tool: tool.name, run: run.id, err: error }, 'run not recorded: its agent was killed at once')
       throw serviceError('RUN_NOT_RECORDED', error.message)
     }
     if (!(error instanceof AgentSpawnError)) throw error

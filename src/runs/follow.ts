@@ -58,7 +58,7 @@ export function logSource(log: RunEventLog): EventSource {
 }
 
 /** A run in the store: a finished one page by page, one running elsewhere (fleet) as its replica saves it. */
-export function storeSource(store: RunStore, record: RunRecord, pollMs: number): EventSource {
+export function storeSource(store: RunStore, record: Pick<RunRecord, 'id' | 'status'>, pollMs: number): EventSource {
   let ended = record.status !== 'running'
   return {
     read: (lastId) => store.events(record.id, lastId, STORED_PAGE),

@@ -1,9 +1,9 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { ToolName } from '../agents/catalog.js'
 import type { AgentTool } from '../agents/tools.js'
-import type { Config } from '../config.js'
 import { serviceError } from '../errors.js'
-import type { RunHooks } from '../process/agent-process.js'
+import type { OutputSink } from '../process/agent-process.js'
+import type { AgentUser } from '../process/agent-user.js'
 import type { Containment } from '../process/containment.js'
 import type { RunLedger } from '../process/ledger.js'
 import type { TokenIdentity, TokenUsers } from '../process/token-users.js'
@@ -12,19 +12,28 @@ import type { RunParams, RunResult } from '../schemas/run.js'
 import type { SlotLimiter } from '../slots/limiter.js'
 import type { SudoProbe } from '../sudo/probe.js'
 import type { SudoShim } from '../sudo/shim.js'
-import type { Step } from '../schemas/steps.js'
-import { runPlacedAgent } from './agent-run.js'
+import { runPlacedAgent, type AgentRunParts } from './agent-run.js'
 import { placeRun, type Placement } from './placement.js'
 import type { Run } from './run.js'
-import { runBrief } from './run-brief.js'
-import { RunSteps } from './run-steps.js'
 import { continuedPlace, sessionLeftBy } from './sessions.js'
 import type { SessionRecord, SessionStore } from './stores/run-store.js'
 import { assertRunnableOnWindows } from './windows-checks.js'
 import { assertHostDirectory } from './workspace.js'
 
+/** What of the service's configuration a launch reads. */
+interface LaunchSettings {
+  hostPlatform: NodeJS.Platform
+  wslBin: string
+  /** Agents' directory when a run names none (and its token has no home of its own). */
+  agentWorkdir: string
+  /** AGENT_USER: every token's agents' user, without AGENT_USERS. */
+  agentUser: AgentUser | undefined
+  killGraceMs: number
+  outputLimitBytes: number
+}
+
 export interface LauncherDeps {
-  config: Config
+  settings: LaunchSettings
   tools: Record<ToolName, AgentTool>
   slots: SlotLimiter
   sudoProbe: SudoProbe
@@ -40,14 +49,6 @@ export interface LauncherDeps {
 /** A continued session stays claimed past its run's deadline by the stop's grace periods, and a margin. */
 const CLAIM_MARGIN_MS = 60_000
 
-/** What a launch's caller may watch: the process's hooks, and the steps read from the agent's structured output. */
-export interface LaunchHooks extends RunHooks {
-  onStep?: (step: Step) => void
-}
-
-/** Someone follows the output as it comes (a stream, an async run, an MCP call with progress). */
-const followedLive = (hooks: RunHooks): boolean => hooks.onOutput !== undefined || hooks.sink !== undefined
-
 /**
  * The one way a run of any kind goes from opened to its end: the agent accepts the task, the run is placed and the
  * place checked, a slot is taken, the agent runs and is watched, the slot goes back. Each step is a phase of the run
@@ -55,36 +56,39 @@ const followedLive = (hooks: RunHooks): boolean => hooks.onOutput !== undefined 
  */
 export class RunLauncher {
   readonly #deps: LauncherDeps
+  readonly #parts: AgentRunParts
 
   constructor(deps: LauncherDeps) {
     this.#deps = deps
+    const { ledger, sudoProbe, sudoShim, settings: { killGraceMs, outputLimitBytes } } = deps
+    this.#parts = { ledger, sudoProbe, sudoShim, killGraceMs, outputLimitBytes }
   }
 
-  async launch(run: Run, params: RunParams, log: FastifyBaseLogger, hooks: LaunchHooks = {}): Promise<RunResult> {
+  /**
+   * Takes the run to its end, which it tells: its result, or the refusal or failure this rejects with. `sink`: a live
+   * reader that may fall behind (a stream's client).
+   */
+  async launch(run: Run, params: RunParams, log: FastifyBaseLogger, sink?: OutputSink): Promise<RunResult> {
     try {
-      const result = await this.#launch(run, params, log, hooks)
+      const result = await this.#launch(run, params, log, sink)
       run.finish(result)
       return result
     } catch (error) {
-      run.abort()
+      run.abort(error)
       throw error
     }
   }
 
-  async #launch(run: Run, request: RunParams, log: FastifyBaseLogger, launchHooks: LaunchHooks): Promise<RunResult> {
-    const { config, slots, sudoProbe, sudoShim, ledger, sessions } = this.#deps
+  async #launch(run: Run, request: RunParams, log: FastifyBaseLogger, sink?: OutputSink): Promise<RunResult> {
+    const { slots, sessions } = this.#deps
     const tool = this.#deps.tools[run.tool]
     const session = request.resume
     const params = session === undefined ? request : continuedPlace(request, await this.#sessionOf(tool, run, session))
-    const { onStep, ...hooks } = launchHooks
-    const parser = tool.steps()
-    const steps = parser === null ? null : new RunSteps(parser, onStep)
-    const live = followedLive(hooks)
-    const identity = await this.#identityOf(run.owner, tool)
+    const identity = await this.#identityOf(run.caller, tool)
     const placement = this.#place(tool, params, run.id, session, identity)
     await this.#assertPlaceable(placement, params)
     const claimed = session !== undefined &&
-      await sessions.claimSession(run.tool, session, run.id, params.timeout * 1000 + CLAIM_MARGIN_MS)
+      await sessions.claimSession(run.tool, session, run.id, run.timeoutMs + CLAIM_MARGIN_MS)
     if (session !== undefined && !claimed) throw serviceError('SESSION_BUSY', session)
     try {
       run.advance('placed')
@@ -93,26 +97,7 @@ export class RunLauncher {
       if (lease === null) throw serviceError('AGENT_LIMIT_REACHED', slots.limit(run.tool))
       try {
         run.advance('starting')
-        const result = await runPlacedAgent(tool, placement, params, {
-          config,
-          sudoProbe,
-          sudoShim,
-          ledger,
-          runId: run.id,
-          signal: run.signal,
-          log,
-          live,
-          steps,
-          hooks: {
-            ...hooks,
-            ...(steps === null ? {} : { onStdout: (chunk: Buffer) => steps.push(chunk) }),
-            onSpawn: (pid) => {
-              run.agentStarted(runBrief(params))
-              hooks.onSpawn?.(pid)
-            },
-            onStopping: () => run.stopping()
-          }
-        })
+        const result = await runPlacedAgent(run, tool, placement, this.#parts, log, sink)
         return await this.#remember(result, tool, run, params, session, log)
       } finally {
         lease.release()
@@ -128,7 +113,7 @@ export class RunLauncher {
     // An id its CLI could not have issued (one kept by an older version) never reaches it.
     const session = tool.issues(id) ? await this.#deps.sessions.session(run.tool, id) : undefined
     // Another caller's session is no more there than an unknown one.
-    if (session === undefined || session.owner !== run.owner) throw serviceError('SESSION_NOT_FOUND', id)
+    if (session === undefined || session.owner !== run.caller) throw serviceError('SESSION_NOT_FOUND', id)
     return session
   }
 
@@ -149,7 +134,7 @@ export class RunLauncher {
     if (id !== result.session_id) {
       log.warn({ resumed }, 'the agent reported a session id its CLI could not have given this run: not kept')
     }
-    const session = sessionLeftBy({ ...result, session_id: id }, run.tool, run.owner, params)
+    const session = sessionLeftBy({ ...result, session_id: id }, run.tool, run.caller, params)
     if (session === null) return { ...result, session_id: null }
     const kept = await this.#deps.sessions.saveSession(session).catch((error: unknown) => {
       log.warn({ err: error, session: session.id }, 'could not keep the run’s session: it cannot be continued')
@@ -160,9 +145,9 @@ export class RunLauncher {
   }
 
   /** The token's own user and home, made ready (its first run lays them); undefined without AGENT_USERS. */
-  async #identityOf(owner: string, tool: AgentTool): Promise<TokenIdentity | undefined> {
+  async #identityOf(caller: string, tool: AgentTool): Promise<TokenIdentity | undefined> {
     try {
-      return await this.#deps.tokenUsers?.identityOf(owner)
+      return await this.#deps.tokenUsers?.identityOf(caller)
     } catch (error) {
       throw serviceError('AGENT_SPAWN_FAILED', tool.spec.agent, (error as Error).message)
     }
@@ -175,23 +160,23 @@ export class RunLauncher {
     session: string | undefined,
     identity: TokenIdentity | undefined
   ): Placement {
-    const { config, hostContainment } = this.#deps
+    const { settings, hostContainment } = this.#deps
     return placeRun({
       params,
       agentBin: tool.settings.bin,
       agent: tool.invocation(params.task, session),
-      hostPlatform: config.hostPlatform,
-      wslBin: config.wslBin,
+      hostPlatform: settings.hostPlatform,
+      wslBin: settings.wslBin,
       hostContainment,
       env: tool.env,
       runId,
-      defaultCwd: identity?.workdir ?? config.agentWorkdir,
-      user: identity?.user ?? config.agentUser
+      defaultCwd: identity?.workdir ?? settings.agentWorkdir,
+      user: identity?.user ?? settings.agentUser
     })
   }
 
   async #assertPlaceable(placement: Placement, params: RunParams): Promise<void> {
-    if (this.#deps.config.hostPlatform === 'win32') await assertRunnableOnWindows(placement, this.#deps.wslDistros)
+    if (this.#deps.settings.hostPlatform === 'win32') await assertRunnableOnWindows(placement, this.#deps.wslDistros)
     if (placement.where === 'host' && params.cwd !== undefined) await assertHostDirectory(params.cwd, placement.user)
   }
 }

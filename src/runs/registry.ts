@@ -1,9 +1,11 @@
 import type { FastifyBaseLogger } from 'fastify'
+import { once } from 'node:events'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { ToolName } from '../agents/catalog.js'
+import type { OutputSink } from '../process/agent-process.js'
 import type { RunParams, RunResult } from '../schemas/run.js'
 import type { RunState, RunSummary } from '../schemas/runs.js'
-import { follow, logSource, storeSource, type Feed } from './follow.js'
+import { follow, logSource, storeSource, type EventSource, type Feed } from './follow.js'
 import type { RunLauncher } from './launcher.js'
 import { Run, type RunKind } from './run.js'
 import { isEnd, type RunPhase } from './run-phase.js'
@@ -31,6 +33,28 @@ export interface RegistryOptions {
   remoteStopWaitMs: number
 }
 
+/** Everything a run is asked for with, by every route: the one door into runs/. */
+export interface LaunchRequest {
+  kind: RunKind
+  tool: ToolName
+  params: RunParams
+  caller: string
+  log: FastifyBaseLogger
+  /** A live reader that may fall behind (a stream's client): while it does, the agent waits. */
+  sink?: OutputSink
+}
+
+/**
+ * A run launched: listeners attached to `run` as this is returned see every one of its events (the launch begins on
+ * the next microtask). `result` settles at its end, with its result or its refusal; `accepted` once its agent runs
+ * (and, for an async run, once it is stored), with its state, or with the refusal.
+ */
+export interface Launched {
+  run: Run
+  result: Promise<RunResult>
+  accepted: () => Promise<RunState>
+}
+
 /**
  * Every run of this replica, from the request that opened it to its end, whatever its kind; async runs also in the
  * store (finished ones only there), so that any replica and any later life can answer for them. An async run belongs
@@ -48,85 +72,89 @@ export class RunRegistry {
     options.metrics.countRunsBy(() => [...this.#open.values()].map((run) => run.phase))
   }
 
-  /** A new run, stoppable (by shutdown, by its caller) from now on; listed once its agent runs, gone at its end. */
-  open(kind: RunKind, tool: ToolName, owner: string, log: FastifyBaseLogger): Run {
-    const run = new Run(kind, tool, owner)
+  /**
+   * A new run, stoppable (by shutdown, by its caller) from now on, launched; listed once its agent runs, gone at its
+   * end. An async run is recorded as its phases come.
+   */
+  launch({ kind, tool, params, caller, log, sink }: LaunchRequest): Launched {
+    const run = new Run({ kind, tool, caller, params })
     this.#open.set(run.id, run)
-    run.watch((moved, from) => {
-      log.debug({ run: moved.id, tool: moved.tool, kind: moved.kind, from, phase: moved.phase }, 'run phase')
-      if (moved.phase === 'finished') this.#options.metrics.observeRun(moved.result!)
-      if (isEnd(moved.phase)) this.#open.delete(moved.id)
+    run.on('phase', (from) => {
+      log.debug({ run: run.id, tool, kind, from, phase: run.phase }, 'run phase')
+      if (run.phase === 'finished') this.#options.metrics.observeRun(run.result!)
+      if (isEnd(run.phase)) this.#open.delete(run.id)
     })
     // A request that got past routing as shutdown began: its run ends before any agent starts.
     if (this.#shuttingDown) run.stop('shutdown')
-    return run
+    const runLog = kind === 'async' ? log.child({ run: run.id }) : log
+    const recorder = kind === 'async' ? this.#record(run, runLog) : undefined
+    const result = Promise.resolve().then(() => this.#options.launcher.launch(run, params, runLog, sink))
+    if (recorder !== undefined) {
+      result.catch((error: unknown) => {
+        if (run.phase !== 'refused') runLog.error({ err: error }, 'async run failed after its agent started')
+      })
+    }
+    // Made when asked for: a refusal nobody awaits here is no unhandled rejection.
+    const started = (): Promise<unknown> => recorder?.stored ?? Promise.race([once(run, 'spawn'), result])
+    return { run, result, accepted: async () => { await started(); return stateOf(run.snapshot()) } }
   }
 
-  /**
-   * Starts an async run; resolves once the agent runs and the run is stored, or rejects as the synchronous route
-   * would.
-   */
-  async start(tool: ToolName, params: RunParams, log: FastifyBaseLogger, owner: string): Promise<RunState> {
-    const { launcher, store, replica, outputLimitBytes, saveEveryMs } = this.#options
-    const run = this.open('async', tool, owner, log)
-    const runLog = log.child({ run: run.id })
-    const recorder = new RunRecorder(run, { store, replica, outputLimitBytes, saveEveryMs, log: runLog })
+  #record(run: Run, log: FastifyBaseLogger): RunRecorder {
+    const { store, replica, outputLimitBytes, saveEveryMs } = this.#options
+    const recorder = new RunRecorder(run, { store, replica, outputLimitBytes, saveEveryMs, log })
     this.#recorded.set(run.id, recorder)
     void recorder.done.then(() => this.#recorded.delete(run.id))
-    launcher.launch(run, params, runLog, recorder.hooks).catch((error: unknown) => {
-      if (run.phase === 'refused') recorder.refused(error)
-      else runLog.error({ err: error }, 'async run failed after its agent started')
-    })
-    await recorder.stored
-    return stateOf(recorder.record)
+    return recorder
   }
 
   /** A run of this caller's; undefined for an unknown run and for another caller's alike. */
-  async state(id: string, owner: string): Promise<RunState | undefined> {
-    const live = this.#liveRun(id)
-    if (live !== undefined) return live.owner === owner ? liveState(live) : undefined
-    const record = this.#recorderOf(id)?.record ?? (await this.#options.store.get(id))
-    return record?.owner === owner ? stateOf(record) : undefined
+  async state(id: string, caller: string): Promise<RunState | undefined> {
+    const found = this.#inMemory(id)?.snapshot() ?? (await this.#options.store.get(id))
+    return found?.caller === caller ? stateOf(found) : undefined
   }
 
   /** This caller's runs, newest first: async ones, and synchronous or streamed ones while they run. */
-  async list(owner: string): Promise<RunSummary[]> {
-    const stored = (await this.#options.store.list(owner)).map((listing) => stateOf({ ...listing, result: null }))
-    const live = [...this.#open.values()].filter((run) => run.owner === owner && run.listedLive).map(liveState)
-    return [...live, ...stored]
+  async list(caller: string): Promise<RunSummary[]> {
+    const stored = await this.#options.store.list(caller)
+    const live = [...this.#open.values()].filter((run) => run.caller === caller && run.listedLive)
+    return [...live.map((run) => run.snapshot()), ...stored]
+      .map((found) => stateOf({ ...found, result: null }))
       .sort((a, b) => b.created_at.localeCompare(a.created_at))
       .map(({ result: _result, ...summary }) => summary)
   }
 
   /** The events of an async run of this caller's, for a follower; undefined when there is none to follow. */
-  async feed(id: string, owner: string): Promise<Feed | undefined> {
+  async feed(id: string, caller: string): Promise<Feed | undefined> {
+    const source = await this.#eventsOf(id, caller)
+    return source === undefined ? undefined : (lastId, choice, signal) => follow(source, lastId, choice, signal)
+  }
+
+  /** Its events in memory while this replica records it, else in the store. */
+  async #eventsOf(id: string, caller: string): Promise<EventSource | undefined> {
     const recorder = this.#recorderOf(id)
+    if (recorder !== undefined) return recorder.run.caller === caller ? logSource(recorder.events) : undefined
     const { store, saveEveryMs } = this.#options
-    const record = recorder?.record ?? (await store.get(id))
-    if (record?.owner !== owner) return undefined
-    const source = recorder === undefined ? storeSource(store, record, saveEveryMs) : logSource(recorder.events)
-    return (lastId, choice, signal) => follow(source, lastId, choice, signal)
+    const record = await store.get(id)
+    return record?.caller === caller ? storeSource(store, record, saveEveryMs) : undefined
   }
 
   /** Stops a run of this caller's (its whole process tree, wherever it runs) and answers with its final state. */
-  async cancel(id: string, owner: string): Promise<RunState | undefined> {
-    const live = this.#liveRun(id)
-    if (live !== undefined) {
-      if (live.owner !== owner) return undefined
-      live.stop('cancelled')
-      await live.ended()
+  async cancel(id: string, caller: string): Promise<RunState | undefined> {
+    const run = this.#inMemory(id)
+    if (run !== undefined) {
+      if (run.caller !== caller) return undefined
+      run.stop('cancelled')
+      const recorder = this.#recorderOf(id)
+      if (recorder !== undefined) {
+        await recorder.done
+        return stateOf(run.snapshot())
+      }
+      await run.ended()
       // Its result went to its own caller; here, only that it was cancelled.
-      return { ...liveState(live), status: 'cancelled', finished_at: new Date().toISOString() }
-    }
-    const recorder = this.#recorderOf(id)
-    if (recorder !== undefined) {
-      if (recorder.record.owner !== owner) return undefined
-      recorder.run.stop('cancelled')
-      await recorder.done
-      return stateOf(recorder.record)
+      return { ...stateOf(run.snapshot()), status: 'cancelled', result: null }
     }
     const record = await this.#options.store.get(id)
-    if (record?.owner !== owner) return undefined
+    if (record?.caller !== caller) return undefined
     if (record.status !== 'running') return stateOf(record)
     return stateOf(await this.#stopElsewhere(record))
   }
@@ -141,8 +169,13 @@ export class RunRegistry {
     await Promise.all([...stopping, ...[...this.#recorded.values()].map((recorder) => recorder.done)])
   }
 
-  /** A synchronous or streamed run whose agent runs: the only kind listed from memory. */
-  #liveRun(id: string): Run | undefined {
+  /**
+   * A run of this replica's that may be told of by its id: a synchronous or streamed one while its agent runs, an
+   * async one once it is stored (before, nobody was given its id) until its end is.
+   */
+  #inMemory(id: string): Run | undefined {
+    const recorded = this.#recorderOf(id)?.run
+    if (recorded !== undefined) return recorded
     const run = this.#open.get(id)
     return run?.listedLive === true ? run : undefined
   }
@@ -169,32 +202,18 @@ export class RunRegistry {
   }
 }
 
-function stateOf(record: RunRecord): RunState {
+/** The one mapping of a run to what the API says of it: a stored record is an async run's. */
+function stateOf(found: Omit<RunRecord, 'replica'> & { kind?: RunKind }): RunState {
   return {
-    id: record.id,
-    tool: record.tool,
-    kind: 'async',
-    status: record.status,
-    caller: record.owner,
-    task: record.task ?? null,
-    created_at: record.createdAt,
-    deadline: record.deadline ?? null,
-    finished_at: record.finishedAt,
-    result: record.result
-  }
-}
-
-function liveState(run: Run): RunState {
-  return {
-    id: run.id,
-    tool: run.tool,
-    kind: run.kind,
-    status: 'running',
-    caller: run.owner,
-    task: run.brief?.task ?? null,
-    created_at: run.createdAt.toISOString(),
-    deadline: run.brief?.deadline ?? null,
-    finished_at: null,
-    result: null
+    id: found.id,
+    tool: found.tool,
+    kind: found.kind ?? 'async',
+    status: found.status,
+    caller: found.caller,
+    task: found.task ?? null,
+    created_at: found.createdAt,
+    deadline: found.deadline ?? null,
+    finished_at: found.finishedAt,
+    result: found.result
   }
 }

@@ -1,8 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify'
 import { RunEventLog } from './event-log.js'
-import type { LaunchHooks } from './launcher.js'
 import { OutputEvents } from './output-events.js'
-import { finishedStatus } from './result.js'
 import type { Run } from './run.js'
 import type { RunRecord, RunStore } from './stores/run-store.js'
 
@@ -43,16 +41,7 @@ export class RunRecorder {
     this.run = run
     this.#options = options
     this.events = new RunEventLog(options.outputLimitBytes)
-    this.record = {
-      id: run.id,
-      owner: run.owner,
-      tool: run.tool,
-      status: 'running',
-      createdAt: run.createdAt.toISOString(),
-      finishedAt: null,
-      result: null,
-      replica: options.replica
-    }
+    this.record = this.#recordNow()
     const settle: { stored?: () => void; refused?: (error: unknown) => void; finished?: () => void } = {}
     this.stored = new Promise((resolve, reject) => {
       settle.stored = resolve
@@ -62,34 +51,39 @@ export class RunRecorder {
     this.#stored = settle.stored!
     this.#refused = settle.refused!
     this.#finished = settle.finished!
-    run.watch(() => this.#enter())
-  }
-
-  /** No reader can slow the agent down here: the log keeps what it may, bounded. */
-  readonly hooks: LaunchHooks = {
-    onOutput: (chunk) => {
+    // Nobody awaits a refusal the caller was already told of by the launch itself.
+    this.stored.catch(() => undefined)
+    run.on('phase', () => this.#enter())
+    // No reader can slow the agent down here: the log keeps what it may, bounded.
+    run.on('output', (chunk) => {
       const event = this.#output.next(chunk)
       if (event !== null) this.events.appendOutput(event)
-    },
-    onStep: (step) => this.events.appendStep(step)
+    })
+    run.on('step', (step) => this.events.appendStep(step))
   }
 
-  /** The launch's refusal, for the caller of POST /runs (the run never ran, nothing was stored). */
-  refused(error: unknown): void {
-    this.#refused(error)
-    this.#finished()
+  #recordNow(): RunRecord {
+    const { kind: _kind, ...record } = this.run.snapshot()
+    return { ...record, replica: this.#options.replica }
   }
 
   #enter(): void {
     const { phase } = this.run
     if (phase === 'running') this.#store()
+    // The launch's refusal, for the caller of POST /runs (the run never ran, nothing was stored).
+    else if (phase === 'refused') this.#refuse(this.run.refusal)
     else if (phase === 'finished' || phase === 'failed') void this.#end()
+  }
+
+  #refuse(error: unknown): void {
+    this.#refused(error)
+    this.#finished()
   }
 
   #store(): void {
     const { store, saveEveryMs } = this.#options
     this.storing = true
-    this.record = { ...this.record, ...this.run.brief }
+    this.record = this.#recordNow()
     this.#saving = store.create(this.record)
     this.#saver = setInterval(() => void this.#save(), saveEveryMs)
     this.#saving.then(
@@ -104,15 +98,9 @@ export class RunRecorder {
 
   async #end(): Promise<void> {
     clearInterval(this.#saver)
-    const { result } = this.run
-    this.events.close(this.#output.closing(result))
+    this.events.close(this.#output.closing(this.run.result))
     // Stopped by DELETE or by shutdown, a run was cancelled; a caller that vanished cannot stop an async run.
-    this.record = {
-      ...this.record,
-      status: result === null ? 'failed' : finishedStatus(result),
-      finishedAt: new Date().toISOString(),
-      result
-    }
+    this.record = this.#recordNow()
     await this.#save()
     try {
       await this.#options.store.finish(this.record)

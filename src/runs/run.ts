@@ -1,40 +1,74 @@
 import { randomUUID } from 'node:crypto'
+import { EventEmitter } from 'node:events'
 import type { ToolName } from '../agents/catalog.js'
 import { serviceError } from '../errors.js'
-import type { RunResult, StopReason } from '../schemas/run.js'
-import type { RunBrief } from './run-brief.js'
+import type { AgentObserver } from '../process/agent-process.js'
+import type { RunParams, RunResult, StopReason } from '../schemas/run.js'
+import type { Step } from '../schemas/steps.js'
+import { finishedStatus } from './result.js'
 import { hasAgent, isEnd, nextPhase, type RunPhase } from './run-phase.js'
+import type { RunRecord } from './stores/run-store.js'
+import { taskExcerpt } from './task-excerpt.js'
 
 /** How a run was asked for: it decides who reads its output (its own response, or followers of the stored run). */
 export type RunKind = 'sync' | 'stream' | 'async'
 
-/** Told of every phase a run enters, in order, once each. */
-export type PhaseWatcher = (run: Run, from: RunPhase) => void
+/**
+ * What a run tells whoever follows it, in order: each phase it enters (with the one it left), its agent's pid, each
+ * chunk of output (and of stdout alone, where a CLI writes its structured output), each step read from it, and the
+ * beginning of its stop. Listeners observe: none may slow the agent (a live reader that may is the launch's `sink`).
+ */
+export interface RunEvents {
+  phase: [from: RunPhase]
+  spawn: [pid: number]
+  output: [chunk: Buffer]
+  stdout: [chunk: Buffer]
+  step: [step: Step]
+  stopping: [reason: StopReason]
+}
+
+/** A run as a listing, a store and the API see it at one moment: its record, and how it was asked for. */
+export type RunSnapshot = Omit<RunRecord, 'replica'> & { kind: RunKind }
+
+export interface RunOpening {
+  kind: RunKind
+  tool: ToolName
+  caller: string
+  params: Pick<RunParams, 'task' | 'timeout'>
+}
 
 /**
  * One run, however it was asked for, from the request that opened it to its end: the one object that knows its phase
- * (run-phase.ts) and moves it, and whom every stop path goes through. Whatever stops it (its client leaving, DELETE,
- * its deadline, shutdown) gives the reason that becomes its stop_reason; before its agent starts, a stop means nothing
- * starts: the next step refuses.
+ * (run-phase.ts) and moves it, holds its record, tells its events, and whom every stop path goes through. Whatever
+ * stops it (its client leaving, DELETE, its deadline, shutdown) gives the reason that becomes its stop_reason; before
+ * its agent starts, a stop means nothing starts: the next step refuses.
  */
-export class Run {
+export class Run extends EventEmitter<RunEvents> implements AgentObserver {
   readonly id = randomUUID()
   readonly createdAt = new Date()
   readonly kind: RunKind
-  readonly owner: string
+  readonly caller: string
   readonly tool: ToolName
+  /** The task's beginning, for listings. */
+  readonly task: string
+  /** How long its agent may run, from its start. */
+  readonly timeoutMs: number
   readonly #controller = new AbortController()
-  readonly #watchers: PhaseWatcher[] = []
   #phase: RunPhase = 'opened'
+  #deadline: Date | null = null
+  #finishedAt: Date | null = null
   #result: RunResult | null = null
-  #brief: RunBrief | null = null
+  #refusal: unknown = undefined
   readonly #ended: () => void
   readonly #whenEnded: Promise<void>
 
-  constructor(kind: RunKind, tool: ToolName, owner: string) {
+  constructor({ kind, tool, caller, params }: RunOpening) {
+    super()
     this.kind = kind
     this.tool = tool
-    this.owner = owner
+    this.caller = caller
+    this.task = taskExcerpt(params.task)
+    this.timeoutMs = params.timeout * 1000
     let ended: (() => void) | undefined
     this.#whenEnded = new Promise<void>((resolve) => { ended = resolve })
     this.#ended = ended!
@@ -49,14 +83,14 @@ export class Run {
     return this.#controller.signal
   }
 
-  /** Its task's beginning and its deadline, once its agent started. */
-  get brief(): RunBrief | null {
-    return this.#brief
-  }
-
   /** The agent's result, once `finished`. */
   get result(): RunResult | null {
     return this.#result
+  }
+
+  /** What refused it, once `refused`: the error its launch's caller is answered with. */
+  get refusal(): unknown {
+    return this.#refusal
   }
 
   /** A synchronous or streamed run whose agent exists: the only kind listed from memory (async ones are stored). */
@@ -64,8 +98,24 @@ export class Run {
     return this.kind !== 'async' && hasAgent(this.#phase)
   }
 
-  watch(watcher: PhaseWatcher): void {
-    this.#watchers.push(watcher)
+  /** Its record as of now: `running` until its end, then what its end says. */
+  snapshot(): RunSnapshot {
+    const result = this.#result
+    let status: RunSnapshot['status'] = 'running'
+    if (result !== null) status = finishedStatus(result)
+    else if (isEnd(this.#phase)) status = 'failed'
+    return {
+      id: this.id,
+      kind: this.kind,
+      caller: this.caller,
+      tool: this.tool,
+      status,
+      task: this.task,
+      createdAt: this.createdAt.toISOString(),
+      ...(this.#deadline === null ? {} : { deadline: this.#deadline.toISOString() }),
+      finishedAt: this.#finishedAt?.toISOString() ?? null,
+      result
+    }
   }
 
   /** Asks the run to stop; the first reason wins. Its agent's process reports the stop as it begins (`stopping`). */
@@ -82,25 +132,36 @@ export class Run {
     this.#moveTo(to)
   }
 
-  /** The agent exists (its pid is known). */
-  agentStarted(brief: RunBrief | null = null): void {
-    this.#brief = brief
+  /** The agent exists (its pid is known): its timeout runs from now. */
+  spawned(pid: number): void {
+    this.#deadline = new Date(Date.now() + this.timeoutMs)
     this.#moveTo('running')
+    this.emit('spawn', pid)
   }
 
   /** Its agent's process began to stop it (a stop asked for, or its deadline). */
-  stopping(): void {
+  stopping(reason: StopReason): void {
     this.#moveTo('stopping')
+    this.emit('stopping', reason)
+  }
+
+  output(chunk: Buffer): void {
+    this.emit('output', chunk)
+  }
+
+  stdout(chunk: Buffer): void {
+    this.emit('stdout', chunk)
   }
 
   finish(result: RunResult): void {
     this.#result = result
-    this.#moveTo('finished')
+    this.#end('finished')
   }
 
   /** Ended on an error: `refused` when no agent had started, `failed` after. */
-  abort(): void {
-    this.#moveTo(hasAgent(this.#phase) ? 'failed' : 'refused')
+  abort(error: unknown): void {
+    if (!hasAgent(this.#phase)) this.#refusal = error
+    this.#end(hasAgent(this.#phase) ? 'failed' : 'refused')
   }
 
   /** Settles once the run has reached an end, however (its result or its refusal goes to whoever launched it). */
@@ -108,10 +169,15 @@ export class Run {
     return this.#whenEnded
   }
 
+  #end(to: 'finished' | 'refused' | 'failed'): void {
+    this.#finishedAt = new Date()
+    this.#moveTo(to)
+  }
+
   #moveTo(to: RunPhase): void {
     const from = this.#phase
     this.#phase = nextPhase(from, to)
-    for (const watcher of this.#watchers) watcher(this, from)
+    this.emit('phase', from)
     if (isEnd(to)) this.#ended()
   }
 }

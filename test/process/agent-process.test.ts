@@ -39,7 +39,7 @@ async function mostBytesInOneTurn(t: Test, turnsOfEach: Array<LoopShare | undefi
     killGraceMs: 1000,
     outputLimitBytes: 1024 * 1024,
     ...(relayTurns === undefined ? {} : { turns: relayTurns }),
-    onOutput: (chunk) => perTurn.set(turns.now(), (perTurn.get(turns.now()) ?? 0) + chunk.length)
+    observer: { output: (chunk) => perTurn.set(turns.now(), (perTurn.get(turns.now()) ?? 0) + chunk.length) }
   })))
   turns.stop()
   t.ok(outcomes.every((outcome) => outcome.output.totalBytes >= FLOOD_BYTES), 'every byte of every agent came through')

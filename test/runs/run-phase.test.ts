@@ -1,6 +1,6 @@
 import t, { type Test } from 'tap'
 import { readFileSync } from 'node:fs'
-import { Run } from '#src/runs/run.js'
+import { Run, type RunKind } from '#src/runs/run.js'
 import { IllegalTransition, RUN_PHASES, TRANSITIONS, isEnd, nextPhase, type RunPhase } from '#src/runs/run-phase.js'
 import {
   build, buildLogged, cancelRun, createRun, heldAgent, listRuns, post, readPidFile, refused, runTool, scenario,
@@ -36,46 +36,59 @@ t.test('the moves nextPhase allows are exactly the ones docs/architecture.md dra
   t.same([...allowed].sort(), [...drawn].sort())
 })
 
-t.test('a Run moves only as the table allows, tells each watcher each phase once, and settles at its end', async (t) => {
-  const run = new Run('sync', 'crush_run', 'anonymous')
-  const seen: Array<[RunPhase, RunPhase]> = []
-  run.watch((moved, from) => seen.push([from, moved.phase]))
+const opening = (kind: RunKind) => ({ kind, tool: 'crush_run' as const, caller: 'anonymous', params: { task: 'x', timeout: 60 } })
+
+t.test('a Run moves only as the table allows, tells each phase once and each event in order, settles at its end', async (t) => {
+  const run = new Run(opening('sync'))
+  const seen: string[] = []
+  run.on('phase', (from) => seen.push(`${from} → ${run.phase}`))
+  run.on('spawn', (pid) => seen.push(`spawn ${pid}`))
+  run.on('output', (chunk) => seen.push(`output ${chunk.toString()}`))
+  run.on('stdout', (chunk) => seen.push(`stdout ${chunk.toString()}`))
+  run.on('stopping', (reason) => seen.push(`stopping ${reason}`))
   let ended = false
   void run.ended().then(() => { ended = true })
   run.advance('placed')
-  t.throws(() => run.agentStarted(), IllegalTransition, 'no agent without a slot')
+  t.throws(() => run.spawned(1), IllegalTransition, 'no agent without a slot')
   run.advance('waiting_for_slot')
   run.advance('starting')
-  run.agentStarted()
+  run.spawned(42)
   t.ok(run.listedLive, 'listed once its agent exists')
   t.throws(() => run.advance('placed'), IllegalTransition, 'never back')
-  run.stopping()
-  run.finish({ tool: 'crush_run' } as never)
+  run.output(Buffer.from('a'))
+  run.stdout(Buffer.from('a'))
+  run.stopping('cancelled')
+  run.finish({ tool: 'crush_run', ok: false, stop_reason: 'cancelled' } as never)
   await run.ended()
   t.ok(ended)
   t.notOk(run.listedLive, 'not listed once ended')
-  t.throws(() => run.abort(), IllegalTransition, 'an end is final')
+  t.equal(run.snapshot().status, 'cancelled', 'its record reads its end')
+  t.throws(() => run.abort(new Error('late')), IllegalTransition, 'an end is final')
   t.same(seen, [
-    ['opened', 'placed'], ['placed', 'waiting_for_slot'], ['waiting_for_slot', 'starting'],
-    ['starting', 'running'], ['running', 'stopping'], ['stopping', 'finished']
+    'opened → placed', 'placed → waiting_for_slot', 'waiting_for_slot → starting', 'starting → running', 'spawn 42',
+    'output a', 'stdout a', 'running → stopping', 'stopping cancelled', 'stopping → finished'
   ])
 })
 
 t.test('a run stopped before its agent goes no further: its next step refuses, with its stopper\'s code', async (t) => {
   for (const [reason, code] of [['shutdown', 'SHUTTING_DOWN'], ['client_gone', 'CLIENT_CLOSED_REQUEST']] as const) {
-    const run = new Run('stream', 'crush_run', 'anonymous')
+    const run = new Run(opening('stream'))
     run.advance('placed')
     run.stop(reason)
+    const refusal = new Error(code)
     t.throws(() => run.advance('waiting_for_slot'), { code }, `${reason}: ${code}`)
     t.equal(run.phase, 'placed', 'the refused step was not taken')
-    run.abort()
+    run.abort(refusal)
     t.equal(run.phase, 'refused')
+    t.equal(run.refusal, refusal, 'what refused it is kept, for whoever launched it')
   }
-  const started = new Run('async', 'crush_run', 'anonymous')
+  const started = new Run(opening('async'))
   for (const step of ['placed', 'waiting_for_slot', 'starting'] as const) started.advance(step)
-  started.agentStarted()
-  started.abort()
+  started.spawned(7)
+  started.abort(new Error('lost'))
   t.equal(started.phase, 'failed', 'an error after the agent started: failed, not refused')
+  t.equal(started.refusal, undefined, 'a failure is no refusal')
+  t.equal(started.snapshot().status, 'failed')
   t.notOk(started.listedLive, 'an async run is never listed from memory')
 })
 

@@ -20,9 +20,9 @@ import { NO_REDIS, redisEnv, slowAtFirst, startRedis } from '../helpers/redis.js
 const log = pino({ level: 'silent' })
 const REPLICA = 'replica-under-test'
 
-const record = (owner: string, overrides: Partial<RunRecord> = {}): RunRecord => ({
+const record = (caller: string, overrides: Partial<RunRecord> = {}): RunRecord => ({
   id: randomUUID(),
-  owner,
+  caller,
   tool: 'crush_run',
   status: 'running',
   createdAt: new Date().toISOString(),
@@ -250,7 +250,7 @@ t.test('sqlite: a file an older version made gains the task and deadline columns
   const old = new Database(join(dir, 'runs.sqlite'))
   old.exec('CREATE TABLE runs (id TEXT PRIMARY KEY, owner TEXT NOT NULL, tool TEXT NOT NULL, status TEXT NOT NULL, created_at TEXT NOT NULL, finished_at TEXT, result TEXT, replica TEXT NOT NULL)')
   const before = finished(record('alice'))
-  old.prepare('INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)').run(before.id, before.owner, before.tool, before.status, before.createdAt, before.finishedAt, JSON.stringify(before.result), before.replica)
+  old.prepare('INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)').run(before.id, before.caller, before.tool, before.status, before.createdAt, before.finishedAt, JSON.stringify(before.result), before.replica)
   old.close()
   const store = new SqliteRunStore(dir, retention)
   t.teardown(() => store.close())
@@ -384,6 +384,21 @@ t.test('redis: every key expires, a running run\'s too; what this service did no
   t.equal(await store.get(alien), undefined, 'nor one of a shape of its own')
   await redis.set(`${SLOTS_KEY_PREFIX}run:${done.id}:result`, JSON.stringify({ ok: 'yes' }))
   t.match(await store.get(done.id), { status: 'succeeded', result: null }, 'a result that is not one: the run without it')
+})
+
+t.test('redis: a run 0.1.0 stored (its caller named `owner`) reads back and lists as its caller’s', { skip: NO_REDIS }, async (t) => {
+  const { url } = await startRedis(t)
+  const { REDIS_URL, SLOTS_KEY_PREFIX } = redisEnv(url)
+  const options = { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100 }
+  const store = new RedisRunStore({ ...options, url: REDIS_URL, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 10_000, replica: REPLICA, log })
+  t.teardown(() => store.close())
+  const redis = new Redis(REDIS_URL)
+  t.teardown(() => redis.disconnect())
+  const { caller, result: _result, ...rest } = finished(record('alice'))
+  await redis.set(`${SLOTS_KEY_PREFIX}run:${rest.id}`, JSON.stringify({ ...rest, owner: caller }))
+  await redis.zadd(`${SLOTS_KEY_PREFIX}runs:owner:alice`, Date.parse(rest.createdAt), rest.id)
+  t.match(await store.get(rest.id), { id: rest.id, caller: 'alice', status: 'succeeded' })
+  t.same((await store.list('alice')).map((run) => run.caller), ['alice'])
 })
 
 t.test('a result stored before processes_may_remain, session_id, usage and steps_summary existed reads back with their defaults, in every store that outlives a version', async (t) => {

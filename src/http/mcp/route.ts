@@ -5,7 +5,6 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import type { ToolName } from '../../agents/catalog.js'
 import type { AgentTool } from '../../agents/tools.js'
 import type { RunRegistry } from '../../runs/registry.js'
-import type { RunLauncher } from '../../runs/launcher.js'
 import type { Run } from '../../runs/run.js'
 import { serviceError, ServiceError } from '../../errors.js'
 import { toErrorResponse, type RejectionObserver } from '../error-handler.js'
@@ -16,8 +15,7 @@ import { mcpToolsOf, paramsOf } from './tools.js'
 
 interface McpRouteOptions {
   tools: Record<ToolName, AgentTool>
-  registry: RunRegistry
-  launcher: RunLauncher
+  runs: RunRegistry
   version: string
   /** A refused call counts as a refused REST request does (metrics). */
   onRejection: RejectionObserver
@@ -87,7 +85,7 @@ interface CallInFlight {
  * closing) stops its agent.
  */
 const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, options) => {
-  const { tools, registry, launcher, version, onRejection } = options
+  const { tools, runs: registry, version, onRejection } = options
   // Stateless: the cancellation of a call arrives in another POST, to another server instance, so calls in flight are
   // found here by who asked and the request's id.
   const inFlight = new Map<string, Set<CallInFlight>>()
@@ -114,7 +112,7 @@ const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, options) => {
       }
       const params = paramsOf(request.params.arguments)
       if (params instanceof ServiceError) return refuse(tool.name, params)
-      const run = registry.open('sync', tool.name, caller, app.log)
+      const { run, result: ended } = registry.launch({ kind: 'sync', tool: tool.name, params, caller, log: app.log })
       const key = callKey(caller, extra.requestId)
       // A caller reusing an id in flight: its cancellation reaches every call of that id, none is left unreachable.
       const call: CallInFlight = { run, transport: exchange.transport }
@@ -150,18 +148,12 @@ const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, options) => {
           pending.push(chunk)
           timer ??= setTimeout(() => void flush(), PROGRESS_EVERY_MS)
         }
-        const result = await launcher.launch(
-          run,
-          params,
-          app.log,
-          progressToken === undefined
-            ? {}
-            : {
-                // Followed live either way: the agent writes its structured output, which its steps are read from.
-                onOutput: (chunk) => { if (choice !== 'steps') progress(chunk) },
-                ...(choice === 'output' ? {} : { onStep: (step) => progress(Buffer.from(`${stepLine(step)}\n`)) })
-              }
-        )
+        if (progressToken !== undefined) {
+          // Followed live either way: the agent writes its structured output, which its steps are read from.
+          run.on('output', (chunk) => { if (choice !== 'steps') progress(chunk) })
+          if (choice !== 'output') run.on('step', (step) => progress(Buffer.from(`${stepLine(step)}\n`)))
+        }
+        const result = await ended
         clearTimeout(timer)
         // Cancelled: MCP sends no answer to a cancelled request (the SDK drops what this returns); its stream ends.
         if (extra.signal.aborted) exchange.endUnanswered()

@@ -12,7 +12,7 @@ import { errorResponses, STREAM_ITEMS } from '../../schemas/shared.js'
 import { EventWriter } from '../event-writer.js'
 
 interface RunRoutesOptions {
-  registry: RunRegistry
+  runs: RunRegistry
   toolNames: readonly string[]
   heartbeatMs: number
 }
@@ -27,7 +27,7 @@ function toolAskedFor(toolNames: readonly string[]) {
 
 const RunId = Type.Object({ id: Type.String({ description: 'The id POST /runs answered with.' }) })
 
-const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { registry, toolNames, heartbeatMs }) => {
+const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { runs, toolNames, heartbeatMs }) => {
   const found = <T>(id: string, value: T | undefined): T => {
     if (value === undefined) throw serviceError('RUN_NOT_FOUND', id)
     return value
@@ -54,7 +54,8 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
     },
     async (request, reply) => {
       const { tool, ...params } = request.body
-      const run = await registry.start(tool, params, request.log, request.caller)
+      const launched = runs.launch({ kind: 'async', tool, params, caller: request.caller, log: request.log })
+      const run = await launched.accepted()
       return reply.code(202).header('location', `/runs/${run.id}`).send(run)
     }
   )
@@ -76,7 +77,7 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
         }
       }
     },
-    async (request) => ({ runs: await registry.list(request.caller) })
+    async (request) => ({ runs: await runs.list(request.caller) })
   )
 
   app.get(
@@ -92,7 +93,7 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
         response: { 200: ref(RunState, { description: 'The run.' }), ...errorResponses([401, 403, 404]) }
       }
     },
-    async (request) => found(request.params.id, await registry.state(request.params.id, request.caller))
+    async (request) => found(request.params.id, await runs.state(request.params.id, request.caller))
   )
 
   app.get(
@@ -135,7 +136,7 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
     },
     async (request, reply) => {
       // A synchronous or streamed run's output belongs to its own response: there is nothing to follow here.
-      const feed = found(request.params.id, await registry.feed(request.params.id, request.caller))
+      const feed = found(request.params.id, await runs.feed(request.params.id, request.caller))
       reply.hijack()
       const writer = new EventWriter(reply.raw, 'sse', heartbeatMs)
       writer.open(reply.getHeaders())
@@ -167,7 +168,7 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { reg
         response: { 200: ref(RunState, { description: 'The run, ended.' }), ...errorResponses([401, 403, 404]) }
       }
     },
-    async (request) => found(request.params.id, await registry.cancel(request.params.id, request.caller))
+    async (request) => found(request.params.id, await runs.cancel(request.params.id, request.caller))
   )
 }
 

@@ -2,26 +2,22 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import type { ToolName } from '../../agents/catalog.js'
 import type { AgentTool } from '../../agents/tools.js'
-import type { Config } from '../../config.js'
 import type { RunRegistry } from '../../runs/registry.js'
 import { RunParams } from '../../schemas/run.js'
 import { ref } from '../../schemas/ref.js'
 import { errorResponses, runResponse } from '../../schemas/shared.js'
 import type { SlotLimiter } from '../../slots/limiter.js'
-import type { RunLauncher } from '../../runs/launcher.js'
 import { EventWriter } from '../event-writer.js'
 import { negotiateStream } from '../stream-format.js'
 import { OutputEvents } from '../../runs/output-events.js'
 import type { RunEvent } from '../../schemas/events.js'
-import type { Step } from '../../schemas/steps.js'
 import { stopWhenClientLeaves } from './client-gone.js'
 
 interface ToolRoutesOptions {
-  config: Config
+  heartbeatMs: number
   tools: Record<ToolName, AgentTool>
   slots: SlotLimiter
-  registry: RunRegistry
-  launcher: RunLauncher
+  runs: RunRegistry
 }
 
 const ToolStatus = Type.Object({
@@ -33,7 +29,7 @@ const ToolStatus = Type.Object({
 })
 
 const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, options) => {
-  const { config, tools, slots, registry, launcher } = options
+  const { heartbeatMs, tools, slots, runs } = options
   app.get(
     '/tools',
     {
@@ -82,32 +78,40 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, opt
       async (request, reply) => {
         const params = request.body
         const format = negotiateStream(request.headers.accept)
-        // Listed in GET /runs once its agent runs, and DELETE stops it like an async run.
-        const run = registry.open(format === null ? 'sync' : 'stream', tool.name, request.caller, request.log)
+        const launch = { tool: tool.name, params, caller: request.caller, log: request.log }
+        if (format === null) {
+          // Listed in GET /runs once its agent runs, and DELETE stops it like an async run.
+          const { run, result } = runs.launch({ ...launch, kind: 'sync' })
+          const stopWatching = stopWhenClientLeaves(reply, run)
+          try {
+            return await result
+          } finally {
+            stopWatching()
+          }
+        }
+        // The stream opens only once the agent runs, so every refusal before it is the same JSON error as without it.
+        const writer = new EventWriter(reply.raw, format, heartbeatMs)
+        const events = new OutputEvents()
+        const choice = params.events ?? 'both'
+        // No id: a synchronous stream cannot be resumed, so it offers nothing to resume from.
+        const sendOutput = ({ id: _id, ...event }: Extract<RunEvent, { type: 'output' | 'result' }>): boolean =>
+          choice === 'steps' && event.type === 'output' ? !writer.behind : writer.send(event)
+        const sink = {
+          write: (chunk: Buffer) => {
+            const event = events.next(chunk)
+            return event === null || sendOutput(event)
+          },
+          onDrain: (resume: () => void) => writer.onDrain(resume)
+        }
+        const { run, result: ended } = runs.launch({ ...launch, kind: 'stream', sink })
         const stopWatching = stopWhenClientLeaves(reply, run)
+        run.once('spawn', () => {
+          reply.hijack()
+          writer.open(reply.getHeaders())
+        })
+        if (choice !== 'output') run.on('step', (step) => writer.send({ type: 'step', step }))
         try {
-          if (format === null) return await launcher.launch(run, params, request.log)
-          // The stream opens only once the agent runs, so every refusal before it is the same JSON error as without it.
-          const writer = new EventWriter(reply.raw, format, config.heartbeatMs)
-          const events = new OutputEvents()
-          const choice = params.events ?? 'both'
-          // No id: a synchronous stream cannot be resumed, so it offers nothing to resume from.
-          const sendOutput = ({ id: _id, ...event }: Extract<RunEvent, { type: 'output' | 'result' }>): boolean =>
-            choice === 'steps' && event.type === 'output' ? !writer.behind : writer.send(event)
-          const result = await launcher.launch(run, params, request.log, {
-            onSpawn: () => {
-              reply.hijack()
-              writer.open(reply.getHeaders())
-            },
-            sink: {
-              write: (chunk) => {
-                const event = events.next(chunk)
-                return event === null || sendOutput(event)
-              },
-              onDrain: (resume) => writer.onDrain(resume)
-            },
-            ...(choice === 'output' ? {} : { onStep: (step: Step) => writer.send({ type: 'step', step }) })
-          })
+          const result = await ended
           for (const event of events.closing(result)) sendOutput(event)
           writer.close()
           // Fastify's word for "answered already": awaiting the reply (a thenable) would wait for the socket instead.

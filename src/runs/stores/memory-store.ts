@@ -85,10 +85,10 @@ export class MemoryRunStore implements RunStore {
     return record !== undefined && isRetained(record, this.#retention.retentionMs) ? { ...record } : undefined
   }
 
-  async list(owner: string): Promise<Array<Omit<RunRecord, 'result'>>> {
+  async list(caller: string): Promise<Array<Omit<RunRecord, 'result'>>> {
     return [...this.#entries.values()]
       .map(({ record }) => record)
-      .filter((record) => record.owner === owner && isRetained(record, this.#retention.retentionMs))
+      .filter((record) => record.caller === caller && isRetained(record, this.#retention.retentionMs))
       .map(({ result: _result, ...listing }) => listing)
       .sort(byNewest)
   }

@@ -36,6 +36,13 @@ function listingOf({ result: _result, ...listing }: RunRecord): Omit<RunRecord, 
   return listing
 }
 
+/** A run's caller was named `owner` in what 0.1.0 wrote. */
+function callerNamed(stored: unknown): unknown {
+  if (typeof stored !== 'object' || stored === null || !('owner' in stored) || 'caller' in stored) return stored
+  const { owner, ...rest } = stored
+  return { ...rest, caller: owner }
+}
+
 function decodeMember(id: number, member: Buffer): StoredEvent {
   return { id, offset: member.readDoubleBE(0), end: member.readDoubleBE(8), frame: member.subarray(HEADER_BYTES) }
 }
@@ -173,9 +180,9 @@ export class RedisRunStore implements RunStore {
       this.#redis
         .multi()
         .set(this.#runKey(record.id), JSON.stringify(listingOf(record)), 'PX', ttl)
-        .zadd(this.#ownerKey(record.owner), Date.parse(record.createdAt), record.id)
+        .zadd(this.#ownerKey(record.caller), Date.parse(record.createdAt), record.id)
         // Each new run pushes its owner's index past the end of every run in it.
-        .pexpire(this.#ownerKey(record.owner), ttl)
+        .pexpire(this.#ownerKey(record.caller), ttl)
         .exec()
         .then(everyCommandDone)
     )
@@ -223,7 +230,7 @@ export class RedisRunStore implements RunStore {
     return this.#call(async () => {
       const [stored, result] = await this.#redis.mget(this.#runKey(id), this.#resultKey(id))
       if (stored === null || stored === undefined) return undefined
-      const listing = this.#valid(RunRecordHead, stored, id)
+      const listing = this.#valid(RunRecordHead, stored, id, callerNamed)
       if (listing === undefined) return undefined
       const known = await this.#unlessLost(listing)
       const parsed = typeof result === 'string' ? this.#valid(RunResult, result, id, resultFromStore) : null
@@ -231,9 +238,9 @@ export class RedisRunStore implements RunStore {
     })
   }
 
-  async list(owner: string): Promise<Array<Omit<RunRecord, 'result'>>> {
+  async list(caller: string): Promise<Array<Omit<RunRecord, 'result'>>> {
     return this.#call(async () => {
-      const ownerKey = this.#ownerKey(owner)
+      const ownerKey = this.#ownerKey(caller)
       const ids = await this.#redis.zrevrange(ownerKey, 0, -1)
       if (ids.length === 0) return []
       const stored = await this.#redis.mget(...ids.map((id) => this.#runKey(id)))
@@ -242,8 +249,8 @@ export class RedisRunStore implements RunStore {
       if (expired.length > 0) await this.#redis.zrem(ownerKey, ...expired)
       // Only what this service wrote, and only the owner's: an entry someone else put in the index shows nothing.
       const listings = stored.flatMap((value, index) => {
-        const listing = value === null ? undefined : this.#valid(RunRecordHead, value, ids[index]!)
-        return listing?.owner === owner ? [listing] : []
+        const listing = value === null ? undefined : this.#valid(RunRecordHead, value, ids[index]!, callerNamed)
+        return listing?.caller === caller ? [listing] : []
       })
       return Promise.all(listings.map((listing) => this.#unlessLost(listing)))
     })

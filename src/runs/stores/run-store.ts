@@ -9,14 +9,14 @@ import type { StoredEvent } from '../event-log.js'
  */
 export const RunRecordHead = Type.Object({
   id: Type.String(),
-  owner: Type.String({ description: 'The name of the token that created it: other callers neither see nor reach it.' }),
+  caller: Type.String({ description: 'The token that created it, by name: other callers neither see nor reach it.' }),
   tool: Type.String(),
   status: RunStatus,
   createdAt: Type.String(),
   finishedAt: Type.Union([Type.String(), Type.Null()]),
   replica: Type.String({ description: 'The service process running it: only that one can stop its agent.' }),
   // Absent from what an older version stored.
-  task: Type.Optional(Type.String({ description: 'The beginning of its task (run-brief.ts).' })),
+  task: Type.Optional(Type.String({ description: 'The beginning of its task (task-excerpt.ts).' })),
   deadline: Type.Optional(Type.String({ description: 'When its timeout stops it.' }))
 })
 export type RunRecord = Static<typeof RunRecordHead> & { result: RunResult | null }
@@ -100,7 +100,7 @@ export interface RunStore extends SessionStore {
    * The owner's runs still retained, newest first, without their results (a result may be as large as the output
    * limit).
    */
-  list(owner: string): Promise<Array<Omit<RunRecord, 'result'>>>
+  list(caller: string): Promise<Array<Omit<RunRecord, 'result'>>>
   /** Up to `max` kept events after event `lastId`, in order. */
   events(id: string, lastId: number, max: number): Promise<StoredEvent[]>
   /** Fleet: asks the replica running it to stop it (resolves once asked, not once stopped). */

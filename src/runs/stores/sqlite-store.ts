@@ -93,7 +93,7 @@ interface RunRow {
 
 const toRecord = (row: RunRow): RunRecord => ({
   id: row.id,
-  owner: row.owner,
+  caller: row.owner,
   tool: row.tool,
   status: row.status,
   createdAt: row.created_at,
@@ -106,7 +106,7 @@ const toRecord = (row: RunRow): RunRecord => ({
 
 const toRow = (record: RunRecord): RunRow => ({
   id: record.id,
-  owner: record.owner,
+  owner: record.caller,
   tool: record.tool,
   status: record.status,
   created_at: record.createdAt,
@@ -244,8 +244,8 @@ export class SqliteRunStore implements RunStore {
     return row === undefined ? undefined : toRecord(row)
   }
 
-  async list(owner: string): Promise<Array<Omit<RunRecord, 'result'>>> {
-    return (this.#statements.listRuns.all(owner, this.#cutoff()) as RunRow[]).map((row) => {
+  async list(caller: string): Promise<Array<Omit<RunRecord, 'result'>>> {
+    return (this.#statements.listRuns.all(caller, this.#cutoff()) as RunRow[]).map((row) => {
       const { result: _result, ...listing } = toRecord(row)
       return listing
     })
