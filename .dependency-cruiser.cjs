@@ -32,11 +32,18 @@ module.exports = {
       to: { path: '^src/metrics[.]ts$' }
     },
     {
-      name: 'agents-know-no-config',
-      comment: 'An agent is its spec and the settings it is given, never the service\'s whole configuration.',
+      name: 'only-the-root-reads-config',
+      comment: 'runs/, slots/, process/, sudo/ and agents/ are given the few settings they use by src/service/, never Config.',
       severity: 'error',
-      from: { path: '^src/agents/' },
+      from: { path: '^src/(runs|slots|process|sudo|agents)/' },
       to: { path: '^src/config[.]ts$' }
+    },
+    {
+      name: 'the-root-is-on-top',
+      comment: 'src/service/ assembles the service from every layer: only the entry (src/server.ts) imports it.',
+      severity: 'error',
+      from: { path: '^src/', pathNot: '^src/(server[.]ts$|service/)' },
+      to: { path: '^src/service/' }
     },
     {
       name: 'schemas-are-a-leaf',
@@ -64,8 +71,8 @@ module.exports = {
       name: 'no-unreachable',
       comment: 'A module of src/ that no entry loads, however it is imported: dead code (or a test helper).',
       severity: 'error',
-      from: { path: '^src/(server|http/openapi-document)[.]ts$' },
-      to: { path: '^src/', pathNot: '^src/(server|http/openapi-document)[.]ts$', reachable: false }
+      from: { path: '^src/(server|service/openapi-document)[.]ts$' },
+      to: { path: '^src/', pathNot: '^src/(server|service/openapi-document)[.]ts$', reachable: false }
     },
     {
       name: 'not-to-unresolvable',

@@ -1,5 +1,5 @@
 import closeWithGrace from 'close-with-grace'
-import { buildApp } from './http/app.js'
+import { buildApp } from './service/app.js'
 import { loadConfig, type Config } from './config.js'
 import { closeInheritedDescriptors } from './process/inherited-descriptors.js'
 

@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { ApiToken } from '../config.js'
 
 /** Who calls when no token is configured: everyone is the same caller (a name no token may take). */
-export const ANONYMOUS = 'anonymous'
+const ANONYMOUS = 'anonymous'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -42,3 +42,7 @@ export async function requireBearerToken(scope: FastifyInstance, tokens: ApiToke
     })
   })
 }
+
+/** The names whose callers run agents: each token's, or the anonymous caller's alone without tokens. */
+export const callerNames = (tokens: ApiToken[]): string[] =>
+  tokens.length === 0 ? [ANONYMOUS] : tokens.map((token) => token.name)

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
-import { buildApp } from '#src/http/app.js'
+import { buildApp } from '#src/service/app.js'
 import { BUILT_IN_AGENTS } from '#src/agents/catalog.js'
 import type { AgentSpec } from '#src/agents/spec.js'
 import { loadConfig } from '#src/config.js'

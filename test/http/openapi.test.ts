@@ -7,7 +7,7 @@ import { parse as parseYaml } from 'yaml'
 import { BUILT_IN_AGENTS } from '#src/agents/catalog.js'
 import { toolNameOf } from '#src/agents/spec.js'
 import { docsPolicy } from '#src/http/docs-policy.js'
-import { renderOpenApiYaml } from '#src/http/openapi-document.js'
+import { renderOpenApiYaml } from '#src/service/openapi-document.js'
 import { ERROR_CODES } from '#src/schemas/error.js'
 import { build, fromRoot, listen, ROOT } from '../helpers/index.js'
 

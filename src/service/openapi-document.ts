@@ -1,7 +1,7 @@
 import { stringify } from 'yaml'
 import { buildApp } from './app.js'
 import { loadConfig } from '../config.js'
-import { asOpenApi32 } from './openapi-32.js'
+import { asOpenApi32 } from '../http/openapi-32.js'
 
 /**
  * The OpenAPI documents as YAML, exactly as `openapi.yaml` (3.1) and `openapi-3.2.yaml` must hold them. Built from the

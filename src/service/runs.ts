@@ -1,0 +1,85 @@
+import type { FastifyBaseLogger } from 'fastify'
+import fp from 'fastify-plugin'
+import type { ToolName } from '../agents/catalog.js'
+import type { AgentTool } from '../agents/tools.js'
+import { WslDistros } from '../process/wsl-distros.js'
+import { RunLauncher, type LauncherDeps } from '../runs/launcher.js'
+import { RunRegistry, type RegistryOptions } from '../runs/registry.js'
+import { MemoryRunStore } from '../runs/stores/memory-store.js'
+import type { RetentionOptions, RunStore } from '../runs/stores/run-store.js'
+import { SqliteRunStore } from '../runs/stores/sqlite-store.js'
+import { SudoProbe } from '../sudo/probe.js'
+
+/**
+ * How often a running async run's new events reach the store: what a crash may lose, and how far other replicas
+ * lag.
+ */
+const RUN_SAVE_EVERY_MS = 200
+
+export interface RunsOptions {
+  tools: Record<ToolName, AgentTool>
+  /** Where async runs are kept (RUNS_STORE); Redis with the fleet's connection. */
+  store:
+    | { kind: 'memory' | 'sqlite'; dataDir: string; retention: RetentionOptions }
+    | { kind: 'redis'; retention: RetentionOptions; url: string; keyPrefix: string; ttlMs: number; timeoutMs: number }
+  launch: LauncherDeps['settings']
+  sudoProbeTtlMs: number
+  /** What the service's own helpers (sudo probe, wsl --list) inherit: the common variables only. */
+  agentEnv: NodeJS.ProcessEnv
+  metrics: RegistryOptions['metrics']
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The one door into runs: every route launches, finds and stops runs here. */
+    runs: RunRegistry
+  }
+}
+
+/**
+ * The runs: their store (what a previous life left running there now lost), the launcher, the registry. Shutdown
+ * stops every run before the server stops accepting, so that their requests answer with what the agents did.
+ */
+export const runsPlugin = fp<RunsOptions>(async (app, options) => {
+  const { slots, platform } = app
+  const { killGraceMs } = options.launch
+  const store = await runStore(options.store, platform.replica, app.log)
+  app.addHook('onClose', async () => { await store.close() })
+  const lost = await store.recover()
+  if (lost.length > 0) app.log.warn({ runs: lost }, `${lost.length} run(s) of a previous life ended with it: now lost`)
+  const launcher = new RunLauncher({
+    settings: options.launch,
+    tools: options.tools,
+    slots,
+    sudoProbe: new SudoProbe(options.sudoProbeTtlMs, options.agentEnv),
+    sudoShim: platform.sudoShim,
+    hostContainment: platform.containment,
+    ledger: platform.ledger,
+    wslDistros: new WslDistros(options.launch.wslBin, options.agentEnv),
+    sessions: store,
+    tokenUsers: platform.tokenUsers
+  })
+  const runs = new RunRegistry({
+    launcher,
+    metrics: options.metrics,
+    replica: platform.replica,
+    store,
+    outputLimitBytes: options.launch.outputLimitBytes,
+    saveEveryMs: RUN_SAVE_EVERY_MS,
+    remoteStopWaitMs: 3 * killGraceMs + 5000
+  })
+  app.decorate('runs', runs)
+  app.addHook('preClose', async () => { await runs.shutdown() })
+}, { name: 'runs', dependencies: ['slots', 'platform'] })
+
+/** The store RUNS_STORE names; each is loaded only when chosen (a native module, a Redis client). */
+async function runStore(choice: RunsOptions['store'], replica: string, log: FastifyBaseLogger): Promise<RunStore> {
+  if (choice.kind !== 'redis') {
+    return choice.kind === 'memory'
+      ? new MemoryRunStore(choice.retention)
+      : new SqliteRunStore(choice.dataDir, choice.retention)
+  }
+  const { RedisRunStore } = await import('../runs/stores/redis-store.js')
+  const { retention, kind: _kind, ...redis } = choice
+  return new RedisRunStore({ ...retention, ...redis, replica, log })
+}
