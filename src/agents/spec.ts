@@ -1,6 +1,7 @@
 import type { TSchema } from '@sinclair/typebox'
 import type { Step } from '../schemas/steps.js'
 import type { AgentReport } from '../schemas/run.js'
+import type { ToolLimits } from '../process/containment.js'
 
 /** What a CLI's structured output said of the run's end: the answer a person reads, and the rest of its report. */
 export interface ParsedReport {
@@ -31,7 +32,7 @@ export interface AgentSettings {
   maxAgents: number
   extraArgs: string[]
   /** Its runs' own limits (<AGENT>_MAX_PROCESSES, <AGENT>_MAX_MEMORY_MB), over the service's AGENT_MAX_*. */
-  limits: { processes?: number; memoryBytes?: number }
+  limits: ToolLimits
   /** Its own settings, by variable name (CLAUDE_PERMISSION_MODE…), as the config schema validated them. */
   own: Record<string, string>
 }

@@ -3,7 +3,7 @@ import type { Readable } from 'node:stream'
 import { once } from 'node:events'
 import { performance } from 'node:perf_hooks'
 import type { AgentUser } from './agent-user.js'
-import type { ContainedRun, Containment, FileBind, LeftoverRecord } from './containment.js'
+import type { ContainedRun, Containment, FileBind, LeftoverRecord, ToolLimits } from './containment.js'
 import { AgentSpawnError, RunNotRecorded } from './spawn-error.js'
 import type { StopReason } from '../schemas/run.js'
 import { HeadTailBuffer } from './head-tail-buffer.js'
@@ -54,7 +54,7 @@ export interface AgentRunOptions {
   /** What the run's own mount namespace shows in place of other files, for a containment that `bindsFiles`. */
   binds?: readonly FileBind[] | undefined
   /** Its tool's own limits, over the service's, for a containment that bounds runs. */
-  limits?: { processes?: number; memoryBytes?: number } | undefined
+  limits?: ToolLimits | undefined
   timeoutMs: number
   killGraceMs: number
   outputLimitBytes: number

@@ -41,7 +41,13 @@ interface LaunchContext {
   /** In order, for a containment that `bindsFiles`; ignored by the others. */
   binds?: readonly FileBind[] | undefined
   /** This run's own limits (its tool's), over the service's, for a containment that bounds runs. */
-  limits?: { processes?: number; memoryBytes?: number } | undefined
+  limits?: ToolLimits | undefined
+}
+
+/** A tool's own limits (`<AGENT>_MAX_PROCESSES`, `<AGENT>_MAX_MEMORY_MB`): each unset one is the service's. */
+export interface ToolLimits {
+  processes?: number
+  memoryBytes?: number
 }
 
 /** How the agent itself ended, once the containment's own wrappers are seen through. */

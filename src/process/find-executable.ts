@@ -1,6 +1,7 @@
 import { constants } from 'node:fs'
 import { access } from 'node:fs/promises'
 import { delimiter, isAbsolute, join, resolve } from 'node:path'
+import { AgentSpawnError } from './spawn-error.js'
 import { findWindowsExecutable } from './windows-executable.js'
 
 /**
@@ -24,4 +25,12 @@ export async function findOnPath(name: string, path: string, cwd = process.cwd()
     }
   }
   return undefined
+}
+
+/**
+ * Refuses an agent a wrapper (prlimit, the namespace chain) would start and only then fail to find: said before, the
+ * way spawn itself would have.
+ */
+export async function assertFoundBeforeWrapper(file: string, env: NodeJS.ProcessEnv, cwd?: string): Promise<void> {
+  if ((await findOnPath(file, env['PATH'] ?? '', cwd)) === undefined) throw AgentSpawnError.notFound(file)
 }

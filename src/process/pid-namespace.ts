@@ -1,8 +1,7 @@
 import { spawn } from 'node:child_process'
 import { groupsOption, type AgentUser } from './agent-user.js'
 import type { Command, Containment, FileBind } from './containment.js'
-import { findOnPath } from './find-executable.js'
-import { AgentSpawnError } from './spawn-error.js'
+import { assertFoundBeforeWrapper } from './find-executable.js'
 import { exitThroughInit } from './posix-signals.js'
 import { groupControl } from './process-group.js'
 import { runMark, type ServiceLife } from './run-marks.js'
@@ -82,8 +81,7 @@ export function pidNamespace(tools: NamespaceTools, life?: ServiceLife): Contain
     mode: 'pid-namespace',
     bindsFiles: !tools.userNamespace && tools.mount !== undefined,
     launch: async (file, args, { env, cwd, user, runId, binds }) => {
-      // The wrapper would start and only then fail to find the agent: say it before, the way spawn would have.
-      if ((await findOnPath(file, env['PATH'] ?? '', cwd)) === undefined) throw AgentSpawnError.notFound(file)
+      await assertFoundBeforeWrapper(file, env, cwd)
       return {
         ...namespaceCommand(tools, file, args, user, binds),
         detached: true,

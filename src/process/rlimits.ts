@@ -1,6 +1,5 @@
 import type { Containment } from './containment.js'
-import { findOnPath } from './find-executable.js'
-import { AgentSpawnError } from './spawn-error.js'
+import { assertFoundBeforeWrapper, findOnPath } from './find-executable.js'
 
 /**
  * Where the host gives no cgroup per run: a token's own user (AGENT_USERS) gets RLIMIT_NPROC, which the kernel counts
@@ -16,10 +15,7 @@ function perTokenProcessLimit(inner: Containment, prlimit: string, processes: nu
     launch: async (file, args, context) => {
       const launch = await inner.launch(file, args, context)
       if (context.user?.listed !== false) return launch
-      // prlimit would start and only then fail to find the agent: say it before, the way spawn would have.
-      if ((await findOnPath(file, context.env['PATH'] ?? '', context.cwd)) === undefined) {
-        throw AgentSpawnError.notFound(file)
-      }
+      await assertFoundBeforeWrapper(file, context.env, context.cwd)
       const limit = String(context.limits?.processes ?? processes)
       return { ...launch, file: prlimit, args: [`--nproc=${limit}:${limit}`, '--', launch.file, ...launch.args] }
     }

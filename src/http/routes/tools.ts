@@ -1,8 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
+import type { FastifyReply } from 'fastify'
 import type { ToolName } from '../../agents/catalog.js'
 import type { AgentTool } from '../../agents/tools.js'
-import type { RunRegistry } from '../../runs/registry.js'
+import type { LaunchRequest, RunRegistry } from '../../runs/registry.js'
 import { RunParams } from '../../schemas/run.js'
 import { ref } from '../../schemas/ref.js'
 import { errorResponses, runResponse } from '../../schemas/shared.js'
@@ -76,52 +77,61 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, opt
         }
       },
       async (request, reply) => {
-        const params = request.body
         const format = negotiateStream(request.headers.accept)
-        const launch = { tool: tool.name, params, caller: request.caller, log: request.log }
-        if (format === null) {
-          // Listed in GET /runs once its agent runs, and DELETE stops it like an async run.
-          const { run, result } = runs.launch({ ...launch, kind: 'sync' })
-          const stopWatching = stopWhenClientLeaves(reply, run)
-          try {
-            return await result
-          } finally {
-            stopWatching()
-          }
-        }
-        // The stream opens only once the agent runs, so every refusal before it is the same JSON error as without it.
-        const writer = new EventWriter(reply.raw, format, heartbeatMs)
-        const events = new OutputEvents()
-        const choice = params.events ?? 'both'
-        // No id: a synchronous stream cannot be resumed, so it offers nothing to resume from.
-        const sendOutput = ({ id: _id, ...event }: Extract<RunEvent, { type: 'output' | 'result' }>): boolean =>
-          choice === 'steps' && event.type === 'output' ? !writer.behind : writer.send(event)
-        const sink = {
-          write: (chunk: Buffer) => {
-            const event = events.next(chunk)
-            return event === null || sendOutput(event)
-          },
-          onDrain: (resume: () => void) => writer.onDrain(resume)
-        }
-        const { run, result: ended } = runs.launch({ ...launch, kind: 'stream', sink })
-        const stopWatching = stopWhenClientLeaves(reply, run)
-        run.once('spawn', () => {
-          reply.hijack()
-          writer.open(reply.getHeaders())
-        })
-        if (choice !== 'output') run.on('step', (step) => writer.send({ type: 'step', step }))
-        try {
-          const result = await ended
-          for (const event of events.closing(result)) sendOutput(event)
-          writer.close()
-          // Fastify's word for "answered already": awaiting the reply (a thenable) would wait for the socket instead.
-          // eslint-disable-next-line @typescript-eslint/return-await
+        const launch = { tool: tool.name, params: request.body, caller: request.caller, log: request.log }
+        if (format !== null) {
+          await streamed(runs, launch, reply, new EventWriter(reply.raw, format, heartbeatMs))
+          // Fastify's word for "answered already" (never awaited: a thenable that would wait for the socket).
           return reply
+        }
+        // Listed in GET /runs once its agent runs, and DELETE stops it like an async run.
+        const { run, result } = runs.launch({ ...launch, kind: 'sync' })
+        const stopWatching = stopWhenClientLeaves(reply, run)
+        try {
+          return await result
         } finally {
           stopWatching()
         }
       }
     )
+  }
+}
+
+/**
+ * A run whose output is streamed as it comes. The stream opens only once the agent runs, so every refusal before it is
+ * the same JSON error as without it; a client that reads slowly holds the agent back (the sink).
+ */
+async function streamed(
+  runs: RunRegistry,
+  launch: Omit<LaunchRequest, 'kind' | 'sink'>,
+  reply: FastifyReply,
+  writer: EventWriter
+): Promise<void> {
+  const events = new OutputEvents()
+  const choice = launch.params.events ?? 'both'
+  // No id: a synchronous stream cannot be resumed, so it offers nothing to resume from.
+  const sendOutput = ({ id: _id, ...event }: Extract<RunEvent, { type: 'output' | 'result' }>): boolean =>
+    choice === 'steps' && event.type === 'output' ? !writer.behind : writer.send(event)
+  const sink = {
+    write: (chunk: Buffer) => {
+      const event = events.next(chunk)
+      return event === null || sendOutput(event)
+    },
+    onDrain: (resume: () => void) => writer.onDrain(resume)
+  }
+  const { run, result: ended } = runs.launch({ ...launch, kind: 'stream', sink })
+  const stopWatching = stopWhenClientLeaves(reply, run)
+  run.once('spawn', () => {
+    reply.hijack()
+    writer.open(reply.getHeaders())
+  })
+  if (choice !== 'output') run.on('step', (step) => writer.send({ type: 'step', step }))
+  try {
+    const result = await ended
+    for (const event of events.closing(result)) sendOutput(event)
+    writer.close()
+  } finally {
+    stopWatching()
   }
 }
 
