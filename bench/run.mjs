@@ -39,6 +39,10 @@ const STEP_LINES = [
 const ONLY_AGENTS = process.env.BENCH_ONLY === 'agents'
 /** BENCH_ONLY=steps: only issue 27's rows (the step parser and steps at scale). */
 const ONLY_STEPS = process.env.BENCH_ONLY === 'steps'
+/** BENCH_ONLY=refusals: only the refusal paths against a 404, and the mark scan's cost (issue 37, item 7). */
+const ONLY_REFUSALS = process.env.BENCH_ONLY === 'refusals'
+/** Unrelated processes on the machine while short runs are swept: each sweep reads every one's environment. */
+const IDLE_PROCESSES = Number(process.env.BENCH_IDLE_PROCESSES ?? 400)
 const AGENT_ROUNDS = Number(process.env.BENCH_AGENT_ROUNDS ?? 5)
 
 const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]
@@ -50,14 +54,16 @@ async function probe(script, args) {
   return JSON.parse(stdout)
 }
 
-async function autocannon(url, body, connections) {
+/** Requests per second; every answer must have `status` (a run's 200, or the refusal measured). */
+async function autocannon(url, body, connections, status = 200) {
   const { stdout } = await execFileP(process.execPath, [
     AUTOCANNON, '--json', '--no-progress', '-c', String(connections), '-d', String(SECONDS),
     '-m', 'POST', '-H', 'content-type=application/json', '-b', body, url
   ], { maxBuffer: 64 * 1024 * 1024 })
   const result = JSON.parse(stdout)
-  const failed = result.non2xx + result.errors
-  if (failed > 0) throw new Error(`${url}: ${failed} of ${result.requests.total} requests failed`)
+  const answered = result.statusCodeStats?.[String(status)]?.count ?? 0
+  const failed = result.requests.total - answered + result.errors
+  if (failed > 0) throw new Error(`${url}: ${failed} of ${result.requests.total} requests not answered ${status}`)
   return { rps: result.requests.average }
 }
 
@@ -115,8 +121,8 @@ async function drainBody(response) {
   return bytes
 }
 
-const post = (base, path, body, accept) =>
-  fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...(accept ? { accept } : {}) }, body: JSON.stringify(body) })
+const post = (base, path, body, accept, signal) =>
+  fetch(`${base}${path}`, { method: 'POST', signal, headers: { 'content-type': 'application/json', ...(accept ? { accept } : {}) }, body: JSON.stringify(body) })
 
 /** One relay of RELAY_BYTES through a fresh service: MB/s from request to last byte, and the service's peak RSS. */
 async function relay(kind) {
@@ -234,6 +240,54 @@ async function throughput(concurrency) {
   return { raw: raw.rps, http: http.rps, ratio: http.rps / raw.rps }
 }
 
+/**
+ * A refusal's cost against the cheapest answer there is: the router's 404. A 400 (a field the schema refuses) and a
+ * 429 (the only slot held by a run that sleeps) through the same service, one after another.
+ */
+async function refusals() {
+  const service = await startService({ MAX_CRUSH_AGENTS: '1' })
+  const held = new AbortController()
+  const holder = post(service.base, '/tools/crush_run', { task: '@sleep 600000' }, undefined, held.signal).catch(() => null)
+  while ((await (await fetch(`${service.base}/tools`)).json()).tools.find((tool) => tool.name === 'crush_run').free > 0) await sleep(50)
+  const notFound = await autocannon(`${service.base}/tools/no_such_run`, '{"task":"bench"}', 4, 404)
+  const invalid = await autocannon(`${service.base}/tools/crush_run`, '{"task":"bench","nope":1}', 4, 400)
+  const limited = await autocannon(`${service.base}/tools/crush_run`, '{"task":"bench"}', 4, 429)
+  held.abort()
+  await holder
+  await service.stop()
+  return { notFound: notFound.rps, invalid: invalid.rps, limited: limited.rps }
+}
+
+/**
+ * Short runs in process-group mode (where each run's sweep reads every process's environment for its mark) with
+ * IDLE_PROCESSES unrelated processes on the machine, against the same with none.
+ */
+async function markScan() {
+  const service = await startService({ CRUSH_BIN: INSTANT_AGENT, MAX_CRUSH_AGENTS: '4', AGENT_CONTAINMENT: 'process-group' })
+  const quiet = await autocannon(`${service.base}/tools/crush_run`, '{"task":"bench"}', 4)
+  const idle = Array.from({ length: IDLE_PROCESSES }, () => spawn('sleep', ['600'], { stdio: 'ignore' }))
+  for (const child of idle) running.add(child)
+  const crowded = await autocannon(`${service.base}/tools/crush_run`, '{"task":"bench"}', 4)
+  for (const child of idle) child.kill('SIGKILL')
+  await service.stop()
+  return { quiet: quiet.rps, crowded: crowded.rps }
+}
+
+async function refusalsOnce() {
+  const refused = await refusals()
+  const scan = await markScan()
+  return {
+    notFoundRps: refused.notFound,
+    invalidRps: refused.invalid,
+    limitedRps: refused.limited,
+    invalidRatio: refused.invalid / refused.notFound,
+    limitedRatio: refused.limited / refused.notFound,
+    quietRps: scan.quiet,
+    crowdedRps: scan.crowded,
+    scanRatio: scan.crowded / scan.quiet
+  }
+}
+
 async function startup() {
   const service = []
   const hello = []
@@ -262,6 +316,7 @@ async function agentsOnce() {
 /** One pass over every row; each value is B's cost relative to its yardstick A, measured back to back. */
 async function measureOnce() {
   if (ONLY_STEPS) return stepsOnce()
+  if (ONLY_REFUSALS) return refusalsOnce()
   return { ...(ONLY_AGENTS ? {} : await serviceOnce()), ...await agentsOnce() }
 }
 
@@ -328,6 +383,7 @@ async function serviceOnce() {
     healthLoadedP99: health.loadedP99,
     healthRatio: health.loadedP99 / health.idleP99,
     ...(await stepsOnce()),
+    ...(await refusalsOnce()),
     bareSpawnP50: latency.bare,
     addedP50: latency.added,
     addedP50Group: latencyGroup.added,
@@ -373,6 +429,11 @@ const stepsRows = () => [
   [`healthz p99 with ${LIVE_RUNS} runs calling a tool every ${STEP_EVERY_MS} ms, ${FOLLOWERS} SSE followers, vs idle`, `${mid('scaleLoadedP99', 2)} vs ${mid('scaleIdleP99', 2)} ms`, spread('scaleRatio', 1), '≤ 5×', verdict('scaleRatio', (v) => v <= 5)],
   ['… the service’s RSS per live run (followers included)', '', spread('rssPerRunKb', 0, ' KiB'), '≤ 1024 KiB', verdict('rssPerRunKb', (v) => v <= 1024)]
 ]
+const refusalRows = () => [
+  ['a 400 (a field the schema refuses) vs a 404, throughput at c=4', `${mid('invalidRps')} vs ${mid('notFoundRps')} req/s`, spread('invalidRatio'), '≥ 0.9×', verdict('invalidRatio', (v) => v >= 0.9)],
+  ['a 429 (no slot) vs a 404, throughput at c=4', `${mid('limitedRps')} vs ${mid('notFoundRps')} req/s`, spread('limitedRatio'), '≥ 0.9×', verdict('limitedRatio', (v) => v >= 0.9)],
+  [`short runs (process-group, c=4) with ${IDLE_PROCESSES} unrelated processes vs none: the mark scan`, `${mid('crowdedRps')} vs ${mid('quietRps')} runs/s`, spread('scanRatio'), '', '']
+]
 const serviceRows = () => [
   ['sync relay MB/s vs bare Node drain', `${mid('syncMbps')} vs ${mid('drainMbps')} MB/s`, spread('syncRelay'), '≥ 0.5×', verdict('syncRelay', (v) => v >= 0.5)],
   ['NDJSON relay vs bare Node drain', `${mid('ndjsonMbps')} vs ${mid('drainMbps')} MB/s`, spread('ndjsonRelay'), '≥ 0.15×', verdict('ndjsonRelay', (v) => v >= 0.15)],
@@ -381,6 +442,7 @@ const serviceRows = () => [
   ['… its peak RSS vs the sync route’s', `${mid('ssePeakMb')} vs ${mid('syncPeakMb')} MB`, spread('sseRss'), '≤ 1.5×', verdict('sseRss', (v) => v <= 1.5)],
   [`healthz p99 with ${STREAMS} NDJSON streams vs idle`, `${mid('healthLoadedP99', 2)} vs ${mid('healthIdleP99', 2)} ms`, spread('healthRatio', 1), '≤ 5×', verdict('healthRatio', (v) => v <= 5)],
   ...stepsRows(),
+  ...refusalRows(),
   ['added latency p50 over bare spawn (pid-namespace, this host’s auto)', `bare spawn ${mid('bareSpawnP50', 2)} ms`, spread('addedP50', 2, ' ms'), '≤ +0.4 ms', verdict('addedP50', (v) => v <= 0.4)],
   ['… with AGENT_CONTAINMENT=process-group', '', spread('addedP50Group', 2, ' ms'), '(≤ +0.4 ms)', verdict('addedP50Group', (v) => v <= 0.4)],
   ['sync throughput vs raw spawn loop, c=4', `raw ${mid('c4Raw')} runs/s`, spread('c4'), '≥ 0.9×', verdict('c4', (v) => v >= 0.9)],
@@ -389,7 +451,7 @@ const serviceRows = () => [
   ['idle RSS vs Fastify hello world', `${mid('serviceRss')} vs ${mid('helloRss')} MB`, spread('rssRatio'), '≤ 1.3×', verdict('rssRatio', (v) => v <= 1.3)],
   ...agentRows
 ]
-const rows = ONLY_AGENTS ? agentRows : ONLY_STEPS ? stepsRows() : serviceRows()
+const rows = ONLY_AGENTS ? agentRows : ONLY_STEPS ? stepsRows() : ONLY_REFUSALS ? refusalRows() : serviceRows()
 
 const fastifyVersion = JSON.parse(readFileSync(`${ROOT}node_modules/fastify/package.json`, 'utf8')).version
 const table = `# agent-runner benchmark
@@ -407,5 +469,5 @@ ${readFileSync(`${ROOT}bench/findings.md`, 'utf8')}`
 process.stdout.write(table)
 // `npm run bench:node24` writes its own file, beside the machine's Node's; the agents' rows alone, theirs.
 const resultsFile = process.env.BENCH_RESULTS ??
-  (ONLY_AGENTS ? 'bench/results-agents.md' : ONLY_STEPS ? 'bench/results-steps.md' : 'bench/results.md')
+  (ONLY_AGENTS ? 'bench/results-agents.md' : ONLY_STEPS ? 'bench/results-steps.md' : ONLY_REFUSALS ? 'bench/results-refusals.md' : 'bench/results.md')
 writeFileSync(`${ROOT}${resultsFile}`, table)
