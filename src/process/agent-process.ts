@@ -43,34 +43,49 @@ export interface AgentObserver {
   stdout?(chunk: Buffer): void
 }
 
-export interface AgentRunOptions {
+/** Where and how the agent's processes are held: the containment, and what its launch of this run needs. */
+interface RunContainment {
+  by: Containment
   runId: string
-  command: AgentCommand
-  /** How the run's processes are held together and stopped. */
-  containment: Containment
-  /** AGENT_USER, on a host run. */
-  user?: AgentUser
-  env: NodeJS.ProcessEnv
   /** What the run's own mount namespace shows in place of other files, for a containment that `bindsFiles`. */
   binds?: readonly FileBind[] | undefined
   /** Its tool's own limits, over the service's, for a containment that bounds runs. */
   limits?: ToolLimits | undefined
+  /** Told what a later life of the service would need to stop this run, and when nothing of it is left. */
+  ledger?: RunTracker
+}
+
+/** When the agent is stopped unasked, and how long each stop signal is given before the next. */
+interface Deadline {
   timeoutMs: number
   killGraceMs: number
-  outputLimitBytes: number
-  /** Aborting stops the agent; the abort reason (a StopReason) is reported as the run's stop_reason. */
-  signal?: AbortSignal
+}
+
+/** Where the agent's output goes besides its observer, and at what pace it is read. */
+interface OutputRouting {
+  /** What the run keeps of it: its head and its tail, this many bytes in all. */
+  limitBytes: number
+  /** A reader of the live output that may fall behind: while it does, the agent's pipes pause (and the agent). */
+  sink?: OutputSink | undefined
   /**
    * Read only in the turns of the event loop this share gives, one read (what the pipe held, 64 KiB or so) a turn, so
    * other runs and requests have theirs: libuv reads a readable pipe up to 32 × 64 KiB in a row, which a relay that
    * encodes every byte would spend the one thread on. Unset: read as fast as the pipes give (a relay that only copies).
    */
-  turns?: LoopShare
-  /** Told what a later life of the service would need to stop this run, and when nothing of it is left. */
-  ledger?: RunTracker
+  turns?: LoopShare | undefined
+}
+
+export interface AgentRunOptions {
+  command: AgentCommand
+  containment: RunContainment
+  /** AGENT_USER or the token's own user, on a host run. */
+  user?: AgentUser | undefined
+  env: NodeJS.ProcessEnv
+  deadline: Deadline
+  /** Aborting stops the agent; the abort reason (a StopReason) is reported as the run's stop_reason. */
+  signal?: AbortSignal
   observer?: AgentObserver
-  /** A reader of the live output that may fall behind: while it does, the agent's pipes pause (and the agent). */
-  sink?: OutputSink | undefined
+  output: OutputRouting
 }
 
 interface RunTracker {
@@ -115,10 +130,10 @@ const abortReason = (signal: AbortSignal): StopReason => (signal.reason as StopR
  * whatever it left is killed before the run ends.
  */
 export async function runAgent(options: AgentRunOptions): Promise<AgentEnd> {
-  const { command, signal, containment, env } = options
-  const launch = await containment.launch(command.file, command.args, {
-    env, cwd: command.cwd, user: options.user, runId: options.runId, binds: options.binds, limits: options.limits
-  })
+  const { command, signal, env, user, deadline, output: routing } = options
+  const { by: containment, runId, binds, limits, ledger } = options.containment
+  const context = { env, cwd: command.cwd, user, runId, binds, limits }
+  const launch = await containment.launch(command.file, command.args, context)
   // A client that left while the request was checked or queued for a slot: nothing starts.
   if (signal?.aborted) throw new RunAbandoned(abortReason(signal))
   const startedAt = performance.now()
@@ -141,7 +156,7 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentEnd> {
   child.stdin?.end(command.input)
   const contained = containment.control(child, launch)
   try {
-    options.ledger?.started(contained.leftover)
+    ledger?.started(contained.leftover)
   } catch (error) {
     await killUnrecorded(child, contained)
     throw new RunNotRecorded(error as Error)
@@ -149,7 +164,7 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentEnd> {
   const { observer = {} } = options
   observer.spawned?.(pid)
 
-  const output = new HeadTailBuffer(options.outputLimitBytes)
+  const output = new HeadTailBuffer(routing.limitBytes)
   let stopReason: StopReason | null = null
   // Read through a function: set in callbacks, which a reading in line would not see.
   const stoppedFor = (): StopReason | null => stopReason
@@ -181,14 +196,14 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentEnd> {
   const collect = (chunk: Buffer): void => {
     output.push(chunk)
     observer.output?.(chunk)
-    if (options.sink?.write(chunk) === false && stopReason === null) {
+    if (routing.sink?.write(chunk) === false && stopReason === null) {
       hold('sink')
-      options.sink.onDrain(() => release('sink'))
+      routing.sink.onDrain(() => release('sink'))
     }
-    if (options.turns !== undefined && !holds.has('turn')) waitForTurn(options.turns)
+    if (routing.turns !== undefined && !holds.has('turn')) waitForTurn(routing.turns)
   }
   // Even its first read waits for a turn: a crowd of runs starting together would otherwise all read in one.
-  if (options.turns !== undefined) waitForTurn(options.turns)
+  if (routing.turns !== undefined) waitForTurn(routing.turns)
   stdout.on('data', (chunk: Buffer) => {
     collect(chunk)
     observer.stdout?.(chunk)
@@ -211,7 +226,7 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentEnd> {
     observer.stopping?.(reason)
     // A reader that fell behind must not keep a stopping agent blocked on a full pipe.
     resume()
-    const after = (next: () => void): void => { escalation = setTimeout(next, options.killGraceMs) }
+    const after = (next: () => void): void => { escalation = setTimeout(next, deadline.killGraceMs) }
     void contained.signal('SIGINT')
     after(() => {
       void contained.signal('SIGTERM')
@@ -221,7 +236,7 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentEnd> {
       })
     })
   }
-  const deadline = setTimeout(() => stop('timeout'), options.timeoutMs)
+  const timeout = setTimeout(() => stop('timeout'), deadline.timeoutMs)
   contained.onLimit?.((reason) => stop(reason))
   const onAbort = (): void => stop(abortReason(signal!))
   if (signal?.aborted) onAbort()
@@ -234,13 +249,13 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentEnd> {
     // A limit crossed as the run ended (a fork refused just before its exit) is its reason all the same.
     stopReason = stoppedFor() ?? contained.limitReached?.() ?? null
     await contained.sweep()
-    options.ledger?.ended()
+    ledger?.ended()
     // Nothing is left to slow down: what remains in the pipes (at most their capacity) flows to the reader now.
     resume()
     await waitForPipes(child)
     return { pid, ...contained.exit(exitCode, exitSignal), stopReason, durationMs, output, containmentFailed }
   } finally {
-    clearTimeout(deadline)
+    clearTimeout(timeout)
     clearTimeout(escalation)
     signal?.removeEventListener('abort', onAbort)
   }

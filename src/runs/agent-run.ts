@@ -108,21 +108,20 @@ export async function runPlacedAgent(
   let sudoAsked: Promise<SudoAsked> | undefined
   try {
     const outcome = await runAgent({
-      runId: run.id,
       command,
-      containment: placement.containment,
+      containment: {
+        by: placement.containment,
+        runId: run.id,
+        binds: sudoWatch.binds,
+        limits: tool.settings.limits,
+        ledger: { started: (record) => parts.ledger.started(run.id, record), ended: () => parts.ledger.ended(run.id) }
+      },
       user: placement.user,
       env: sudoWatch.env,
-      binds: sudoWatch.binds,
-      limits: tool.settings.limits,
-      ledger: { started: (record) => parts.ledger.started(run.id, record), ended: () => parts.ledger.ended(run.id) },
-      timeoutMs: run.timeoutMs,
-      killGraceMs: parts.killGraceMs,
-      outputLimitBytes: parts.outputLimitBytes,
-      ...(live ? { turns: LIVE_RELAY_TURNS } : {}),
+      deadline: { timeoutMs: run.timeoutMs, killGraceMs: parts.killGraceMs },
       signal: run.signal,
       observer: run,
-      sink
+      output: { limitBytes: parts.outputLimitBytes, sink, turns: live ? LIVE_RELAY_TURNS : undefined }
     }).finally(() => { sudoAsked = sudoWatch.end() })
     const asked = await sudoAsked!
     const passwordNeeded = asked.passwordNeeded || sudoFailure.detected

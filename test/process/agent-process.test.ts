@@ -31,14 +31,11 @@ async function mostBytesInOneTurn(t: Test, turnsOfEach: Array<LoopShare | undefi
   const turns = turnCounter()
   const perTurn = new Map<number, number>()
   const outcomes = await Promise.all(turnsOfEach.map((relayTurns, index) => runAgent({
-    runId: `flood-${String(index)}`,
     command: { file: 'crush', args: ['run', '--', scenario.flood(FLOOD_BYTES)], cwd: undefined },
-    containment: processGroup(),
+    containment: { by: processGroup(), runId: `flood-${String(index)}` },
     env: standInEnv(),
-    timeoutMs: 60_000,
-    killGraceMs: 1000,
-    outputLimitBytes: 1024 * 1024,
-    ...(relayTurns === undefined ? {} : { turns: relayTurns }),
+    deadline: { timeoutMs: 60_000, killGraceMs: 1000 },
+    output: { limitBytes: 1024 * 1024, turns: relayTurns },
     observer: { output: (chunk) => perTurn.set(turns.now(), (perTurn.get(turns.now()) ?? 0) + chunk.length) }
   })))
   turns.stop()

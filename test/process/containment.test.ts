@@ -218,7 +218,14 @@ t.test('a run stopped before its agent started spawns nothing: 503 SHUTTING_DOWN
   const controller = new AbortController()
   controller.abort('shutdown')
   await t.rejects(
-    runAgent({ runId: 'abandoned', command: { file: 'crush', args: ['run', '--', 'x'], cwd: undefined }, containment: processGroup(), env: standInEnv(), timeoutMs: 1000, killGraceMs: 100, outputLimitBytes: 1024, signal: controller.signal }),
+    runAgent({
+      command: { file: 'crush', args: ['run', '--', 'x'], cwd: undefined },
+      containment: { by: processGroup(), runId: 'abandoned' },
+      env: standInEnv(),
+      deadline: { timeoutMs: 1000, killGraceMs: 100 },
+      output: { limitBytes: 1024 },
+      signal: controller.signal
+    }),
     { name: 'RunAbandoned', reason: 'shutdown' }
   )
   // Shutdown while a request is certainly before its spawn: held on the sudo probe, whose sudo (first on the agents'
