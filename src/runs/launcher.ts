@@ -113,7 +113,7 @@ export class RunLauncher {
     // An id its CLI could not have issued (one kept by an older version) never reaches it.
     const session = tool.issues(id) ? await this.#deps.sessions.session(run.tool, id) : undefined
     // Another caller's session is no more there than an unknown one.
-    if (session === undefined || session.owner !== run.caller) throw serviceError('SESSION_NOT_FOUND', id)
+    if (session === undefined || session.caller !== run.caller) throw serviceError('SESSION_NOT_FOUND', id)
     return session
   }
 

@@ -30,7 +30,7 @@ export function continuedPlace(params: RunParams, session: SessionRecord): RunPa
 export function sessionLeftBy(
   result: RunResult,
   tool: string,
-  owner: string,
+  caller: string,
   params: RunParams,
   now = new Date()
 ): SessionRecord | null {
@@ -38,7 +38,7 @@ export function sessionLeftBy(
   return {
     id: result.session_id,
     tool,
-    owner,
+    caller,
     cwd: params.cwd ?? null,
     wslDistro: params.wsl_distro ?? null,
     wslUser: params.wsl_user ?? null,

@@ -94,7 +94,7 @@ for (const [kind, open] of Object.entries(stores)) {
   t.test(`${kind} store`, async (t) => {
     t.test('a session is its owner’s and its tool’s, forgotten past retention; one claim at a time, released by its holder', async (t) => {
       const store = await open(t, { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100 })
-      const session = { id: randomUUID(), tool: 'claude_run', owner: 'alice', cwd: '/srv/p', wslDistro: null, wslUser: null, updatedAt: new Date().toISOString() }
+      const session = { id: randomUUID(), tool: 'claude_run', caller: 'alice', cwd: '/srv/p', wslDistro: null, wslUser: null, updatedAt: new Date().toISOString() }
       await store.saveSession(session)
       t.same(await store.session('claude_run', session.id), session)
       t.equal(await store.session('codex_run', session.id), undefined, 'another tool’s id space')
@@ -115,9 +115,9 @@ for (const [kind, open] of Object.entries(stores)) {
 
     t.test('a session is created by one owner and never re-owned: another owner saving its id changes nothing', async (t) => {
       const store = await open(t, { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100 })
-      const bobs = { id: randomUUID(), tool: 'claude_run', owner: 'bob', cwd: '/home/bob/p', wslDistro: null, wslUser: null, updatedAt: new Date().toISOString() }
+      const bobs = { id: randomUUID(), tool: 'claude_run', caller: 'bob', cwd: '/home/bob/p', wslDistro: null, wslUser: null, updatedAt: new Date().toISOString() }
       t.equal(await store.saveSession(bobs), true)
-      const forged = { ...bobs, owner: 'alice', cwd: '/home/alice', updatedAt: new Date(Date.now() + 1000).toISOString() }
+      const forged = { ...bobs, caller: 'alice', cwd: '/home/alice', updatedAt: new Date(Date.now() + 1000).toISOString() }
       t.equal(await store.saveSession(forged), false, 'alice’s run reporting bob’s id is refused')
       t.same(await store.session('claude_run', bobs.id), bobs, 'bob’s, where it ran, as it was')
       const later = { ...bobs, cwd: '/home/bob/q', updatedAt: new Date(Date.now() + 2000).toISOString() }
@@ -128,7 +128,7 @@ for (const [kind, open] of Object.entries(stores)) {
     t.test('an owner keeps at most sessionsMaxPerOwner sessions: the least recently used go, another owner’s stay', async (t) => {
       const store = await open(t, { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 3 })
       const at = (seconds: number): string => new Date(Date.now() - 30_000 + seconds * 1000).toISOString()
-      const session = (owner: string, seconds: number) => ({ id: randomUUID(), tool: 'codex_run', owner, cwd: null, wslDistro: null, wslUser: null, updatedAt: at(seconds) })
+      const session = (owner: string, seconds: number) => ({ id: randomUUID(), tool: 'codex_run', caller: owner, cwd: null, wslDistro: null, wslUser: null, updatedAt: at(seconds) })
       const bobs = session('bob', 0)
       await store.saveSession(bobs)
       const alices = [1, 2, 3].map((seconds) => session('alice', seconds))
@@ -399,6 +399,27 @@ t.test('redis: a run 0.1.0 stored (its caller named `owner`) reads back and list
   await redis.zadd(`${SLOTS_KEY_PREFIX}runs:owner:alice`, Date.parse(rest.createdAt), rest.id)
   t.match(await store.get(rest.id), { id: rest.id, caller: 'alice', status: 'succeeded' })
   t.same((await store.list('alice')).map((run) => run.caller), ['alice'])
+
+t.test('redis: a session 0.1.0 stored (its caller named `owner`) stays its caller’s alone', { skip: NO_REDIS }, async (t) => {
+  const { url } = await startRedis(t)
+  const { REDIS_URL, SLOTS_KEY_PREFIX } = redisEnv(url)
+  const options = { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100 }
+  const store = new RedisRunStore({
+    ...options, url: REDIS_URL, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 10_000, replica: REPLICA, log
+  })
+  t.teardown(() => store.close())
+  const redis = new Redis(REDIS_URL)
+  t.teardown(() => redis.disconnect())
+  const session = {
+    id: randomUUID(), tool: 'claude_run', cwd: '/srv/p', wslDistro: null, wslUser: null, updatedAt: new Date().toISOString()
+  }
+  await redis.set(`${SLOTS_KEY_PREFIX}session:claude_run:${session.id}`, JSON.stringify({ ...session, owner: 'alice' }))
+  t.match(await store.session('claude_run', session.id), { caller: 'alice', cwd: '/srv/p' }, 'read as its caller’s')
+  const later = new Date(Date.now() + 1000).toISOString()
+  t.equal(await store.saveSession({ ...session, caller: 'bob', updatedAt: later }), false, 'another caller cannot take it')
+  t.equal(await store.saveSession({ ...session, caller: 'alice', updatedAt: later }), true, 'its caller continues it')
+  t.match(await store.session('claude_run', session.id), { caller: 'alice', updatedAt: later })
+})
 })
 
 t.test('a result stored before processes_may_remain, session_id, usage and steps_summary existed reads back with their defaults, in every store that outlives a version', async (t) => {

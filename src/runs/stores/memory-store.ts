@@ -27,12 +27,12 @@ export class MemoryRunStore implements RunStore {
     }
     const key = sessionKey(session.tool, session.id)
     const kept = this.#sessions.get(key)
-    if (kept !== undefined && kept.owner !== session.owner) return false
-    // A Map iterates in insertion order: deleted and set again, a session becomes its owner's most recent.
+    if (kept !== undefined && kept.caller !== session.caller) return false
+    // A Map iterates in insertion order: deleted and set again, a session becomes its caller's most recent.
     this.#sessions.delete(key)
     this.#sessions.set(key, { ...session })
-    const owners = [...this.#sessions].filter(([, each]) => each.owner === session.owner)
-    for (const [oldest] of owners.slice(0, Math.max(0, owners.length - this.#retention.sessionsMaxPerOwner))) {
+    const callers = [...this.#sessions].filter(([, each]) => each.caller === session.caller)
+    for (const [oldest] of callers.slice(0, Math.max(0, callers.length - this.#retention.sessionsMaxPerOwner))) {
       this.#sessions.delete(oldest)
     }
     return true

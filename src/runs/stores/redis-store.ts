@@ -36,7 +36,7 @@ function listingOf({ result: _result, ...listing }: RunRecord): Omit<RunRecord, 
   return listing
 }
 
-/** A run's caller was named `owner` in what 0.1.0 wrote. */
+/** A run's or a session's caller was named `owner` in what 0.1.0 wrote. */
 function callerNamed(stored: unknown): unknown {
   if (typeof stored !== 'object' || stored === null || !('owner' in stored) || 'caller' in stored) return stored
   const { owner, ...rest } = stored
@@ -75,16 +75,16 @@ function everyCommandDone(results: Array<[Error | null, unknown]> | null): void 
 const RELEASE_IF_HELD = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
 
 /**
- * Keeps a session for its owner only: an id already another owner's (or held in a record this service did not write)
- * is left as it is, 0. The owner's index, scored by last use, drops what has expired and, past the cap, the least
- * recent sessions with their records.
- * KEYS: the session, the owner's index. ARGV: the record, its owner, retention (ms), now (ms), the cap.
+ * Keeps a session for its caller only: an id already another caller's (or held in a record this service did not
+ * write) is left as it is, 0; 0.1.0 named the caller `owner`. The caller's index, scored by last use, drops what has
+ * expired and, past the cap, the least recent sessions with their records.
+ * KEYS: the session, the caller's index. ARGV: the record, its caller, retention (ms), now (ms), the cap.
  */
-const SAVE_SESSION_IF_OWNER = `
+const SAVE_SESSION_IF_CALLERS = `
 local kept = redis.call('get', KEYS[1])
 if kept then
   local decoded, record = pcall(cjson.decode, kept)
-  if not decoded or type(record) ~= 'table' or record.owner ~= ARGV[2] then return 0 end
+  if not decoded or type(record) ~= 'table' or (record.caller or record.owner) ~= ARGV[2] then return 0 end
 end
 local retention, now = tonumber(ARGV[3]), tonumber(ARGV[4])
 redis.call('set', KEYS[1], ARGV[1], 'PX', retention)
@@ -150,17 +150,18 @@ export class RedisRunStore implements RunStore {
 
   async saveSession(session: SessionRecord): Promise<boolean> {
     const { sessionsRetentionMs, sessionsMaxPerOwner, keyPrefix } = this.#options
-    const ownersIndex = `${keyPrefix}sessions:owner:${session.owner}`
+    // The index keeps the key 0.1.0 gave it: its sessions stay counted against their caller's cap.
+    const callersIndex = `${keyPrefix}sessions:owner:${session.caller}`
     const kept = await this.#call(() => this.#redis.eval(
-      SAVE_SESSION_IF_OWNER, 2, this.#sessionKey(session.tool, session.id), ownersIndex,
-      JSON.stringify(session), session.owner, sessionsRetentionMs, Date.parse(session.updatedAt), sessionsMaxPerOwner
+      SAVE_SESSION_IF_CALLERS, 2, this.#sessionKey(session.tool, session.id), callersIndex,
+      JSON.stringify(session), session.caller, sessionsRetentionMs, Date.parse(session.updatedAt), sessionsMaxPerOwner
     ))
     return kept === 1
   }
 
   async session(tool: string, id: string): Promise<SessionRecord | undefined> {
     const text = await this.#call(() => this.#redis.get(this.#sessionKey(tool, id)))
-    const session = text === null ? undefined : this.#valid(SessionRecord, text, id)
+    const session = text === null ? undefined : this.#valid(SessionRecord, text, id, callerNamed)
     return session !== undefined && isFreshSession(session, this.#options.sessionsRetentionMs) ? session : undefined
   }
 

@@ -25,12 +25,13 @@ const Nullable = Type.Union([Type.String(), Type.Null()])
 
 /**
  * A session an agent's CLI reported (its conversation, which a later run may continue): whose it is and where it ran,
- * so that only its owner continues it, there. Kept SESSIONS_RETENTION_MS after its last run.
+ * so that only its caller (the token that started it) continues it, there. Kept SESSIONS_RETENTION_MS after its last
+ * run.
  */
 export const SessionRecord = Type.Object({
   id: Type.String(),
   tool: Type.String(),
-  owner: Type.String(),
+  caller: Type.String(),
   cwd: Nullable,
   wslDistro: Nullable,
   wslUser: Nullable,
@@ -41,9 +42,9 @@ export type SessionRecord = Static<typeof SessionRecord>
 /** Who keeps sessions: each run store, beside its runs (across replicas with Redis). */
 export interface SessionStore {
   /**
-   * Keeps the session for its owner: false, and nothing changed, when the id is another owner's (a session is created
-   * by one owner and never re-owned, whatever an agent reports). Past `sessionsMaxPerOwner` the owner's least recent
-   * go.
+   * Keeps the session for its caller: false, and nothing changed, when the id is another caller's (a session is
+   * created by one caller and never re-owned, whatever an agent reports). Past `sessionsMaxPerOwner` the caller's least
+   * recent go.
    */
   saveSession(session: SessionRecord): Promise<boolean>
   /** undefined once unknown or past retention. */

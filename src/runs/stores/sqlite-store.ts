@@ -167,10 +167,11 @@ export class SqliteRunStore implements RunStore {
       events: db.prepare<[string, number, number]>(
         'SELECT id, start_byte, end_byte, frame FROM events WHERE run = ? AND id > ? ORDER BY id LIMIT ?'
       ),
-      // An id already another owner's is left as it is: the statement changes no row.
+      // An id already another caller's is left as it is: the statement changes no row. The column keeps 0.1.0's
+      // name, `owner`.
       saveSession: db.prepare(
         'INSERT INTO sessions (tool, id, owner, cwd, wsl_distro, wsl_user, updated_at) ' +
-          'VALUES (@tool, @id, @owner, @cwd, @wslDistro, @wslUser, @updatedAt) ' +
+          'VALUES (@tool, @id, @caller, @cwd, @wslDistro, @wslUser, @updatedAt) ' +
           'ON CONFLICT (tool, id) DO UPDATE SET cwd = excluded.cwd, wsl_distro = excluded.wsl_distro, ' +
           'wsl_user = excluded.wsl_user, updated_at = excluded.updated_at WHERE sessions.owner = excluded.owner'
       ),
@@ -179,7 +180,8 @@ export class SqliteRunStore implements RunStore {
           'ORDER BY updated_at DESC LIMIT -1 OFFSET ?)'
       ),
       session: db.prepare<[string, string, string]>(
-        'SELECT tool, id, owner, cwd, wsl_distro AS wslDistro, wsl_user AS wslUser, updated_at AS updatedAt ' +
+        'SELECT tool, id, owner AS caller, cwd, wsl_distro AS wslDistro, wsl_user AS wslUser, ' +
+          'updated_at AS updatedAt ' +
           'FROM sessions WHERE tool = ? AND id = ? AND updated_at >= ?'
       ),
       pruneSessions: db.prepare<[string]>('DELETE FROM sessions WHERE updated_at < ?'),
@@ -195,7 +197,7 @@ export class SqliteRunStore implements RunStore {
     const { pruneSessions, saveSession, pruneOwnersSessions } = this.#statements
     pruneSessions.run(this.#sessionsCutoff())
     if (saveSession.run(session).changes === 0) return false
-    pruneOwnersSessions.run(session.owner, session.owner, this.#retention.sessionsMaxPerOwner)
+    pruneOwnersSessions.run(session.caller, session.caller, this.#retention.sessionsMaxPerOwner)
     return true
   }
 
