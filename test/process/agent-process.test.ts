@@ -57,7 +57,10 @@ async function mostWithoutShare(t: Test, relays: number, floor: number): Promise
 }
 
 t.test('a relay reads once a turn of the event loop, when its share gives it one', async (t) => {
-  t.ok((await mostBytesInOneTurn(t, [new LoopShare(1)])) <= ONE_TURN, 'never more than one read (and what it buffered) a turn')
+  t.ok(
+    (await mostBytesInOneTurn(t, [new LoopShare(1)])) <= ONE_TURN,
+    'never more than one read (and what it buffered) a turn'
+  )
   // Without a share, libuv reads a pipe up to 32 times in a row: the measure above would see it.
   t.ok((await mostWithoutShare(t, 1, ONE_TURN)) > ONE_TURN, 'the measure sees a relay that does not yield')
 })

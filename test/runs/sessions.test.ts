@@ -4,22 +4,54 @@ import type { RunResult } from '#src/schemas/run.js'
 
 // Where a continued session runs, and what a run leaves for the next (src/runs/sessions.ts).
 
-const session = { id: 's1', tool: 'claude_run', caller: 'alice', cwd: '/home/dev/p', wslDistro: 'Ubuntu', wslUser: 'dev', updatedAt: new Date().toISOString() }
+const session = {
+  id: 's1',
+  tool: 'claude_run',
+  caller: 'alice',
+  cwd: '/home/dev/p',
+  wslDistro: 'Ubuntu',
+  wslUser: 'dev',
+  updatedAt: new Date().toISOString()
+}
 
-t.test('a follow-up runs where its session ran: what it leaves out is the session’s, what it gives must match', async (t) => {
-  t.same(continuedPlace({ task: 'go on', timeout: 60, resume: 's1' }, session), { task: 'go on', timeout: 60, resume: 's1', cwd: '/home/dev/p', wsl_distro: 'Ubuntu', wsl_user: 'dev' })
-  t.same(continuedPlace({ task: 'go on', timeout: 60, cwd: '/home/dev/p', wsl_distro: 'Ubuntu' }, session).wsl_user, 'dev')
-  t.throws(() => continuedPlace({ task: 'x', timeout: 60, wsl_distro: 'Debian' }, session), { code: 'RESUME_PLACE_MISMATCH', message: 'body/wsl_distro: the session ran with wsl_distro Ubuntu, not Debian; leave it out to continue there' })
-  t.throws(() => continuedPlace({ task: 'x', timeout: 60, wsl_distro: 'Ubuntu', wsl_user: 'root' }, session), { code: 'RESUME_PLACE_MISMATCH' })
+t.test('a follow-up runs where its session ran: what it leaves out is the session’s, ' +
+  'what it gives must match', async (t) => {
+  t.same(continuedPlace({ task: 'go on', timeout: 60, resume: 's1' }, session), {
+    task: 'go on', timeout: 60, resume: 's1', cwd: '/home/dev/p', wsl_distro: 'Ubuntu', wsl_user: 'dev'
+  })
+  t.same(
+    continuedPlace({ task: 'go on', timeout: 60, cwd: '/home/dev/p', wsl_distro: 'Ubuntu' }, session).wsl_user, 'dev'
+  )
+  t.throws(() => continuedPlace({ task: 'x', timeout: 60, wsl_distro: 'Debian' }, session), {
+    code: 'RESUME_PLACE_MISMATCH',
+    message: 'body/wsl_distro: the session ran with wsl_distro Ubuntu, not Debian; leave it out to continue there'
+  })
+  t.throws(() => continuedPlace({ task: 'x', timeout: 60, wsl_distro: 'Ubuntu', wsl_user: 'root' }, session), {
+    code: 'RESUME_PLACE_MISMATCH'
+  })
   const onHost = { ...session, cwd: null, wslDistro: null, wslUser: null }
-  t.same(continuedPlace({ task: 'x', timeout: 60 }, onHost), { task: 'x', timeout: 60 }, 'the default place stays the default')
-  t.throws(() => continuedPlace({ task: 'x', timeout: 60, wsl_distro: 'Ubuntu' }, onHost), { code: 'RESUME_PLACE_MISMATCH', message: /with wsl_distro \(the default\)/ })
+  t.same(
+    continuedPlace({ task: 'x', timeout: 60 }, onHost), { task: 'x', timeout: 60 },
+    'the default place stays the default'
+  )
+  t.throws(() => continuedPlace({ task: 'x', timeout: 60, wsl_distro: 'Ubuntu' }, onHost), {
+    code: 'RESUME_PLACE_MISMATCH', message: /with wsl_distro \(the default\)/
+  })
 })
 
 t.test('a run leaves the session it reported, placed as it ran; none when it reported none', async (t) => {
   const now = new Date('2026-12-01T00:00:00Z')
-  t.same(sessionLeftBy({ session_id: 'abc' } as RunResult, 'codex_run', 'bob', { task: 'x', timeout: 1, cwd: '/w' }, now), {
-    id: 'abc', tool: 'codex_run', caller: 'bob', cwd: '/w', wslDistro: null, wslUser: null, updatedAt: '2026-12-01T00:00:00.000Z'
-  })
+  t.same(
+    sessionLeftBy({ session_id: 'abc' } as RunResult, 'codex_run', 'bob', { task: 'x', timeout: 1, cwd: '/w' }, now),
+    {
+      id: 'abc',
+      tool: 'codex_run',
+      caller: 'bob',
+      cwd: '/w',
+      wslDistro: null,
+      wslUser: null,
+      updatedAt: '2026-12-01T00:00:00.000Z'
+    }
+  )
   t.equal(sessionLeftBy({ session_id: null } as RunResult, 'crush_run', 'bob', { task: 'x', timeout: 1 }), null)
 })

@@ -83,7 +83,9 @@ if (NO_REDIS === false) {
   stores['redis'] = async (t, retention) => {
     const { url } = await startRedis(t)
     const { REDIS_URL, SLOTS_KEY_PREFIX } = redisEnv(url)
-    const store = new RedisRunStore({ ...retention, url: REDIS_URL, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 10_000, replica: REPLICA, log })
+    const store = new RedisRunStore({
+      ...retention, url: REDIS_URL, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 10_000, replica: REPLICA, log
+    })
     await store.recover()
     t.teardown(() => store.close())
     return store
@@ -92,9 +94,20 @@ if (NO_REDIS === false) {
 
 for (const [kind, open] of Object.entries(stores)) {
   t.test(`${kind} store`, async (t) => {
-    t.test('a session is its owner’s and its tool’s, forgotten past retention; one claim at a time, released by its holder', async (t) => {
-      const store = await open(t, { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100 })
-      const session = { id: randomUUID(), tool: 'claude_run', caller: 'alice', cwd: '/srv/p', wslDistro: null, wslUser: null, updatedAt: new Date().toISOString() }
+    t.test('a session is its owner’s and its tool’s, forgotten past retention; ' +
+      'one claim at a time, released by its holder', async (t) => {
+      const store = await open(t, {
+        retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100
+      })
+      const session = {
+        id: randomUUID(),
+        tool: 'claude_run',
+        caller: 'alice',
+        cwd: '/srv/p',
+        wslDistro: null,
+        wslUser: null,
+        updatedAt: new Date().toISOString()
+      }
       await store.saveSession(session)
       t.same(await store.session('claude_run', session.id), session)
       t.equal(await store.session('codex_run', session.id), undefined, 'another tool’s id space')
@@ -110,14 +123,30 @@ for (const [kind, open] of Object.entries(stores)) {
       t.ok(await store.claimSession('codex_run', session.id, 'run-b', 60_000), 'another tool’s session is another')
       await store.releaseSession('claude_run', session.id, 'run-a')
       t.ok(await store.claimSession('claude_run', session.id, 'run-b', 50))
-      t.ok(await until(() => store.claimSession('claude_run', session.id, 'run-c', 60_000), (claimed) => claimed, 5000, 'the claim to lapse'), 'a claim its holder never released lapses')
+      t.ok(await until(
+        () => store.claimSession('claude_run', session.id, 'run-c', 60_000), (claimed) => claimed, 5000,
+        'the claim to lapse'
+      ), 'a claim its holder never released lapses')
     })
 
-    t.test('a session is created by one owner and never re-owned: another owner saving its id changes nothing', async (t) => {
-      const store = await open(t, { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100 })
-      const bobs = { id: randomUUID(), tool: 'claude_run', caller: 'bob', cwd: '/home/bob/p', wslDistro: null, wslUser: null, updatedAt: new Date().toISOString() }
+    t.test('a session is created by one owner and never re-owned: ' +
+      'another owner saving its id changes nothing', async (t) => {
+      const store = await open(t, {
+        retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100
+      })
+      const bobs = {
+        id: randomUUID(),
+        tool: 'claude_run',
+        caller: 'bob',
+        cwd: '/home/bob/p',
+        wslDistro: null,
+        wslUser: null,
+        updatedAt: new Date().toISOString()
+      }
       t.equal(await store.saveSession(bobs), true)
-      const forged = { ...bobs, caller: 'alice', cwd: '/home/alice', updatedAt: new Date(Date.now() + 1000).toISOString() }
+      const forged = {
+        ...bobs, caller: 'alice', cwd: '/home/alice', updatedAt: new Date(Date.now() + 1000).toISOString()
+      }
       t.equal(await store.saveSession(forged), false, 'alice’s run reporting bob’s id is refused')
       t.same(await store.session('claude_run', bobs.id), bobs, 'bob’s, where it ran, as it was')
       const later = { ...bobs, cwd: '/home/bob/q', updatedAt: new Date(Date.now() + 2000).toISOString() }
@@ -125,10 +154,21 @@ for (const [kind, open] of Object.entries(stores)) {
       t.same(await store.session('claude_run', bobs.id), later)
     })
 
-    t.test('an owner keeps at most sessionsMaxPerOwner sessions: the least recently used go, another owner’s stay', async (t) => {
-      const store = await open(t, { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 3 })
+    t.test('an owner keeps at most sessionsMaxPerOwner sessions: the least recently used go, ' +
+      'another owner’s stay', async (t) => {
+      const store = await open(t, {
+        retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 3
+      })
       const at = (seconds: number): string => new Date(Date.now() - 30_000 + seconds * 1000).toISOString()
-      const session = (owner: string, seconds: number) => ({ id: randomUUID(), tool: 'codex_run', caller: owner, cwd: null, wslDistro: null, wslUser: null, updatedAt: at(seconds) })
+      const session = (owner: string, seconds: number) => ({
+        id: randomUUID(),
+        tool: 'codex_run',
+        caller: owner,
+        cwd: null,
+        wslDistro: null,
+        wslUser: null,
+        updatedAt: at(seconds)
+      })
       const bobs = session('bob', 0)
       await store.saveSession(bobs)
       const alices = [1, 2, 3].map((seconds) => session('alice', seconds))
@@ -142,8 +182,11 @@ for (const [kind, open] of Object.entries(stores)) {
       t.same(await store.session('codex_run', bobs.id), bobs, 'bob’s is not alice’s to push out')
     })
 
-    t.test('a run’s task excerpt and deadline are kept and listed; a run stored without them reads back without', async (t) => {
-      const store = await open(t, { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100 })
+    t.test('a run’s task excerpt and deadline are kept and listed; ' +
+      'a run stored without them reads back without', async (t) => {
+      const store = await open(t, {
+        retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100
+      })
       const briefed = record('alice', { task: 'Add tests', deadline: new Date(Date.now() + 60_000).toISOString() })
       const bare = record('alice', { createdAt: new Date(Date.now() - 1000).toISOString() })
       for (const run of [briefed, bare]) await store.create(run)
@@ -151,11 +194,16 @@ for (const [kind, open] of Object.entries(stores)) {
       t.same(await store.get(bare.id), bare)
       t.same(await store.list('alice'), [briefed, bare].map(({ result: _result, ...listing }) => listing))
       await store.finish(finished(briefed))
-      t.match(await store.get(briefed.id), { task: 'Add tests', deadline: briefed.deadline, status: 'succeeded' }, 'kept at its end')
+      t.match(
+        await store.get(briefed.id), { task: 'Add tests', deadline: briefed.deadline, status: 'succeeded' },
+        'kept at its end'
+      )
     })
 
     t.test('a step’s id falls between two bytes: kept exactly, in order, and resumed after', async (t) => {
-      const store = await open(t, { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100 })
+      const store = await open(t, {
+        retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100
+      })
       const run = record('alice')
       await store.create(run)
       const log = new RunEventLog(1 << 20)
@@ -165,11 +213,16 @@ for (const [kind, open] of Object.entries(stores)) {
       await store.saveEvents(run.id, log.after(0), undefined)
       const kept = await store.events(run.id, 0, 100)
       t.same(kept, log.after(0), 'ids, ranges and frames as the log gave them')
-      t.same((await store.events(run.id, parseEventId('1.1')!, 100)).map((event) => event.id), [1 + 2 / 4096, 3], 'after a step: the next step, then the output')
+      t.same(
+        (await store.events(run.id, parseEventId('1.1')!, 100)).map((event) => event.id), [1 + 2 / 4096, 3],
+        'after a step: the next step, then the output'
+      )
     })
 
     t.test('keeps a run, its events (less the dropped middle) and its end; lists by owner, newest first', async (t) => {
-      const store = await open(t, { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100 })
+      const store = await open(t, {
+        retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100
+      })
       t.equal(store.kind, kind)
       const first = record('alice', { createdAt: new Date(Date.now() - 1000).toISOString() })
       const second = record('alice')
@@ -185,7 +238,10 @@ for (const [kind, open] of Object.entries(stores)) {
       await store.saveEvents(first.id, events.slice(0, 2), undefined)
       await store.saveEvents(first.id, events.slice(2), { after: 1, before: 6 })
       const kept = await store.events(first.id, 0, 100)
-      t.same(kept.map((event) => [event.id, event.offset, event.end]), [[1, 0, 1], [6, 3, 6], [10, 6, 10]], 'the dropped range is gone')
+      t.same(
+        kept.map((event) => [event.id, event.offset, event.end]), [[1, 0, 1], [6, 3, 6], [10, 6, 10]],
+        'the dropped range is gone'
+      )
       t.same(kept[1]!.frame, events[2]!.frame, 'frames come back byte for byte')
       t.same((await store.events(first.id, 1, 1)).map((event) => event.id), [6], 'after an id, up to a count')
       t.same(await store.events(second.id, 0, 100), [])
@@ -193,18 +249,26 @@ for (const [kind, open] of Object.entries(stores)) {
       const ended = finished(first)
       await store.finish(ended)
       t.same(await store.get(first.id), ended)
-      t.notOk((await store.list('alice')).some((listing) => 'result' in listing), 'a listing never carries (nor reads) results')
+      t.notOk(
+        (await store.list('alice')).some((listing) => 'result' in listing),
+        'a listing never carries (nor reads) results'
+      )
       store.onCancelRequest(() => {})
       await store.requestCancel(second)
     })
 
     t.test('retention: the oldest finished runs past the count go, with their events', async (t) => {
-      const store = await open(t, { retentionMs: 60_000, maxFinished: 2, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100 })
-      const runs = [3, 2, 1].map((secondsAgo) => record('alice', { createdAt: new Date(Date.now() - secondsAgo * 1000).toISOString() }))
+      const store = await open(t, {
+        retentionMs: 60_000, maxFinished: 2, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100
+      })
+      const runs = [3, 2, 1].map((secondsAgo) => record('alice', {
+        createdAt: new Date(Date.now() - secondsAgo * 1000).toISOString()
+      }))
       for (const run of runs) {
         await store.create(run)
         await store.saveEvents(run.id, [output(0, 'x')], undefined)
-        // Each finishes at a millisecond of its own (finishedAt orders them), a few apart so no clock rounding ties two.
+        // Each finishes at a millisecond of its own (finishedAt orders them), a few apart so no clock rounding
+        // ties two.
         await sleep(5)
         await store.finish(finished(run))
       }
@@ -214,13 +278,18 @@ for (const [kind, open] of Object.entries(stores)) {
     })
 
     t.test('retention: a finished run past its age is gone; a running one stays', async (t) => {
-      const store = await open(t, { retentionMs: 50, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100 })
+      const store = await open(t, {
+        retentionMs: 50, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100
+      })
       const done = record('alice')
       const running = record('alice')
       await store.create(done)
       await store.create(running)
       await store.finish(finished(done))
-      t.equal(await until(() => store.get(done.id), (found) => found === undefined, 2000, 'the finished run to expire'), undefined)
+      t.equal(
+        await until(() => store.get(done.id), (found) => found === undefined, 2000, 'the finished run to expire'),
+        undefined
+      )
       t.same((await store.list('alice')).map((run) => run.id), [running.id])
     })
   })
@@ -243,14 +312,21 @@ t.test('sqlite: runs a previous life left running are lost at the next start, wi
   t.same(await new MemoryRunStore(retention).recover(), [], 'memory: nothing survives to recover')
 })
 
-t.test('sqlite: a file an older version made gains the task and deadline columns; its runs read back without them', async (t) => {
+t.test('sqlite: a file an older version made gains the task and deadline columns; ' +
+  'its runs read back without them', async (t) => {
   const dir = tempDir(t)
   const retention = { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100 }
   const Database = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3
   const old = new Database(join(dir, 'runs.sqlite'))
-  old.exec('CREATE TABLE runs (id TEXT PRIMARY KEY, owner TEXT NOT NULL, tool TEXT NOT NULL, status TEXT NOT NULL, created_at TEXT NOT NULL, finished_at TEXT, result TEXT, replica TEXT NOT NULL)')
+  old.exec(
+    'CREATE TABLE runs (id TEXT PRIMARY KEY, owner TEXT NOT NULL, tool TEXT NOT NULL, status TEXT NOT NULL, ' +
+    'created_at TEXT NOT NULL, finished_at TEXT, result TEXT, replica TEXT NOT NULL)'
+  )
   const before = finished(record('alice'))
-  old.prepare('INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)').run(before.id, before.caller, before.tool, before.status, before.createdAt, before.finishedAt, JSON.stringify(before.result), before.replica)
+  old.prepare('INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)').run(
+    before.id, before.caller, before.tool, before.status, before.createdAt, before.finishedAt,
+    JSON.stringify(before.result), before.replica
+  )
   old.close()
   const store = new SqliteRunStore(dir, retention)
   t.teardown(() => store.close())
@@ -260,18 +336,25 @@ t.test('sqlite: a file an older version made gains the task and deadline columns
   t.same(await store.get(briefed.id), briefed, 'a new run keeps them')
 })
 
-t.test('sqlite: pruning stale sessions, on every session saved, reads them by age through an index, not the whole table', async (t) => {
+t.test('sqlite: pruning stale sessions, on every session saved, reads them by age through an index, ' +
+  'not the whole table', async (t) => {
   const dir = tempDir(t)
-  const store = new SqliteRunStore(dir, { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100 })
+  const store = new SqliteRunStore(dir, {
+    retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100
+  })
   await store.close()
   const Database = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3
   const db = new Database(join(dir, 'runs.sqlite'), { readonly: true })
   t.teardown(() => db.close())
-  const plan = db.prepare('EXPLAIN QUERY PLAN DELETE FROM sessions WHERE updated_at < ?').all(new Date().toISOString()) as Array<{ detail: string }>
+  const plan = db.prepare('EXPLAIN QUERY PLAN DELETE FROM sessions WHERE updated_at < ?')
+    .all(new Date().toISOString()) as Array<{ detail: string }>
   t.match(plan.map((step) => step.detail).join('\n'), /USING (COVERING )?INDEX sessions_by_age/)
 })
 
-/** Asks for `run` to be cancelled until its replica has heard it (its subscription is made as its connection comes up). */
+/**
+ * Asks for `run` to be cancelled until its replica has heard it (its subscription is made as its connection
+ * comes up).
+ */
 const askUntilHeard = (reader: RedisRunStore, run: RunRecord, heard: () => string | undefined, timeoutMs: number) =>
   until(
     async () => {
@@ -283,10 +366,20 @@ const askUntilHeard = (reader: RedisRunStore, run: RunRecord, heard: () => strin
     'the cancel to be heard'
   )
 
-t.test('redis: a run whose replica stopped saying it is alive is lost; a cancel request reaches its replica', { skip: NO_REDIS }, async (t) => {
+t.test('redis: a run whose replica stopped saying it is alive is lost; ' +
+  'a cancel request reaches its replica', { skip: NO_REDIS }, async (t) => {
   const { url } = await startRedis(t)
   const { REDIS_URL, SLOTS_KEY_PREFIX } = redisEnv(url)
-  const options = { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100, url: REDIS_URL, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 10_000, log }
+  const options = {
+    retentionMs: 60_000,
+    maxFinished: 10,
+    sessionsRetentionMs: 60_000,
+    sessionsMaxPerOwner: 100,
+    url: REDIS_URL,
+    keyPrefix: SLOTS_KEY_PREFIX,
+    ttlMs: 10_000,
+    log
+  }
   const owner = new RedisRunStore({ ...options, replica: 'a' })
   const reader = new RedisRunStore({ ...options, replica: 'b' })
   t.teardown(() => reader.close())
@@ -305,10 +398,19 @@ t.test('redis: a run whose replica stopped saying it is alive is lost; a cancel 
   t.match(await reader.list('alice'), [{ id: run.id, status: 'lost' }])
 })
 
-t.test('redis: a replica that met a slow Redis as it started still hears cancel requests', { skip: NO_REDIS }, async (t) => {
+t.test('redis: a replica that met a slow Redis as it started ' +
+  'still hears cancel requests', { skip: NO_REDIS }, async (t) => {
   const { url } = await startRedis(t)
   const { SLOTS_KEY_PREFIX } = redisEnv(url)
-  const options = { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 300, log }
+  const options = {
+    retentionMs: 60_000,
+    maxFinished: 10,
+    sessionsRetentionMs: 60_000,
+    sessionsMaxPerOwner: 100,
+    keyPrefix: SLOTS_KEY_PREFIX,
+    ttlMs: 300,
+    log
+  }
   // Its first answers come later than the service waits for a command (1 s): the subscription must survive that.
   const owner = new RedisRunStore({ ...options, url: await slowAtFirst(t, url, 2000, 1500), replica: 'a' })
   t.teardown(() => owner.close())
@@ -329,7 +431,15 @@ t.test('redis: a subscription Redis refuses is asked for again until it is made'
   await admin.call('ACL', 'SETUSER', 'default', 'resetchannels')
   const warnings: string[] = []
   const watched = pino({ level: 'warn' }, { write: (line: string) => warnings.push(String(JSON.parse(line).msg)) })
-  const options = { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 300, url }
+  const options = {
+    retentionMs: 60_000,
+    maxFinished: 10,
+    sessionsRetentionMs: 60_000,
+    sessionsMaxPerOwner: 100,
+    keyPrefix: SLOTS_KEY_PREFIX,
+    ttlMs: 300,
+    url
+  }
   const owner = new RedisRunStore({ ...options, log: watched, replica: 'a' })
   t.teardown(() => owner.close())
   let heard: string | undefined
@@ -345,16 +455,37 @@ t.test('redis: a subscription Redis refuses is asked for again until it is made'
 t.test('redis: Redis away is a 503 RUNS_UNAVAILABLE, not a hang', { skip: NO_REDIS }, async (t) => {
   const { url, stop } = await startRedis(t)
   await stop()
-  const store = new RedisRunStore({ retentionMs: 1000, maxFinished: 1, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100, url, keyPrefix: 'x:', ttlMs: 300, replica: 'a', log })
+  const store = new RedisRunStore({
+    retentionMs: 1000,
+    maxFinished: 1,
+    sessionsRetentionMs: 60_000,
+    sessionsMaxPerOwner: 100,
+    url,
+    keyPrefix: 'x:',
+    ttlMs: 300,
+    replica: 'a',
+    log
+  })
   t.teardown(() => store.close())
   t.same(await store.recover(), [], 'starting is not refused')
   await t.rejects(store.get('any'), { code: 'RUNS_UNAVAILABLE', message: /Redis/ })
 })
 
-t.test('redis: every key expires, a running run\'s too; what this service did not write is skipped, never a 503', { skip: NO_REDIS }, async (t) => {
+t.test('redis: every key expires, a running run\'s too; ' +
+  'what this service did not write is skipped, never a 503', { skip: NO_REDIS }, async (t) => {
   const { url } = await startRedis(t)
   const { REDIS_URL, SLOTS_KEY_PREFIX } = redisEnv(url)
-  const store = new RedisRunStore({ retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100, url: REDIS_URL, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 10_000, replica: REPLICA, log })
+  const store = new RedisRunStore({
+    retentionMs: 60_000,
+    maxFinished: 10,
+    sessionsRetentionMs: 60_000,
+    sessionsMaxPerOwner: 100,
+    url: REDIS_URL,
+    keyPrefix: SLOTS_KEY_PREFIX,
+    ttlMs: 10_000,
+    replica: REPLICA,
+    log
+  })
   t.teardown(() => store.close())
   await store.recover()
   const redis = new Redis(REDIS_URL)
@@ -369,7 +500,9 @@ t.test('redis: every key expires, a running run\'s too; what this service did no
   const done = record('alice')
   await store.create(done)
   await store.finish(finished(done))
-  for (const ttl of await ttls(`run:${done.id}`, `run:${done.id}:result`, 'runs:finished')) t.ok(ttl > 0 && ttl <= 60_000, 'a finished run\'s, its retention')
+  for (const ttl of await ttls(`run:${done.id}`, `run:${done.id}:result`, 'runs:finished')) {
+    t.ok(ttl > 0 && ttl <= 60_000, 'a finished run\'s, its retention')
+  }
 
   // Written by something else: garbage, a shape of its own, another owner's record slipped into alice's index.
   const garbage = randomUUID()
@@ -378,19 +511,30 @@ t.test('redis: every key expires, a running run\'s too; what this service did no
   await redis.set(`${SLOTS_KEY_PREFIX}run:${garbage}`, '{"id":')
   await redis.set(`${SLOTS_KEY_PREFIX}run:${alien}`, JSON.stringify({ id: alien, owner: 'alice', status: 'pwned' }))
   await store.create(bob)
-  await redis.zadd(`${SLOTS_KEY_PREFIX}runs:owner:alice`, Date.now() + 10_000, garbage, Date.now() + 10_000, alien, Date.now() + 10_000, bob.id)
-  t.same((await store.list('alice')).map((run) => run.id).sort(), [running.id, done.id].sort(), 'alice sees her runs, and only hers')
+  await redis.zadd(
+    `${SLOTS_KEY_PREFIX}runs:owner:alice`,
+    Date.now() + 10_000, garbage, Date.now() + 10_000, alien, Date.now() + 10_000, bob.id
+  )
+  t.same(
+    (await store.list('alice')).map((run) => run.id).sort(), [running.id, done.id].sort(),
+    'alice sees her runs, and only hers'
+  )
   t.equal(await store.get(garbage), undefined, 'a record that does not parse is not found')
   t.equal(await store.get(alien), undefined, 'nor one of a shape of its own')
   await redis.set(`${SLOTS_KEY_PREFIX}run:${done.id}:result`, JSON.stringify({ ok: 'yes' }))
-  t.match(await store.get(done.id), { status: 'succeeded', result: null }, 'a result that is not one: the run without it')
+  t.match(
+    await store.get(done.id), { status: 'succeeded', result: null }, 'a result that is not one: the run without it'
+  )
 })
 
-t.test('redis: a run 0.1.0 stored (its caller named `owner`) reads back and lists as its caller’s', { skip: NO_REDIS }, async (t) => {
+t.test('redis: a run 0.1.0 stored (its caller named `owner`) ' +
+  'reads back and lists as its caller’s', { skip: NO_REDIS }, async (t) => {
   const { url } = await startRedis(t)
   const { REDIS_URL, SLOTS_KEY_PREFIX } = redisEnv(url)
   const options = { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100 }
-  const store = new RedisRunStore({ ...options, url: REDIS_URL, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 10_000, replica: REPLICA, log })
+  const store = new RedisRunStore({
+    ...options, url: REDIS_URL, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 10_000, replica: REPLICA, log
+  })
   t.teardown(() => store.close())
   const redis = new Redis(REDIS_URL)
   t.teardown(() => redis.disconnect())
@@ -400,7 +544,8 @@ t.test('redis: a run 0.1.0 stored (its caller named `owner`) reads back and list
   t.match(await store.get(rest.id), { id: rest.id, caller: 'alice', status: 'succeeded' })
   t.same((await store.list('alice')).map((run) => run.caller), ['alice'])
 
-t.test('redis: a session 0.1.0 stored (its caller named `owner`) stays its caller’s alone', { skip: NO_REDIS }, async (t) => {
+t.test('redis: a session 0.1.0 stored (its caller named `owner`) ' +
+  'stays its caller’s alone', { skip: NO_REDIS }, async (t) => {
   const { url } = await startRedis(t)
   const { REDIS_URL, SLOTS_KEY_PREFIX } = redisEnv(url)
   const options = { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100 }
@@ -411,30 +556,45 @@ t.test('redis: a session 0.1.0 stored (its caller named `owner`) stays its calle
   const redis = new Redis(REDIS_URL)
   t.teardown(() => redis.disconnect())
   const session = {
-    id: randomUUID(), tool: 'claude_run', cwd: '/srv/p', wslDistro: null, wslUser: null, updatedAt: new Date().toISOString()
+    id: randomUUID(),
+    tool: 'claude_run',
+    cwd: '/srv/p',
+    wslDistro: null,
+    wslUser: null,
+    updatedAt: new Date().toISOString()
   }
   await redis.set(`${SLOTS_KEY_PREFIX}session:claude_run:${session.id}`, JSON.stringify({ ...session, owner: 'alice' }))
   t.match(await store.session('claude_run', session.id), { caller: 'alice', cwd: '/srv/p' }, 'read as its caller’s')
   const later = new Date(Date.now() + 1000).toISOString()
-  t.equal(await store.saveSession({ ...session, caller: 'bob', updatedAt: later }), false, 'another caller cannot take it')
+  t.equal(
+    await store.saveSession({ ...session, caller: 'bob', updatedAt: later }), false, 'another caller cannot take it'
+  )
   t.equal(await store.saveSession({ ...session, caller: 'alice', updatedAt: later }), true, 'its caller continues it')
   t.match(await store.session('claude_run', session.id), { caller: 'alice', updatedAt: later })
 })
 })
 
-t.test('a result stored before processes_may_remain, session_id, usage and steps_summary existed reads back with their defaults, in every store that outlives a version', async (t) => {
-  const { processes_may_remain: _added, session_id: _session, usage: _usage, steps_summary: _summary, ...before } = resultOf('crush_run')
+t.test('a result stored before processes_may_remain, session_id, usage and steps_summary existed ' +
+  'reads back with their defaults, in every store that outlives a version', async (t) => {
+  const {
+    processes_may_remain: _added, session_id: _session, usage: _usage, steps_summary: _summary, ...before
+  } = resultOf('crush_run')
   // The memory store holds only what this very process ran.
   for (const [kind, open] of Object.entries(stores).filter(([kind]) => kind !== 'memory')) {
-    const store = await open(t, { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100 })
+    const store = await open(t, {
+      retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100
+    })
     const run = record('alice')
     await store.create(run)
     await store.finish({ ...finished(run), result: before as RunResult })
-    t.match(await store.get(run.id), { result: { ok: true, processes_may_remain: false, session_id: null, usage: null, steps_summary: null } }, kind)
+    t.match(await store.get(run.id), {
+      result: { ok: true, processes_may_remain: false, session_id: null, usage: null, steps_summary: null }
+    }, kind)
   }
 })
 
-t.test('redis: a run that cannot be stored is refused with the store\'s 503, and its agent is stopped', { skip: NO_REDIS }, async (t) => {
+t.test('redis: a run that cannot be stored is refused with the store\'s 503, ' +
+  'and its agent is stopped', { skip: NO_REDIS }, async (t) => {
   const { url } = await startRedis(t)
   const env = redisEnv(url, { RUNS_STORE: 'redis' })
   const app = await build(t, env)
@@ -443,9 +603,13 @@ t.test('redis: a run that cannot be stored is refused with the store\'s 503, and
   t.teardown(() => redis.disconnect())
   await redis.set(`${env.SLOTS_KEY_PREFIX}runs:owner:anonymous`, 'not a sorted set')
   const marker = `unstored-${randomUUID()}`
-  const answer = await app.inject({ method: 'POST', url: '/runs', payload: { tool: 'crush_run', task: scenario.sleep(60_000, marker) } })
+  const answer = await app.inject({
+    method: 'POST', url: '/runs', payload: { tool: 'crush_run', task: scenario.sleep(60_000, marker) }
+  })
   // Its record is written once its agent runs: this answer means an agent had started.
   t.match(answer.json(), { statusCode: 503, code: 'RUNS_UNAVAILABLE' })
-  await until(() => processesLeft(marker), (left) => left.length === 0, 10_000, 'the agent nobody could find again stopped')
+  await until(
+    () => processesLeft(marker), (left) => left.length === 0, 10_000, 'the agent nobody could find again stopped'
+  )
   await until(() => app.slots.inUse('crush_run'), (inUse) => inUse === 0, 10_000, 'its slot back')
 })
