@@ -41,6 +41,8 @@ const ONLY_AGENTS = process.env.BENCH_ONLY === 'agents'
 const ONLY_STEPS = process.env.BENCH_ONLY === 'steps'
 /** BENCH_ONLY=refusals: only the refusal paths against a 404, and the mark scan's cost (issue 37, item 7). */
 const ONLY_REFUSALS = process.env.BENCH_ONLY === 'refusals'
+/** BENCH_ONLY=spawns: only short sync runs against a raw spawn loop at c=4 (issue 37, item 7: per-run costs). */
+const ONLY_SPAWNS = process.env.BENCH_ONLY === 'spawns'
 /** Unrelated processes on the machine while short runs are swept: each sweep reads every one's environment. */
 const IDLE_PROCESSES = Number(process.env.BENCH_IDLE_PROCESSES ?? 400)
 const AGENT_ROUNDS = Number(process.env.BENCH_AGENT_ROUNDS ?? 5)
@@ -232,8 +234,8 @@ async function addedLatency(containment) {
   return { bare: bare.p50, http: http.p50, added: http.p50 - bare.p50 }
 }
 
-async function throughput(concurrency) {
-  const service = await startService({ CRUSH_BIN: INSTANT_AGENT, MAX_CRUSH_AGENTS: String(concurrency) })
+async function throughput(concurrency, env = {}) {
+  const service = await startService({ CRUSH_BIN: INSTANT_AGENT, MAX_CRUSH_AGENTS: String(concurrency), ...env })
   const raw = await probe('spawn-loop.mjs', [concurrency, SECONDS, INSTANT_AGENT, 'run', '--', 'bench'])
   const http = await autocannon(`${service.base}/tools/crush_run`, '{"task":"bench"}', concurrency)
   await service.stop()
@@ -259,11 +261,12 @@ async function refusals() {
 }
 
 /**
- * Short runs in process-group mode (where each run's sweep reads every process's environment for its mark) with
- * IDLE_PROCESSES unrelated processes on the machine, against the same with none.
+ * Short runs in process-group mode (where a run's end looks for its marked processes in /proc) with IDLE_PROCESSES
+ * unrelated processes on the machine, against the same with none: as this host gives it (root: each run in a cgroup),
+ * and with AGENT_LIMITS=off (no cgroup: the scan alone finds what left the group).
  */
-async function markScan() {
-  const service = await startService({ CRUSH_BIN: INSTANT_AGENT, MAX_CRUSH_AGENTS: '4', AGENT_CONTAINMENT: 'process-group' })
+async function markScan(env = {}) {
+  const service = await startService({ CRUSH_BIN: INSTANT_AGENT, MAX_CRUSH_AGENTS: '4', AGENT_CONTAINMENT: 'process-group', ...env })
   const quiet = await autocannon(`${service.base}/tools/crush_run`, '{"task":"bench"}', 4)
   const idle = Array.from({ length: IDLE_PROCESSES }, () => spawn('sleep', ['600'], { stdio: 'ignore' }))
   for (const child of idle) running.add(child)
@@ -276,6 +279,7 @@ async function markScan() {
 async function refusalsOnce() {
   const refused = await refusals()
   const scan = await markScan()
+  const bare = await markScan({ AGENT_LIMITS: 'off' })
   return {
     notFoundRps: refused.notFound,
     invalidRps: refused.invalid,
@@ -284,8 +288,18 @@ async function refusalsOnce() {
     limitedRatio: refused.limited / refused.notFound,
     quietRps: scan.quiet,
     crowdedRps: scan.crowded,
-    scanRatio: scan.crowded / scan.quiet
+    scanRatio: scan.crowded / scan.quiet,
+    quietBareRps: bare.quiet,
+    crowdedBareRps: bare.crowded,
+    scanBareRatio: bare.crowded / bare.quiet
   }
+}
+
+/** Short sync runs against a raw spawn loop at c=4: this host's auto (PID namespace), then process groups. */
+async function spawnsOnce() {
+  const c4 = await throughput(4)
+  const c4Group = await throughput(4, { AGENT_CONTAINMENT: 'process-group' })
+  return { c4: c4.ratio, c4Raw: c4.raw, c4Http: c4.http, c4Group: c4Group.ratio, c4GroupRaw: c4Group.raw, c4GroupHttp: c4Group.http }
 }
 
 async function startup() {
@@ -317,6 +331,7 @@ async function agentsOnce() {
 async function measureOnce() {
   if (ONLY_STEPS) return stepsOnce()
   if (ONLY_REFUSALS) return refusalsOnce()
+  if (ONLY_SPAWNS) return spawnsOnce()
   return { ...(ONLY_AGENTS ? {} : await serviceOnce()), ...await agentsOnce() }
 }
 
@@ -432,7 +447,12 @@ const stepsRows = () => [
 const refusalRows = () => [
   ['a 400 (a field the schema refuses) vs a 404, throughput at c=4', `${mid('invalidRps')} vs ${mid('notFoundRps')} req/s`, spread('invalidRatio'), '≥ 0.9×', verdict('invalidRatio', (v) => v >= 0.9)],
   ['a 429 (no slot) vs a 404, throughput at c=4', `${mid('limitedRps')} vs ${mid('notFoundRps')} req/s`, spread('limitedRatio'), '≥ 0.9×', verdict('limitedRatio', (v) => v >= 0.9)],
-  [`short runs (process-group, c=4) with ${IDLE_PROCESSES} unrelated processes vs none: the mark scan`, `${mid('crowdedRps')} vs ${mid('quietRps')} runs/s`, spread('scanRatio'), '', '']
+  [`short runs (process-group, each in a cgroup, c=4) with ${IDLE_PROCESSES} unrelated processes vs none: the mark scan`, `${mid('crowdedRps')} vs ${mid('quietRps')} runs/s`, spread('scanRatio'), '', ''],
+  ['… with AGENT_LIMITS=off (no cgroup)', `${mid('crowdedBareRps')} vs ${mid('quietBareRps')} runs/s`, spread('scanBareRatio'), '', '']
+]
+const spawnRows = () => [
+  ['sync throughput vs raw spawn loop, c=4 (pid-namespace, this host’s auto)', `${mid('c4Http')} vs raw ${mid('c4Raw')} runs/s`, spread('c4'), '≥ 0.9×', verdict('c4', (v) => v >= 0.9)],
+  ['… with AGENT_CONTAINMENT=process-group', `${mid('c4GroupHttp')} vs raw ${mid('c4GroupRaw')} runs/s`, spread('c4Group'), '(≥ 0.9×)', verdict('c4Group', (v) => v >= 0.9)]
 ]
 const serviceRows = () => [
   ['sync relay MB/s vs bare Node drain', `${mid('syncMbps')} vs ${mid('drainMbps')} MB/s`, spread('syncRelay'), '≥ 0.5×', verdict('syncRelay', (v) => v >= 0.5)],
@@ -451,7 +471,7 @@ const serviceRows = () => [
   ['idle RSS vs Fastify hello world', `${mid('serviceRss')} vs ${mid('helloRss')} MB`, spread('rssRatio'), '≤ 1.3×', verdict('rssRatio', (v) => v <= 1.3)],
   ...agentRows
 ]
-const rows = ONLY_AGENTS ? agentRows : ONLY_STEPS ? stepsRows() : ONLY_REFUSALS ? refusalRows() : serviceRows()
+const rows = ONLY_AGENTS ? agentRows : ONLY_STEPS ? stepsRows() : ONLY_REFUSALS ? refusalRows() : ONLY_SPAWNS ? spawnRows() : serviceRows()
 
 const fastifyVersion = JSON.parse(readFileSync(`${ROOT}node_modules/fastify/package.json`, 'utf8')).version
 const table = `# agent-runner benchmark
@@ -469,5 +489,5 @@ ${readFileSync(`${ROOT}bench/findings.md`, 'utf8')}`
 process.stdout.write(table)
 // `npm run bench:node24` writes its own file, beside the machine's Node's; the agents' rows alone, theirs.
 const resultsFile = process.env.BENCH_RESULTS ??
-  (ONLY_AGENTS ? 'bench/results-agents.md' : ONLY_STEPS ? 'bench/results-steps.md' : ONLY_REFUSALS ? 'bench/results-refusals.md' : 'bench/results.md')
+  (ONLY_AGENTS ? 'bench/results-agents.md' : ONLY_STEPS ? 'bench/results-steps.md' : ONLY_REFUSALS ? 'bench/results-refusals.md' : ONLY_SPAWNS ? 'bench/results-spawns.md' : 'bench/results.md')
 writeFileSync(`${ROOT}${resultsFile}`, table)

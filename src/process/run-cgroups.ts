@@ -1,5 +1,6 @@
 import { mkdirSync, readFileSync, readdirSync, rmdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { rmdir } from 'node:fs/promises'
 import { setTimeout as sleep } from 'node:timers/promises'
 
 /** What one run may use: its processes (threads count), its memory. */
@@ -165,17 +166,18 @@ export class RunCgroup {
   }
 
   /**
-   * Puts a process (the agent, just spawned, before it forks anything) in the run's cgroup, in every hierarchy. One
-   * that is gone already (it failed at once) has nothing to put.
+   * Puts a process (the agent, just spawned) in the run's cgroup, in every hierarchy: false when it could not (gone
+   * already: it failed at once).
    */
-  enter(pid: number): void {
+  enter(pid: number): boolean {
     for (const file of this.procsFiles()) {
       try {
         writeFileSync(file, String(pid))
       } catch {
-        return
+        return false
       }
     }
+    return true
   }
 
   /** The limit the run crossed, if it did: a fork refused at pids.max, or a process killed at the memory limit. */
@@ -193,7 +195,8 @@ export class RunCgroup {
 
   /**
    * Ends every process in it, then removes it: v2's cgroup.kill in one write; v1 by the pids it lists, in rounds (a
-   * pid listed in the cgroup is in the run, so no stranger is signalled). Never throws.
+   * pid listed in the cgroup is in the run, so no stranger is signalled). Resolves once none is left, which is what the
+   * run's slot waits for; its directories go after that, off the run's path (removeLater). Never throws.
    */
   async end(): Promise<void> {
     for (let round = 0; round < 50; round++) {
@@ -215,10 +218,35 @@ export class RunCgroup {
       }
       await sleep(20)
     }
-    // A process just killed may still be on its way out of the cgroup (rmdir says EBUSY): a few tries.
-    for (const dir of this.#each()) {
-      for (let attempt = 0; attempt < 50 && !removed(dir); attempt++) await sleep(20)
-    }
+    removeLater(this.#each())
+  }
+}
+
+/** Run cgroups emptied and still to remove: what the service's close removes if their turn has not come. */
+const removing = new Set<string>()
+
+/**
+ * Removes an emptied run's directories in the background: in v1 an rmdir per controller cost the event loop ~0.2 ms
+ * each (a tenth of the service's CPU for short runs, bench/findings.md), and a process just killed may still be on
+ * its way out (EBUSY: a few tries, 20 ms apart) — neither is anything a caller waits for once no process is left.
+ */
+function removeLater(dirs: Set<string>): void {
+  for (const dir of dirs) {
+    removing.add(dir)
+    void (async () => {
+      for (let attempt = 0; attempt < 50 && !(await removedNow(dir)); attempt++) await sleep(20)
+      removing.delete(dir)
+    })()
+  }
+}
+
+/** Removes an empty cgroup off the event loop: true once it is gone. */
+async function removedNow(dir: string): Promise<boolean> {
+  try {
+    await rmdir(dir)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ENOENT'
   }
 }
 
@@ -273,8 +301,9 @@ export async function hostCgroups(
   return { layout, leftovers, limits: `${bounds} (cgroup v${String(layout.version)})` }
 }
 
-/** The runs' parent cgroups, removed when the service closes (each run's own went with it). */
+/** The runs' parent cgroups, removed when the service closes (each run's own went with it, or goes now). */
 export function removeCgroups(layout: CgroupLayout): void {
+  for (const dir of removing) if (removed(dir)) removing.delete(dir)
   for (const parent of new Set(Object.values(layout.parents).filter((dir) => dir !== undefined))) {
     try {
       rmdirSync(parent)

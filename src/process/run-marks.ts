@@ -1,8 +1,7 @@
 import { createHash } from 'node:crypto'
-import { readFile } from 'node:fs/promises'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { processGroupOf } from './posix-signals.js'
-import { procPids } from './proc-pids.js'
+import { procFilesMatching } from './proc-pids.js'
 
 /**
  * The variable every process of a run inherits in process-group mode, the way Jenkins' ProcessTreeKiller marks a
@@ -33,18 +32,21 @@ export const isEarlierLife = ({ service, life }: ServiceLife) => (mark: string):
   mark.startsWith(`${service}.`) && !mark.startsWith(`${service}.${life}.`)
 
 const MARK_PREFIX = Buffer.from(`${RUN_MARK_VARIABLE}=`)
+const MARK_ENTRY = Buffer.from(`\0${RUN_MARK_VARIABLE}=`)
+
+/** Where the mark's value starts in an environ block, or -1: one search of the whole block, not one per entry. */
+function markStart(environ: Buffer): number {
+  if (environ.subarray(0, MARK_PREFIX.length).equals(MARK_PREFIX)) return MARK_PREFIX.length
+  const at = environ.indexOf(MARK_ENTRY)
+  return at === -1 ? -1 : at + MARK_ENTRY.length
+}
 
 /** The mark in one environ block (NUL-separated `NAME=value` entries), if any. */
-function markIn(environ: Buffer): string | undefined {
-  for (let start = 0; start < environ.length;) {
-    const end = environ.indexOf(0, start)
-    const entryEnd = end === -1 ? environ.length : end
-    if (environ.subarray(start, start + MARK_PREFIX.length).equals(MARK_PREFIX)) {
-      return environ.subarray(start + MARK_PREFIX.length, entryEnd).toString()
-    }
-    start = entryEnd + 1
-  }
-  return undefined
+export function markIn(environ: Buffer): string | undefined {
+  const start = markStart(environ)
+  if (start === -1) return undefined
+  const end = environ.indexOf(0, start)
+  return environ.subarray(start, end === -1 ? environ.length : end).toString()
 }
 
 /**
@@ -52,20 +54,11 @@ function markIn(environ: Buffer): string | undefined {
  * user's, for a service that is not root; gone meanwhile; a zombie, whose environment is already empty) is not one.
  * No /proc (macOS): none.
  */
-async function markedProcesses(matches: (mark: string) => boolean): Promise<number[]> {
-  const found: number[] = []
-  for (const pid of await procPids()) {
-    if (pid === process.pid) continue
-    let environ: Buffer
-    try {
-      environ = await readFile(`/proc/${String(pid)}/environ`)
-    } catch {
-      continue
-    }
+function markedProcesses(matches: (mark: string) => boolean): Promise<number[]> {
+  return procFilesMatching('environ', (environ) => {
     const mark = markIn(environ)
-    if (mark !== undefined && matches(mark)) found.push(pid)
-  }
-  return found
+    return mark !== undefined && matches(mark)
+  })
 }
 
 /** Whether a process of group `pgid` carries a mark `matches` accepts. */

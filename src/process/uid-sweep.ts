@@ -1,6 +1,5 @@
 import { spawn } from 'node:child_process'
-import { readFile } from 'node:fs/promises'
-import { procPids } from './proc-pids.js'
+import { procFilesMatching } from './proc-pids.js'
 
 /**
  * A token's own uid (AGENT_USERS) is nobody else's: once no run of it is live, every process of that uid is a
@@ -22,14 +21,12 @@ export function uidRunEnded(uid: number): boolean {
 }
 
 /** The processes whose real uid is `uid`, from /proc/<pid>/status (no /proc: none). */
-export async function processesOfUid(uid: number): Promise<number[]> {
-  const found: number[] = []
-  for (const pid of await procPids()) {
-    const status = await readFile(`/proc/${String(pid)}/status`, 'utf8').catch(() => '')
+export function processesOfUid(uid: number): Promise<number[]> {
+  return procFilesMatching('status', (contents) => {
+    const status = contents.toString('latin1')
     const real = /^Uid:\s+(\d+)/m.exec(status)?.[1]
-    if (real !== undefined && Number(real) === uid && !/^State:\s+Z/m.test(status)) found.push(pid)
-  }
-  return found
+    return real !== undefined && Number(real) === uid && !/^State:\s+Z/m.test(status)
+  })
 }
 
 /**
