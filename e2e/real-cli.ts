@@ -3,7 +3,9 @@ import { randomUUID } from 'node:crypto'
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import type { Test } from 'tap'
-import { call, cancelRun, createRun, parseNdjson, processesLeft, processesMatching, settled, startServer, until } from '../test/helpers/index.js'
+import {
+  call, cancelRun, createRun, parseNdjson, processesLeft, processesMatching, settled, startServer, until
+} from '../test/helpers/index.js'
 import { fromRoot } from '../test/helpers/root.js'
 import type { Step } from '#src/schemas/steps.js'
 import type { ToolName } from '../test/helpers/api.js'
@@ -31,13 +33,40 @@ export interface RealCli {
 }
 
 export const REAL_CLIS: Record<RealCli['agent'], RealCli> = {
-  claude: { agent: 'claude', pkg: '@anthropic-ai/claude-code', version: CLAUDE_VERSION, startModel: startAnthropicServer, offline: claudeOffline },
-  codex: { agent: 'codex', pkg: '@openai/codex', version: CODEX_VERSION, startModel: startResponsesServer, offline: codexOffline },
-  gemini: { agent: 'gemini', pkg: '@google/gemini-cli', version: GEMINI_VERSION, startModel: startGeminiServer, offline: geminiOffline },
-  opencode: { agent: 'opencode', pkg: 'opencode-ai', version: OPENCODE_VERSION, startModel: startChatServer, offline: opencodeOffline }
+  claude: {
+    agent: 'claude',
+    pkg: '@anthropic-ai/claude-code',
+    version: CLAUDE_VERSION,
+    startModel: startAnthropicServer,
+    offline: claudeOffline
+  },
+  codex: {
+    agent: 'codex',
+    pkg: '@openai/codex',
+    version: CODEX_VERSION,
+    startModel: startResponsesServer,
+    offline: codexOffline
+  },
+  gemini: {
+    agent: 'gemini',
+    pkg: '@google/gemini-cli',
+    version: GEMINI_VERSION,
+    startModel: startGeminiServer,
+    offline: geminiOffline
+  },
+  opencode: {
+    agent: 'opencode',
+    pkg: 'opencode-ai',
+    version: OPENCODE_VERSION,
+    startModel: startChatServer,
+    offline: opencodeOffline
+  }
 }
 
-/** The accounts agents run as: one whose sudo needs a password, one whose sudo does not (and who runs the non-root service). */
+/**
+ * The accounts agents run as: one whose sudo needs a password, one whose sudo does not (and who runs the non-root
+ * service).
+ */
 const users = () => ({ nopasswd: realUser('ar-e2e', 'nopasswd'), password: realUser('ar-e2e-pw', 'password') })
 
 /** Every string inside a JSON value: where a conversation holds its user's text, whatever the protocol's shape. */
@@ -66,7 +95,9 @@ interface Service {
  * The agent's environment as an operator would give it: a PATH with its CLI, a locale, and the variables that point
  * it at the scripted model; nothing else of this machine's (no proxy, no key).
  */
-function agentEnvironment(cli: RealCli, bin: string, home: string, modelUrl: string, user: RealUser): NodeJS.ProcessEnv {
+function agentEnvironment(
+  cli: RealCli, bin: string, home: string, modelUrl: string, user: RealUser
+): NodeJS.ProcessEnv {
   const own = cli.offline(home, modelUrl)
   // The CLIs write their state under HOME as the user they run as.
   execFileSync('chown', ['-R', `${user.uid}:${user.gid}`, home])
@@ -86,7 +117,9 @@ interface ServiceOptions {
  * A service (root with AGENT_USER, or non-root) running the real CLI against a model server following `turns`. Out of
  * this process and untraced, as `npm start` runs it: tap would otherwise load its own hooks into every Node agent.
  */
-async function serviceFor(t: Test, cli: RealCli, turns: readonly ModelTurn[], options: ServiceOptions = {}): Promise<Service> {
+async function serviceFor(
+  t: Test, cli: RealCli, turns: readonly ModelTurn[], options: ServiceOptions = {}
+): Promise<Service> {
   const user = users()[options.sudo ?? 'nopasswd']
   const model = await cli.startModel(turns)
   t.teardown(() => model.close())
@@ -106,7 +139,9 @@ async function serviceFor(t: Test, cli: RealCli, turns: readonly ModelTurn[], op
   const env = agentEnvironment(cli, bin, home, model.url, user)
   if (options.nonRootService === true) {
     const data = directoryOf(t, user)
-    const { base } = await startServer(t, { ...env, ...settings, DATA_DIR: join(data, 'data') }, { cwd: data, user, untraced: true })
+    const { base } = await startServer(t, { ...env, ...settings, DATA_DIR: join(data, 'data') }, {
+      cwd: data, user, untraced: true
+    })
     return { base, model, tool, bin, user }
   }
   const { base } = await startServer(t, { ...env, ...settings, AGENT_USER: user.name }, { untraced: true })
@@ -122,11 +157,18 @@ const toldTheModel = (service: Service): string => service.model.toolResults().j
 /** Runs through a surface and checks the three things every run must show: the answer, the cwd, what the model saw. */
 async function runsItsTools(t: Test, service: Service, surface: Surface): Promise<void> {
   const cwd = workdir(t, service)
-  const { result } = await runThrough(surface, service.base, service.tool, { task: `e2e ${surface}`, cwd, timeout: 300 })
-  t.match(result, { ok: true, exit_code: 0, timed_out: false, stop_reason: null }, `${surface}: the run succeeded`, { result })
+  const { result } = await runThrough(surface, service.base, service.tool, {
+    task: `e2e ${surface}`, cwd, timeout: 300
+  })
+  t.match(
+    result, { ok: true, exit_code: 0, timed_out: false, stop_reason: null }, `${surface}: the run succeeded`, { result }
+  )
   t.match(result.output, /ALL DONE/, `${surface}: the agent's final answer`)
   t.equal(readFileSync(join(cwd, 'where.txt'), 'utf8').trim(), cwd, `${surface}: its tool ran in cwd`)
-  t.match(toldTheModel(service), new RegExp(`tool-said-hello[\\s\\S]*${service.user.name}`), `${surface}: the model got the tool's output, run as ${service.user.name}`)
+  t.match(
+    toldTheModel(service), new RegExp(`tool-said-hello[\\s\\S]*${service.user.name}`),
+    `${surface}: the model got the tool's output, run as ${service.user.name}`
+  )
 }
 
 const HELLO_SCRIPT: ModelTurn[] = [{ run: 'pwd > where.txt; echo tool-said-hello; id -un' }, { say: 'ALL DONE' }]
@@ -158,20 +200,29 @@ const answering = (say: string): ModelTurn[] => [FOLLOWED_COMMAND, { say }]
  * The model call of a follow-up, as the scripted server received it: `earlier` is there in this order, in items
  * before the last, and the last (only) holds `prompt`, the follow-up's task.
  */
-function continued(t: Test, conversation: unknown[] | undefined, earlier: readonly string[], prompt: string, surface: string): void {
+function continued(
+  t: Test, conversation: unknown[] | undefined, earlier: readonly string[], prompt: string, surface: string
+): void {
   if (conversation === undefined) {
     t.fail(`${surface}: the model was never asked`)
     return
   }
   const items = conversation.map((item) => JSON.stringify(item))
   const positions = earlier.map((text) => items.findIndex((item) => item.includes(text)))
-  const inOrder = positions.every((index, i) => index >= 0 && index < items.length - 1 && (i === 0 || index > positions[i - 1]!))
-  t.ok(inOrder, `${surface}: the model got the conversation so far, in order: ${earlier.join(', ')}`, { positions, items })
-  t.equal(items.findIndex((item) => item.includes(prompt)), items.length - 1, `${surface}: and the new task, last`, { items })
+  const inOrder = positions.every(
+    (index, i) => index >= 0 && index < items.length - 1 && (i === 0 || index > positions[i - 1]!)
+  )
+  t.ok(
+    inOrder, `${surface}: the model got the conversation so far, in order: ${earlier.join(', ')}`, { positions, items }
+  )
+  t.equal(
+    items.findIndex((item) => item.includes(prompt)), items.length - 1, `${surface}: and the new task, last`, { items }
+  )
 }
 
 /** The long command is running: the agent's tool reached it. */
-const commandRunning = (marker: string) => until(() => processesMatching(marker).length, (count) => count > 0, 120_000, `${marker} to run`)
+const commandRunning = (marker: string) =>
+  until(() => processesMatching(marker).length, (count) => count > 0, 120_000, `${marker} to run`)
 
 /** Nothing of the run is left: the command, its CLI, the slot. */
 async function nothingLeft(t: Test, service: Service, marker: string): Promise<void> {
@@ -183,72 +234,126 @@ async function nothingLeft(t: Test, service: Service, marker: string): Promise<v
 
 /** Every promise, for one real CLI. */
 export function provePromises(t: Test, cli: RealCli): void {
-  t.test('every surface: its tools run in cwd as AGENT_USER, the model sees their output, the answer comes back', async (t) => {
+  t.test('every surface: its tools run in cwd as AGENT_USER, the model sees their output, ' +
+    'the answer comes back', async (t) => {
     const service = await serviceFor(t, cli, HELLO_SCRIPT)
     for (const surface of SURFACES) await runsItsTools(t, service, surface)
-    const ready = await (await fetch(`${service.base}/readyz`)).json() as { agents: Array<{ tool: string; version: string | null; problem: string | null }> }
-    t.match(ready.agents.find((agent) => agent.tool === service.tool), { version: new RegExp(cli.version.replaceAll('.', '\\.')), problem: null }, 'ready: found, its version, nothing in the way (as AGENT_USER, not root)')
+    const ready = await (await fetch(`${service.base}/readyz`)).json() as {
+      agents: Array<{ tool: string; version: string | null; problem: string | null }>
+    }
+    t.match(
+      ready.agents.find((agent) => agent.tool === service.tool),
+      { version: new RegExp(cli.version.replaceAll('.', '\\.')), problem: null },
+      'ready: found, its version, nothing in the way (as AGENT_USER, not root)'
+    )
   })
 
-  t.test('steps: each command the agent ran is a started and a completed step, with the exit code its CLI tells', async (t) => {
+  t.test('steps: each command the agent ran is a started and a completed step, ' +
+    'with the exit code its CLI tells', async (t) => {
     const service = await serviceFor(t, cli, STEPS_SCRIPT)
-    const { live, result } = await runThrough('ndjson', service.base, service.tool, { task: 'e2e steps', cwd: workdir(t, service), timeout: 300 })
+    const { live, result } = await runThrough('ndjson', service.base, service.tool, {
+      task: 'e2e steps', cwd: workdir(t, service), timeout: 300
+    })
     t.match(result, { ok: true, output: /ALL DONE/ })
     const events = parseNdjson(live)
     if (process.env['RECORD_STEP_FIXTURES'] === '1') {
-      writeFileSync(recordedStream(cli.agent), events.flatMap((event) => (event.type === 'output' ? [event.data] : [])).join(''))
+      writeFileSync(
+        recordedStream(cli.agent), events.flatMap((event) => (event.type === 'output' ? [event.data] : [])).join('')
+      )
     }
     const steps = events.flatMap((event) => (event.type === 'step' ? [event.step] : []))
     const commands = steps.filter((step): step is CommandStep => step.kind === 'command')
     const ends = commands.filter((step) => step.phase === 'completed')
     // gemini tells a command's exit code only when the command printed nothing (docs/agents.md).
-    const ran = [{ command: /echo step-one/, exit_code: cli.agent === 'gemini' ? null : 0 }, { command: /exit 3/, exit_code: 3 }]
+    const ran = [
+      { command: /echo step-one/, exit_code: cli.agent === 'gemini' ? null : 0 }, { command: /exit 3/, exit_code: 3 }
+    ]
     t.match(ends, ran, 'each command, in order, with its exit code', { steps })
     t.equal(ends.length, 2)
-    for (const end of ends) t.ok(commands.some((step) => step.phase === 'started' && step.call_id === end.call_id), `${end.command}: its start came first`)
-    t.ok(steps.some((step) => step.kind === 'message' && step.text.includes('ALL DONE')), 'the answer is a message step')
+    for (const end of ends) {
+      t.ok(
+        commands.some((step) => step.phase === 'started' && step.call_id === end.call_id),
+        `${end.command}: its start came first`
+      )
+    }
+    t.ok(
+      steps.some((step) => step.kind === 'message' && step.text.includes('ALL DONE')), 'the answer is a message step'
+    )
     t.ok(steps.some((step) => step.kind === 'usage'), 'and the tokens it used')
     const summary = { commands: ran, denied: [] }
-    t.match(result, { session_id: String, usage: { input_tokens: Number }, steps_summary: summary }, 'its result says the same')
+    t.match(
+      result, { session_id: String, usage: { input_tokens: Number }, steps_summary: summary },
+      'its result says the same'
+    )
     t.equal(result.steps_summary?.commands.length, 2)
 
     // Not followed: the same structured output, so the same summary in the JSON answer.
-    const sync = await runThrough('json', service.base, service.tool, { task: 'e2e steps', cwd: workdir(t, service), timeout: 300 })
-    t.match(sync.result, { ok: true, session_id: String, usage: { input_tokens: Number }, steps_summary: summary }, 'a synchronous run\'s result says what was done', { result: sync.result })
+    const sync = await runThrough('json', service.base, service.tool, {
+      task: 'e2e steps', cwd: workdir(t, service), timeout: 300
+    })
+    t.match(
+      sync.result, { ok: true, session_id: String, usage: { input_tokens: Number }, steps_summary: summary },
+      'a synchronous run\'s result says what was done', { result: sync.result }
+    )
     t.equal(sync.result.steps_summary?.commands.length, 2)
   })
 
-  t.test('follow-up: a run resuming the session_id continues the conversation (REST, then MCP): the model gets it all, the new task last', async (t) => {
+  t.test('follow-up: a run resuming the session_id continues the conversation (REST, then MCP): ' +
+    'the model gets it all, the new task last', async (t) => {
     const service = await serviceFor(t, cli, answering('ANSWER-ONE'))
-    const first = await runThrough('json', service.base, service.tool, { task: 'first task MARKER-ALPHA', cwd: workdir(t, service), timeout: 300 })
-    t.match(first.result, { ok: true, output: /ANSWER-ONE/, session_id: String }, 'the first run ran its command and answered', { result: first.result })
+    const first = await runThrough('json', service.base, service.tool, {
+      task: 'first task MARKER-ALPHA', cwd: workdir(t, service), timeout: 300
+    })
+    t.match(
+      first.result, { ok: true, output: /ANSWER-ONE/, session_id: String },
+      'the first run ran its command and answered', { result: first.result }
+    )
     t.match(toldTheModel(service), /FIRST-TOOL-OUTPUT/, 'the model got its output')
     const session = first.result.session_id!
     // No cwd: the follow-ups run in the session's (gemini finds its sessions by directory, opencode hangs elsewhere).
     // A task that reads as a flag stays the task.
     service.model.rescript(answering('ANSWER-TWO'))
     let since = service.model.requests.length
-    const second = await runThrough('json', service.base, service.tool, { task: '--help second task MARKER-BETA', resume: session, timeout: 300 })
-    t.match(second.result, { ok: true, output: /ANSWER-TWO/, session_id: session }, 'REST: the same session went on', { result: second.result })
-    continued(t, service.model.conversations(since)[0], ['MARKER-ALPHA', 'FIRST-TOOL-OUTPUT', 'ANSWER-ONE'], 'MARKER-BETA', 'REST')
+    const second = await runThrough('json', service.base, service.tool, {
+      task: '--help second task MARKER-BETA', resume: session, timeout: 300
+    })
+    t.match(
+      second.result, { ok: true, output: /ANSWER-TWO/, session_id: session }, 'REST: the same session went on',
+      { result: second.result }
+    )
+    continued(
+      t, service.model.conversations(since)[0], ['MARKER-ALPHA', 'FIRST-TOOL-OUTPUT', 'ANSWER-ONE'], 'MARKER-BETA',
+      'REST'
+    )
 
     service.model.rescript(answering('ANSWER-THREE'))
     since = service.model.requests.length
-    const third = await runThrough('mcp', service.base, service.tool, { task: 'third task MARKER-GAMMA', resume: session, timeout: 300 })
-    t.match(third.result, { ok: true, output: /ANSWER-THREE/, session_id: session }, 'MCP: the same session went on', { result: third.result })
+    const third = await runThrough('mcp', service.base, service.tool, {
+      task: 'third task MARKER-GAMMA', resume: session, timeout: 300
+    })
+    t.match(
+      third.result, { ok: true, output: /ANSWER-THREE/, session_id: session }, 'MCP: the same session went on',
+      { result: third.result }
+    )
     const earlier = ['MARKER-ALPHA', 'FIRST-TOOL-OUTPUT', 'ANSWER-ONE', 'MARKER-BETA', 'ANSWER-TWO']
     continued(t, service.model.conversations(since)[0], earlier, 'MARKER-GAMMA', 'MCP')
   })
 
-  t.test('the deadline in the middle of a long command: the command and the CLI are gone, the slot is back', async (t) => {
+  t.test('the deadline in the middle of a long command: the command and the CLI are gone, ' +
+    'the slot is back', async (t) => {
     const { marker, command } = longCommand(290)
     const service = await serviceFor(t, cli, [{ run: command }, { say: 'unreachable' }])
-    const result = await runThrough('json', service.base, service.tool, { task: 'e2e deadline', cwd: workdir(t, service), timeout: 25 })
-    t.match(result.result, { ok: false, timed_out: true, stop_reason: 'timeout' }, 'stopped at its deadline', { result })
+    const result = await runThrough('json', service.base, service.tool, {
+      task: 'e2e deadline', cwd: workdir(t, service), timeout: 25
+    })
+    t.match(
+      result.result, { ok: false, timed_out: true, stop_reason: 'timeout' }, 'stopped at its deadline', { result }
+    )
     await nothingLeft(t, service, marker)
   })
 
-  t.test('DELETE in the middle of a long command: cancelled, the command and the CLI are gone, the slot is back; the task reached the model byte for byte, on no command line', async (t) => {
+  t.test('DELETE in the middle of a long command: cancelled, the command and the CLI are gone, the slot is back; ' +
+    'the task reached the model byte for byte, on no command line', async (t) => {
     const { marker, command } = longCommand(291)
     const service = await serviceFor(t, cli, [{ run: command }, { say: 'unreachable' }])
     // Blanks a CLI could trim, quotes opencode would add to a word, an option, a Windows line end.
@@ -257,7 +362,10 @@ export function provePromises(t: Test, cli: RealCli): void {
     const { id } = await createRun(service.base, { tool: service.tool, task, cwd: workdir(t, service), timeout: 300 })
     await commandRunning(marker)
     t.same(processesMatching(taskMarker), [], 'while the CLI and its command run, no command line holds the task')
-    t.ok(service.model.conversations().some((conversation) => stringsIn(conversation).includes(task)), 'the model got the task as it was given', { conversations: service.model.conversations() })
+    t.ok(
+      service.model.conversations().some((conversation) => stringsIn(conversation).includes(task)),
+      'the model got the task as it was given', { conversations: service.model.conversations() }
+    )
     await cancelRun(service.base, id)
     t.match(await settled(service.base, id, 30_000), { status: 'cancelled', result: { stop_reason: 'cancelled' } })
     await nothingLeft(t, service, marker)
@@ -266,34 +374,55 @@ export function provePromises(t: Test, cli: RealCli): void {
   t.test('what its tools leave running in the background is gone once the run ends', async (t) => {
     const { marker, command } = longCommand(292)
     // Redirected: gemini and opencode wait for every holder of the tool's output to close it.
-    const service = await serviceFor(t, cli, [{ run: `${command} >/dev/null 2>&1 & echo started-in-background` }, { say: 'ALL DONE' }])
-    const { result } = await runThrough('json', service.base, service.tool, { task: 'e2e background', cwd: workdir(t, service), timeout: 300 })
+    const service = await serviceFor(t, cli, [
+      { run: `${command} >/dev/null 2>&1 & echo started-in-background` }, { say: 'ALL DONE' }
+    ])
+    const { result } = await runThrough('json', service.base, service.tool, {
+      task: 'e2e background', cwd: workdir(t, service), timeout: 300
+    })
     t.match(result, { ok: true, output: /ALL DONE/ }, 'the run ended well', { result })
     t.match(toldTheModel(service), /started-in-background/, 'the tool started it')
     await nothingLeft(t, service, marker)
   })
 
-  t.test('sudo that needs a password: reported in the JSON answer, naming the user, and the agent read why', async (t) => {
-    const service = await serviceFor(t, cli, [{ run: 'sudo true; echo sudo-exit=$?' }, { say: 'ALL DONE' }], { sudo: 'password' })
-    const { result } = await runThrough('json', service.base, service.tool, { task: 'e2e sudo', cwd: workdir(t, service), timeout: 300 })
-    t.match(result, { ok: true, timed_out: false, sudo: { status: 'password_required', password_needed: true } }, 'the JSON answer says so', { result })
+  t.test('sudo that needs a password: reported in the JSON answer, naming the user, ' +
+    'and the agent read why', async (t) => {
+    const service = await serviceFor(
+      t, cli, [{ run: 'sudo true; echo sudo-exit=$?' }, { say: 'ALL DONE' }], { sudo: 'password' }
+    )
+    const { result } = await runThrough('json', service.base, service.tool, {
+      task: 'e2e sudo', cwd: workdir(t, service), timeout: 300
+    })
+    t.match(
+      result, { ok: true, timed_out: false, sudo: { status: 'password_required', password_needed: true } },
+      'the JSON answer says so', { result }
+    )
     t.match(result.sudo.message, new RegExp(`l’utilisateur « ${service.user.name} » sur l’hôte`))
     const told = toldTheModel(service)
     t.match(told, /sudo-exit=1/, 'sudo failed at once')
-    t.match(told, new RegExp(`agent-runner: sudo needs a password for user ${service.user.name}`), 'and the agent read why')
+    t.match(
+      told, new RegExp(`agent-runner: sudo needs a password for user ${service.user.name}`), 'and the agent read why'
+    )
   })
 
   t.test('passwordless sudo: the command runs as root and nothing is reported', async (t) => {
     const service = await serviceFor(t, cli, [{ run: 'sudo id -u; echo sudo-exit=$?' }, { say: 'ALL DONE' }])
-    const { result } = await runThrough('json', service.base, service.tool, { task: 'e2e sudo', cwd: workdir(t, service), timeout: 300 })
-    t.match(result, { ok: true, sudo: { status: 'passwordless', password_needed: false, message: null } }, 'nothing to report', { result })
+    const { result } = await runThrough('json', service.base, service.tool, {
+      task: 'e2e sudo', cwd: workdir(t, service), timeout: 300
+    })
+    t.match(
+      result, { ok: true, sudo: { status: 'passwordless', password_needed: false, message: null } },
+      'nothing to report', { result }
+    )
     t.match(toldTheModel(service), /^(Output: )?0$[\s\S]*sudo-exit=0/m, 'run as root', { told: toldTheModel(service) })
   })
 
   t.test('a service that is not root runs it the same', async (t) => {
     const service = await serviceFor(t, cli, HELLO_SCRIPT, { nonRootService: true })
     await runsItsTools(t, service, 'json')
-    const ready = await (await fetch(`${service.base}/readyz`)).json() as { agents: Array<{ tool: string; version: string | null; problem: string | null }> }
+    const ready = await (await fetch(`${service.base}/readyz`)).json() as {
+      agents: Array<{ tool: string; version: string | null; problem: string | null }>
+    }
     // Its version probe may lapse (5 s) on a loaded machine: found, with nothing in the way, is what this adds.
     t.match(ready.agents.find((agent) => agent.tool === service.tool), { path: service.bin, problem: null })
   })
@@ -307,25 +436,42 @@ export function provePromises(t: Test, cli: RealCli): void {
  */
 export function proveClaudeDenials(t: Test): void {
   for (const [mode, fixture] of [['dontAsk', 'claude-denied'], ['default', 'claude-denied-default']] as const) {
-    t.test(`CLAUDE_PERMISSION_MODE=${mode}: a refused command is a denied step, and a run whose every call was refused is not ok`, async (t) => {
-      const service = await serviceFor(t, REAL_CLIS.claude, [{ run: 'touch made-by-claude' }, { say: 'ALL DONE' }], { settings: { CLAUDE_PERMISSION_MODE: mode } })
+    t.test(`CLAUDE_PERMISSION_MODE=${mode}: a refused command is a denied step, ` +
+      'and a run whose every call was refused is not ok', async (t) => {
+      const service = await serviceFor(t, REAL_CLIS.claude, [{ run: 'touch made-by-claude' }, { say: 'ALL DONE' }], {
+        settings: { CLAUDE_PERMISSION_MODE: mode }
+      })
       const cwd = workdir(t, service)
-      const { live, result } = await runThrough('ndjson', service.base, service.tool, { task: 'e2e denied', cwd, timeout: 300 })
+      const { live, result } = await runThrough('ndjson', service.base, service.tool, {
+        task: 'e2e denied', cwd, timeout: 300
+      })
       const events = parseNdjson(live)
       if (process.env['RECORD_STEP_FIXTURES'] === '1') {
-        writeFileSync(recordedStream(fixture), events.flatMap((event) => (event.type === 'output' ? [event.data] : [])).join(''))
+        writeFileSync(
+          recordedStream(fixture), events.flatMap((event) => (event.type === 'output' ? [event.data] : [])).join('')
+        )
       }
       t.notOk(existsSync(join(cwd, 'made-by-claude')), 'the command did not run')
-      t.match(toldTheModel(service), /denied|needs approval/, 'claude told the model it was refused', { told: toldTheModel(service) })
-      const ends = events.flatMap((event) => (event.type === 'step' && event.step.kind === 'command' && event.step.phase === 'completed' ? [event.step] : []))
-      t.match(ends, [{ command: 'touch made-by-claude', status: 'denied', exit_code: null }], 'one denied command step', { events })
+      t.match(toldTheModel(service), /denied|needs approval/, 'claude told the model it was refused', {
+        told: toldTheModel(service)
+      })
+      const ends = events.flatMap((event) => (
+        event.type === 'step' && event.step.kind === 'command' && event.step.phase === 'completed' ? [event.step] : []
+      ))
+      t.match(
+        ends, [{ command: 'touch made-by-claude', status: 'denied', exit_code: null }], 'one denied command step',
+        { events }
+      )
       t.equal(ends.length, 1, 'counted once, whatever else repeats it')
       t.match(result, {
         ok: false,
         exit_code: 0,
         agent_report: { is_error: false },
         output: /ALL DONE/,
-        steps_summary: { commands: [{ command: 'touch made-by-claude', status: 'denied' }], denied: [{ kind: 'command', name: 'touch made-by-claude' }] }
+        steps_summary: {
+          commands: [{ command: 'touch made-by-claude', status: 'denied' }],
+          denied: [{ kind: 'command', name: 'touch made-by-claude' }]
+        }
       }, 'claude says success; every call refused, the run is not ok', { result })
       t.equal(result.steps_summary?.denied.length, 1)
     })

@@ -61,13 +61,21 @@ async function tenantsOf(t: Test, cli: RealCli): Promise<void> {
   t.match(bobs, { ok: true, output: /ANSWER-BOB/ })
   const bob = uidOf(bobsStart)
   t.ok(bob >= 62000 && bob <= 62009 && bob !== alice, `bob’s ran as another uid (${bob})`)
-  t.match(await refused(base, tool, { task: 'show me', resume: first.session_id }, BOB), { status: 404, body: { code: 'SESSION_NOT_FOUND' } }, 'bob cannot continue alice’s session')
+  t.match(
+    await refused(base, tool, { task: 'show me', resume: first.session_id }, BOB),
+    { status: 404, body: { code: 'SESSION_NOT_FOUND' } }, 'bob cannot continue alice’s session'
+  )
 
   // The conversation has one tool result already: the due turn is the answer.
   model.rescript(script('ANSWER-TWO'))
   const since = model.requests.length
-  const followUp = await runThrough('json', base, tool, { task: '--help second task MARKER-BETA', resume: first.session_id!, timeout: 300 }, ALICE)
-  t.match(followUp.result, { ok: true, output: /ANSWER-TWO/, session_id: first.session_id }, 'alice continued her session in her home', { result: followUp.result })
+  const followUp = await runThrough(
+    'json', base, tool, { task: '--help second task MARKER-BETA', resume: first.session_id!, timeout: 300 }, ALICE
+  )
+  t.match(
+    followUp.result, { ok: true, output: /ANSWER-TWO/, session_id: first.session_id },
+    'alice continued her session in her home', { result: followUp.result }
+  )
   const conversation = JSON.stringify(model.conversations(since)[0] ?? [])
   t.match(conversation, /MARKER-ALPHA[\s\S]*MARKER-BETA/, 'the model got her conversation, then the new task')
   t.ok(existsSync(join(dataDir, 'homes', String(bob))), 'bob has a home of his own')

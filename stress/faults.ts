@@ -3,15 +3,26 @@ import { once } from 'node:events'
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { request } from 'node:http'
 import { join } from 'node:path'
-import { build, FIXTURE_BIN, isAlive, listen, post, readPidFile, refused, runTool, scenario, startServer, tempDir, until } from '../test/helpers/index.js'
+import {
+  build, FIXTURE_BIN, isAlive, listen, post, readPidFile, refused, runTool, scenario, startServer, tempDir, until
+} from '../test/helpers/index.js'
 
 // Each fault: the right answer, nothing left running, slots free.
 
 t.test('agents killed by signals', async (t) => {
   const app = await build(t, { MAX_CRUSH_AGENTS: '8' })
   const signals = ['SIGKILL', 'SIGSEGV', 'SIGTERM', 'SIGABRT'] as const
-  const answers = await Promise.all(signals.flatMap((signal) => [1, 2].map(async () => ({ signal, result: await runTool(app, 'crush_run', { task: scenario.killSelf(signal) }) }))))
-  for (const { signal, result } of answers) t.match(result, { ok: false, exit_code: null, signal, stop_reason: null }, signal)
+  const answers = await Promise.all(
+    signals.flatMap(
+      (signal) =>
+        [1, 2].map(
+          async () => ({ signal, result: await runTool(app, 'crush_run', { task: scenario.killSelf(signal) }) })
+        )
+    )
+  )
+  for (const { signal, result } of answers) {
+    t.match(result, { ok: false, exit_code: null, signal, stop_reason: null }, signal)
+  }
   t.equal(app.slots.inUse('crush_run'), 0)
 })
 
@@ -32,10 +43,20 @@ t.test('the binary removed while serving, then put back', async (t) => {
 t.test('stubborn agents with grandchildren ignoring SIGTERM, several at once, at their deadline', async (t) => {
   const dir = tempDir(t)
   const app = await build(t, { MAX_CRUSH_AGENTS: '6', AGENT_KILL_GRACE_MS: '200' })
-  const answers = await Promise.all([0, 1, 2, 3, 4, 5].map((index) => runTool(app, 'crush_run', { task: scenario.grandchild(join(dir, `${index}.pid`), { stubborn: true }), timeout: 3 })))
+  const answers = await Promise.all(
+    [0, 1, 2, 3, 4, 5].map(
+      (index) =>
+        runTool(app, 'crush_run', {
+          task: scenario.grandchild(join(dir, `${index}.pid`), { stubborn: true }), timeout: 3
+        })
+    )
+  )
   for (const result of answers) t.match(result, { timed_out: true, signal: 'SIGKILL' })
   const grandchildren = await Promise.all([0, 1, 2, 3, 4, 5].map((index) => readPidFile(join(dir, `${index}.pid`))))
-  t.same(await until(() => grandchildren.filter(isAlive), (alive) => alive.length === 0, 3000, 'grandchildren to die'), [], 'no grandchild left')
+  t.same(
+    await until(() => grandchildren.filter(isAlive), (alive) => alive.length === 0, 3000, 'grandchildren to die'), [],
+    'no grandchild left'
+  )
   t.equal(app.slots.inUse('crush_run'), 0)
 })
 
@@ -44,14 +65,19 @@ t.test('clients disconnecting mid-run, several at once', async (t) => {
   const app = await build(t, { MAX_CRUSH_AGENTS: '5' })
   const base = await listen(t, app)
   const clients = [0, 1, 2, 3, 4].map((index) => {
-    const client = request(`${base}/tools/crush_run`, { method: 'POST', headers: { 'content-type': 'application/json' } })
+    const client = request(`${base}/tools/crush_run`, {
+      method: 'POST', headers: { 'content-type': 'application/json' }
+    })
     client.on('error', () => {})
     client.end(JSON.stringify({ task: scenario.writePid(join(dir, `${index}.pid`), 60000) }))
     return client
   })
   const agents = await Promise.all([0, 1, 2, 3, 4].map((index) => readPidFile(join(dir, `${index}.pid`))))
   for (const client of clients) client.destroy()
-  const after = await until(() => ({ alive: agents.filter(isAlive), slots: app.slots.inUse('crush_run') }), (state) => state.alive.length === 0 && state.slots === 0, 5000, 'agents stopped, slots back')
+  const after = await until(
+    () => ({ alive: agents.filter(isAlive), slots: app.slots.inUse('crush_run') }),
+    (state) => state.alive.length === 0 && state.slots === 0, 5000, 'agents stopped, slots back'
+  )
   t.same(after, { alive: [], slots: 0 }, 'every agent stopped and every slot came back')
 })
 
@@ -81,7 +107,9 @@ t.test('SIGTERM to the server with runs in flight, and 1 GB of output in bounded
   const run = (task: string) => runTool(base, 'crush_run', { task })
 
   const gigabyte = 1024 * 1024 * 1024
-  t.match(await run(scenario.flood(gigabyte)), { ok: true, output_truncated: true, output_bytes: gigabyte + Buffer.byteLength('flooded\n') })
+  t.match(await run(scenario.flood(gigabyte)), {
+    ok: true, output_truncated: true, output_bytes: gigabyte + Buffer.byteLength('flooded\n')
+  })
   const peakKb = Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))![1])
   t.ok(peakKb < 300 * 1024, `peak RSS ${Math.round(peakKb / 1024)} MB while an agent wrote 1 GB`)
 

@@ -17,7 +17,10 @@ const field = fc.oneof(
   fc.anything()
 )
 const validBody = fc.record(
-  { task: fc.string({ minLength: 1, maxLength: 200 }).filter((task) => !task.includes('\u0000')), timeout: fc.integer({ min: 1, max: 1800 }) },
+  {
+    task: fc.string({ minLength: 1, maxLength: 200 }).filter((task) => !task.includes('\u0000')),
+    timeout: fc.integer({ min: 1, max: 1800 })
+  },
   { requiredKeys: ['task'] }
 )
 const body = fc.oneof(
@@ -39,7 +42,10 @@ const body = fc.oneof(
 
 t.test('thousands of random bodies: never a 5xx, every 4xx in the error shape, a spawn only for a 200', async (t) => {
   const log = join(tempDir(t), 'starts.log')
-  const app = await build(t, { CRUSH_BIN: 'fast-agent', CLAUDE_BIN: 'fast-agent', MAX_CRUSH_AGENTS: '1000', MAX_CLAUDE_AGENTS: '1000' }, standInEnv({ STAND_IN_LOG: log }))
+  const app = await build(
+    t, { CRUSH_BIN: 'fast-agent', CLAUDE_BIN: 'fast-agent', MAX_CRUSH_AGENTS: '1000', MAX_CLAUDE_AGENTS: '1000' },
+    standInEnv({ STAND_IN_LOG: log })
+  )
   let started = 0
   await fc.assert(
     fc.asyncProperty(body, fc.constantFrom('crush_run', 'claude_run'), async (payload, tool) => {
@@ -56,7 +62,8 @@ t.test('thousands of random bodies: never a 5xx, every 4xx in the error shape, a
         started++
         return true
       }
-      return ERROR_KEYS.every((key) => key in response.json()) && Object.keys(response.json()).length === ERROR_KEYS.length
+      return ERROR_KEYS.every((key) => key in response.json()) &&
+        Object.keys(response.json()).length === ERROR_KEYS.length
     }),
     { numRuns: 3000 }
   )
@@ -69,7 +76,13 @@ t.test('thousands of random bodies: never a 5xx, every 4xx in the error shape, a
 t.test('random headers and raw bodies: never a 5xx, every error in the shape', async (t) => {
   const log = join(tempDir(t), 'starts.log')
   const app = await build(t, { CRUSH_BIN: 'fast-agent', API_TOKENS: 'fuzz-token' }, standInEnv({ STAND_IN_LOG: log }))
-  const headerValue = fc.oneof(fc.string(), fc.constantFrom('application/json', 'application/json; charset=utf-8', 'text/plain', 'Bearer fuzz-token', 'Bearer x', 'gzip', '-1', '999999999'))
+  const headerValue = fc.oneof(
+    fc.string(),
+    fc.constantFrom(
+      'application/json', 'application/json; charset=utf-8', 'text/plain', 'Bearer fuzz-token', 'Bearer x', 'gzip',
+      '-1', '999999999'
+    )
+  )
   const headers = fc.record(
     {
       'content-type': headerValue,
@@ -83,7 +96,9 @@ t.test('random headers and raw bodies: never a 5xx, every error in the shape', a
   await fc.assert(
     fc.asyncProperty(headers, fc.oneof(fc.string(), fc.constant('{"task":"x"}')), async (headerSet, payload) => {
       // Header values must be sendable at all: HTTP forbids control characters, which a client library refuses first.
-      const sendable = Object.fromEntries(Object.entries(headerSet).filter(([, value]) => /^[\t\x20-\x7e]*$/.test(value)))
+      const sendable = Object.fromEntries(
+        Object.entries(headerSet).filter(([, value]) => /^[\t\x20-\x7e]*$/.test(value))
+      )
       const response = await app.inject({ method: 'POST', url: '/tools/crush_run', headers: sendable, payload })
       if (response.statusCode >= 500) return false
       if (response.statusCode === 200) return true

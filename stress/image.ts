@@ -23,7 +23,9 @@ interface Stage {
 
 /** The last stage of the Dockerfile, continuation lines joined. */
 function runtimeStage(dockerfile: string): Stage {
-  const instructions = dockerfile.replace(/\\\n\s*/g, '').split('\n').filter((line) => line.trim() !== '' && !line.startsWith('#'))
+  const instructions = dockerfile.replace(/\\\n\s*/g, '').split('\n').filter(
+    (line) => line.trim() !== '' && !line.startsWith('#')
+  )
   const last = instructions.map((line) => line.startsWith('FROM ')).lastIndexOf(true)
   const stage: Stage = { env: {}, run: [], user: undefined, cmd: [], entrypoint: [], healthcheck: [], copy: [] }
   for (const line of instructions.slice(last + 1)) {
@@ -46,24 +48,35 @@ t.test('the runtime stage: production dependencies only, a non-root user, HOST=0
   t.ok(stage.run.some((command) => command.includes('npm ci --omit=dev')))
   t.ok(stage.user !== undefined && stage.user !== 'root' && stage.user !== '0', `runs as ${stage.user}`)
   t.equal(stage.env['HOST'], '0.0.0.0')
-  t.ok(stage.run.some((command) => command.includes('@anthropic-ai/claude-code') && command.includes('@charmland/crush')))
+  t.ok(
+    stage.run.some((command) => command.includes('@anthropic-ai/claude-code') && command.includes('@charmland/crush'))
+  )
   t.same(stage.cmd.slice(0, 1), ['node'])
   t.same(stage.entrypoint, ['/usr/bin/tini', '--'], 'an init that reaps orphans as PID 1')
   t.ok(stage.run.some((command) => /apt-get install .*\btini\b/.test(command)))
   t.ok(stage.healthcheck.length > 0, 'a HEALTHCHECK')
   const ignored = readFileSync(join(ROOT, '.dockerignore'), 'utf8')
-  for (const entry of ['node_modules', '.env', '.git']) t.match(ignored, new RegExp(`^${entry.replace('.', '\\.')}$`, 'm'))
+  for (const entry of ['node_modules', '.env', '.git']) {
+    t.match(ignored, new RegExp(`^${entry.replace('.', '\\.')}$`, 'm'))
+  }
 })
 
-t.test('built and installed as the image is, the service starts with its command and answers its health check', async (t) => {
+t.test('built and installed as the image is, ' +
+  'the service starts with its command and answers its health check', async (t) => {
   const app = join(tempDir(t), 'app')
   // Build stage: the compiler over src/, into the directory the runtime stage copies.
-  await run(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json'), '--outDir', join(app, 'dist')])
+  await run(process.execPath, [
+    join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json'), '--outDir',
+    join(app, 'dist')
+  ])
   // The package files and the console's (console/), from the context, where the stage puts them.
   for (const copied of stage.copy) {
     const destination = copied.at(-1)!
     for (const source of copied.slice(0, -1)) {
-      cpSync(join(ROOT, source), join(app, destination.endsWith('/') ? join(destination, source) : destination), { recursive: true })
+      cpSync(
+        join(ROOT, source), join(app, destination.endsWith('/') ? join(destination, source) : destination),
+        { recursive: true }
+      )
     }
   }
   const install = stage.run.find((command) => command.includes('npm ci --omit=dev'))!.split('&&')[0]!.trim().split(' ')
@@ -81,7 +94,9 @@ t.test('built and installed as the image is, the service starts with its command
   t.equal((await once(refused, 'exit'))[0], 1, 'without API_TOKENS the image refuses to listen on 0.0.0.0')
   t.match(refusal, /API_TOKENS/)
 
-  const server = spawn(command!, args, { cwd: app, env: { ...env, API_TOKENS: 'image-test' }, stdio: ['ignore', 'pipe', 'inherit'] })
+  const server = spawn(command!, args, {
+    cwd: app, env: { ...env, API_TOKENS: 'image-test' }, stdio: ['ignore', 'pipe', 'inherit']
+  })
   t.teardown(() => server.kill('SIGKILL'))
   const port = await new Promise<string>((resolve, reject) => {
     let seen = ''
@@ -96,7 +111,9 @@ t.test('built and installed as the image is, the service starts with its command
   t.equal(health.status, 200)
   t.same(await health.json(), { status: 'ok' })
 
-  const check = spawn(stage.healthcheck[0]!, stage.healthcheck.slice(1), { env: { ...env, PORT: port }, stdio: 'ignore' })
+  const check = spawn(stage.healthcheck[0]!, stage.healthcheck.slice(1), {
+    env: { ...env, PORT: port }, stdio: 'ignore'
+  })
   t.equal((await once(check, 'exit'))[0], 0, "the image's HEALTHCHECK passes")
   server.kill('SIGTERM')
   t.equal((await once(server, 'exit'))[0], 0, 'and stops cleanly')

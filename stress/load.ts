@@ -6,7 +6,8 @@ import { build, isAlive, listen, scenario, tempDir, until } from '../test/helper
 const REQUESTS = 500
 const LIMIT = 4
 
-t.test(`${REQUESTS} concurrent requests on one tool: never more than ${LIMIT} agents, every request answered`, async (t) => {
+t.test(`${REQUESTS} concurrent requests on one tool: never more than ${LIMIT} agents, ` +
+  'every request answered', async (t) => {
   const dir = tempDir(t)
   const app = await build(t, { MAX_CRUSH_AGENTS: String(LIMIT) })
   const base = await listen(t, app)
@@ -42,6 +43,8 @@ t.test(`${REQUESTS} concurrent requests on one tool: never more than ${LIMIT} ag
   }
   t.ok(most <= LIMIT, `at most ${most} agents ran at once`)
   t.equal(app.slots.inUse('crush_run'), 0, 'the slot count is back to 0')
-  const survivors = await until(() => pids.filter((pid) => isAlive(Number(pid))), (alive) => alive.length === 0, 5000, 'agents to be gone')
+  const survivors = await until(
+    () => pids.filter((pid) => isAlive(Number(pid))), (alive) => alive.length === 0, 5000, 'agents to be gone'
+  )
   t.same(survivors, [], 'no agent process survives')
 })

@@ -7,9 +7,11 @@ import { createRun, scenario, settled, startServer, tempDir, until } from '../te
 // What a run keeps is bounded by the output limit, whatever its agent wrote, and a finished run lives in the store (on
 // disk with SQLite), not in the service's memory: the service does not grow with runs.
 
-const rssMiB = (pid: number): number => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024
+const rssMiB = (pid: number): number =>
+  Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024
 
-t.test('20 async runs each writing 64 MiB: the service stays within a bound that does not grow with the runs', async (t) => {
+t.test('20 async runs each writing 64 MiB: ' +
+  'the service stays within a bound that does not grow with the runs', async (t) => {
   // Every run is retained (the default 100). The JavaScript heap is capped at 96 MiB (at 64 MiB the service died once
   // in about five CI runs, at a GC peak): memory that grew with the runs would end it long before run 20.
   const { child, base } = await startServer(t, {
@@ -33,7 +35,8 @@ t.test('20 async runs each writing 64 MiB: the service stays within a bound that
   t.ok(peak < 256, `${peak.toFixed(0)} MiB at most, within the documented 256 MiB for this configuration`)
 })
 
-t.test('an MCP client that never reads its progress: the service stays flat while the agent writes 1 GiB', async (t) => {
+t.test('an MCP client that never reads its progress: ' +
+  'the service stays flat while the agent writes 1 GiB', async (t) => {
   const dir = tempDir(t)
   const { child, base } = await startServer(t, {})
   const { port } = new URL(base)
@@ -43,7 +46,11 @@ t.test('an MCP client that never reads its progress: the service stays flat whil
     jsonrpc: '2.0',
     id: 1,
     method: 'tools/call',
-    params: { name: 'crush_run', arguments: { task: scenario.floodCounted(countFile, gigabyte), timeout: 300 }, _meta: { progressToken: 'p' } }
+    params: {
+      name: 'crush_run',
+      arguments: { task: scenario.floodCounted(countFile, gigabyte), timeout: 300 },
+      _meta: { progressToken: 'p' }
+    }
   })
   // A raw socket that sends its call and never reads a byte of the answer.
   const socket = connect(Number(port), '127.0.0.1')
@@ -55,5 +62,8 @@ t.test('an MCP client that never reads its progress: the service stays flat whil
   await until(written, (bytes) => bytes >= gigabyte, 240_000, 'the agent to write its gigabyte')
   const peak = Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.pid!}/status`, 'utf8'))![1]) / 1024
   t.comment(`peak RSS: ${peak.toFixed(0)} MiB`)
-  t.ok(peak < 256, `${peak.toFixed(0)} MiB at most while 1 GiB went to progress nobody read (it grew past 1.3 GiB in 14 s before)`)
+  t.ok(
+    peak < 256,
+    `${peak.toFixed(0)} MiB at most while 1 GiB went to progress nobody read (it grew past 1.3 GiB in 14 s before)`
+  )
 })

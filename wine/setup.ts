@@ -38,12 +38,16 @@ const has = (command: string): boolean => {
 /** Why the suite cannot run here, or null. */
 export function missingTools(): string | null {
   const missing = ['wine', 'wineboot', 'x86_64-w64-mingw32-gcc'].filter((command) => !has(command))
-  return missing.length === 0 ? null : `not installed: ${missing.join(', ')} (apt-get install wine wine64 gcc-mingw-w64-x86-64)`
+  return missing.length === 0
+    ? null
+    : `not installed: ${missing.join(', ')} (apt-get install wine wine64 gcc-mingw-w64-x86-64)`
 }
 
 export async function prepareWine(): Promise<WineSetup> {
   mkdirSync(CACHE, { recursive: true })
-  const env: NodeJS.ProcessEnv = { ...process.env, WINEPREFIX: join(CACHE, 'prefix'), WINEDEBUG: '-all', WINEDLLOVERRIDES: 'mscoree,mshtml=' }
+  const env: NodeJS.ProcessEnv = {
+    ...process.env, WINEPREFIX: join(CACHE, 'prefix'), WINEDEBUG: '-all', WINEDLLOVERRIDES: 'mscoree,mshtml='
+  }
   delete env['NODE_OPTIONS']
   if (!existsSync(join(CACHE, 'prefix', 'system.reg'))) {
     await run('wineboot', ['-i'], { env })
@@ -63,11 +67,15 @@ export async function prepareWine(): Promise<WineSetup> {
   mkdirSync(standIns, { recursive: true })
   for (const name of ['taskkill', 'argv', 'alive']) {
     const source = join(ROOT, 'wine', 'fixtures', `${name}.c`)
-    await run('x86_64-w64-mingw32-gcc', ['-O2', ...(name === 'alive' ? [] : ['-municode']), '-o', join(standIns, `${name}.exe`), source])
+    await run('x86_64-w64-mingw32-gcc', [
+      '-O2', ...(name === 'alive' ? [] : ['-municode']), '-o', join(standIns, `${name}.exe`), source
+    ])
   }
 
   const shims = join(CACHE, 'shims')
   mkdirSync(shims, { recursive: true })
-  for (const agent of ['crush', 'claude']) await cmdShim(join(ROOT, 'test', 'fixtures', 'agents', `${agent}.mjs`), join(shims, agent))
+  for (const agent of ['crush', 'claude']) {
+    await cmdShim(join(ROOT, 'test', 'fixtures', 'agents', `${agent}.mjs`), join(shims, agent))
+  }
   return { env, nodeExe, standIns, shims }
 }

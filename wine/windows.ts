@@ -30,7 +30,9 @@ async function startWindowsServer(t: Test, env: Record<string, string>): Promise
   const logFile = join(dir, 'server.log')
   const out = openSync(logFile, 'w')
   // Through sh: tap adds its hooks to NODE_OPTIONS in every child it sees spawned, and node.exe would load them.
-  const child = spawn('sh', ['-c', 'unset NODE_OPTIONS; exec wine "$@"', 'sh', wine.nodeExe, join(ROOT, 'dist', 'server.js')], {
+  const child = spawn('sh', [
+    '-c', 'unset NODE_OPTIONS; exec wine "$@"', 'sh', wine.nodeExe, join(ROOT, 'dist', 'server.js')
+  ], {
     cwd: dir,
     env: {
       ...wine.env,
@@ -51,10 +53,14 @@ async function startWindowsServer(t: Test, env: Record<string, string>): Promise
     if (child.exitCode === null) child.kill('SIGKILL')
   })
   const log = () =>
-    readFileSync(logFile, 'utf8').split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, unknown>)
+    readFileSync(logFile, 'utf8').split('\n').filter((line) => line.startsWith('{')).map(
+      (line) => JSON.parse(line) as Record<string, unknown>
+    )
   let base = ''
   await waitFor(() => {
-    const listening = log().map((entry) => /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(String(entry['msg']))).find(Boolean)
+    const listening = log().map(
+      (entry) => /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(String(entry['msg']))
+    ).find(Boolean)
     if (listening) base = listening[1]!
     return base !== '' || child.exitCode !== null
   }, 60_000, 'the Windows service to listen')
@@ -63,7 +69,9 @@ async function startWindowsServer(t: Test, env: Record<string, string>): Promise
 }
 
 const postJson = async (base: string, path: string, body: unknown) => {
-  const response = await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })
+  const response = await fetch(`${base}${path}`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body)
+  })
   return { status: response.status, body: (await response.json()) as any }
 }
 
@@ -80,13 +88,19 @@ async function windowsProcessAlive(pid: number): Promise<boolean> {
 // What cmd.exe would expand, split or escape, and what MSVCRT quoting gets wrong when done by hand.
 const TASK = 'Fix %PATH% and !DELAYED! ^& a | b > c "quoted \\"inner\\"" C:\\dir\\ trailing\\ é€😀 \\'
 
-t.test('the task reaches a Windows agent byte for byte: a native .exe, and an npm .cmd shim never read by cmd.exe', async (t) => {
+t.test('the task reaches a Windows agent byte for byte: a native .exe, ' +
+  'and an npm .cmd shim never read by cmd.exe', async (t) => {
   const server = await startWindowsServer(t, { CLAUDE_BIN: windowsPath(join(wine.standIns, 'argv.exe')) })
   const native = await postJson(server.base, '/tools/claude_run', { task: TASK })
   t.equal(native.status, 200)
   const received = JSON.parse(native.body.output) as { argv: string[]; stdin: string }
-  t.same(received.argv, ['-p', '--output-format', 'stream-json', '--verbose', '--permission-mode', 'bypassPermissions'], 'argv.exe got each argument exactly, and no task among them')
-  t.equal(Buffer.from(received.stdin, 'latin1').toString('utf8'), TASK, 'the task came on its standard input, byte for byte')
+  t.same(
+    received.argv, ['-p', '--output-format', 'stream-json', '--verbose', '--permission-mode', 'bypassPermissions'],
+    'argv.exe got each argument exactly, and no task among them'
+  )
+  t.equal(
+    Buffer.from(received.stdin, 'latin1').toString('utf8'), TASK, 'the task came on its standard input, byte for byte'
+  )
 
   // crush is found by its bare name as crush.cmd through PATHEXT, and started as node + the script the shim names.
   const shim = await postJson(server.base, '/tools/crush_run', { task: TASK })
@@ -99,7 +113,10 @@ t.test('the task reaches a Windows agent byte for byte: a native .exe, and an np
 
   const quotes = '"'.repeat(20_000)
   const tooLong = await postJson(server.base, '/tools/crush_run', { task: quotes })
-  t.match(tooLong, { status: 400, body: { code: 'COMMAND_LINE_TOO_LONG' } }, 'over 32,767 characters: a 400, not a failed spawn')
+  t.match(
+    tooLong, { status: 400, body: { code: 'COMMAND_LINE_TOO_LONG' } },
+    'over 32,767 characters: a 400, not a failed spawn'
+  )
   const onStdin = await postJson(server.base, '/tools/claude_run', { task: quotes })
   t.equal(onStdin.status, 200, 'the same task on standard input: no command line to limit it')
   t.equal(Buffer.from(JSON.parse(onStdin.body.output).stdin, 'latin1').toString('utf8'), quotes, 'and it arrived whole')
@@ -110,21 +127,31 @@ t.test('at the deadline the agent and its grandchild are ended as a tree', async
   const killed = join(dir, 'taskkill.log')
   const server = await startWindowsServer(t, { TASKKILL_STAND_IN_LOG: windowsPath(killed) })
   const pidFile = join(dir, 'grandchild.pid')
-  const { status, body } = await postJson(server.base, '/tools/crush_run', { task: `@grandchild ${windowsPath(pidFile)}`, timeout: 1 })
+  const { status, body } = await postJson(server.base, '/tools/crush_run', {
+    task: `@grandchild ${windowsPath(pidFile)}`, timeout: 1
+  })
   t.equal(status, 200)
   t.match(body, { ok: false, timed_out: true, stop_reason: 'timeout', processes_may_remain: false })
   t.ok(body.duration_ms >= 1000 + 2 * 300, 'asked twice (taskkill without /F), then forced')
   const grandchild = Number(readFileSync(pidFile, 'utf8'))
   const terminated = readFileSync(killed, 'utf8').split(/\r?\n/)
-  t.ok(terminated.includes(String(grandchild)), `taskkill /T /F reached the grandchild ${grandchild}: ${terminated.join(',')}`)
+  t.ok(
+    terminated.includes(String(grandchild)),
+    `taskkill /T /F reached the grandchild ${grandchild}: ${terminated.join(',')}`
+  )
   t.notOk(await windowsProcessAlive(grandchild), 'the grandchild is gone')
 })
 
-t.test('a taskkill that fails: the deadline still answers, the agent ended directly, the run saying what may be left', async (t) => {
+t.test('a taskkill that fails: the deadline still answers, the agent ended directly, ' +
+  'the run saying what may be left', async (t) => {
   // Wine's own taskkill (no stand-in first on PATH) refuses /T: the tree cannot be ended the Windows way.
-  const server = await startWindowsServer(t, { WINEPATH: [wine.shims, join(wine.nodeExe, '..')].map(windowsPath).join(';') })
+  const server = await startWindowsServer(t, {
+    WINEPATH: [wine.shims, join(wine.nodeExe, '..')].map(windowsPath).join(';')
+  })
   const pidFile = join(tempDir(t), 'grandchild.pid')
-  const { status, body } = await postJson(server.base, '/tools/crush_run', { task: `@grandchild ${windowsPath(pidFile)}`, timeout: 1 })
+  const { status, body } = await postJson(server.base, '/tools/crush_run', {
+    task: `@grandchild ${windowsPath(pidFile)}`, timeout: 1
+  })
   t.equal(status, 200)
   t.match(body, { ok: false, timed_out: true, stop_reason: 'timeout', processes_may_remain: true })
   // Before, nothing answered: a 3 s deadline was still unanswered after 300 s.
@@ -147,10 +174,13 @@ t.test('Ctrl-C: the runs in flight are answered, then the service exits 0', asyn
   t.ok(server.log().some((entry) => entry['signal'] === 'SIGINT' && String(entry['msg']).startsWith('closing')))
 })
 
-t.test('DATA_DIR is held by a named pipe: a second service is refused, and one killed outright leaves nothing holding it', async (t) => {
+t.test('DATA_DIR is held by a named pipe: a second service is refused, ' +
+  'and one killed outright leaves nothing holding it', async (t) => {
   const data = windowsPath(join(tempDir(t), 'data'))
   const first = await startWindowsServer(t, { DATA_DIR: data })
-  await t.rejects(startWindowsServer(t, { DATA_DIR: data }), /DATA_DIR .* is in use by another agent-runner: one service per DATA_DIR/)
+  await t.rejects(
+    startWindowsServer(t, { DATA_DIR: data }), /DATA_DIR .* is in use by another agent-runner: one service per DATA_DIR/
+  )
   const exited = once(first.child, 'exit')
   first.child.kill('SIGKILL')
   await exited
