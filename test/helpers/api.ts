@@ -22,10 +22,14 @@ type Service = FastifyInstance | string
  * One JSON request; the body is parsed whatever the status, and read as it comes (`any`): the calls below give it the
  * type the document promises for their status.
  */
-export async function call(service: Service, method: string, url: string, options: { body?: unknown; headers?: Headers } = {}): Promise<Answer<any>> {
+export async function call(
+  service: Service, method: string, url: string, options: { body?: unknown; headers?: Headers } = {}
+): Promise<Answer<any>> {
   const { body, headers = {} } = options
   if (typeof service !== 'string') {
-    const response = await service.inject({ method: method as 'GET', url, headers, ...(body === undefined ? {} : { payload: body as object }) })
+    const response = await service.inject({
+      method: method as 'GET', url, headers, ...(body === undefined ? {} : { payload: body as object })
+    })
     return { status: response.statusCode, body: response.json(), headers: response.headers }
   }
   const response = await fetch(`${service}${url}`, {
@@ -38,23 +42,33 @@ export async function call(service: Service, method: string, url: string, option
 
 /** Fails the test with what came back instead, when the status is not the one the call is for. */
 function expectStatus(answer: Answer<any>, status: number, what: string): any {
-  if (answer.status !== status) throw new Error(`${what}: expected ${status}, got ${answer.status} ${JSON.stringify(answer.body)}`)
+  if (answer.status !== status) {
+    throw new Error(`${what}: expected ${status}, got ${answer.status} ${JSON.stringify(answer.body)}`)
+  }
   return answer.body
 }
 
 /** POST /tools/<tool> with any body: a result or a refusal, as the status says. */
-export const post = async (service: Service, tool: string, body: unknown, headers?: Headers): Promise<Answer<RunResult | ErrorResponse>> =>
+export const post = async (
+  service: Service, tool: string, body: unknown, headers?: Headers
+): Promise<Answer<RunResult | ErrorResponse>> =>
   call(service, 'POST', `/tools/${tool}`, { body, headers })
 
 /** A synchronous run that must be answered 200: its result. */
-export async function runTool(service: Service, tool: ToolName, params: RunParams, headers?: Headers): Promise<RunResult> {
+export async function runTool(
+  service: Service, tool: ToolName, params: RunParams, headers?: Headers
+): Promise<RunResult> {
   return expectStatus(await post(service, tool, params, headers), 200, `POST /tools/${tool}`)
 }
 
 /** A request that must be refused: its status and the error shape. */
-export async function refused(service: Service, tool: string, body: unknown, headers?: Headers): Promise<Answer<ErrorResponse>> {
+export async function refused(
+  service: Service, tool: string, body: unknown, headers?: Headers
+): Promise<Answer<ErrorResponse>> {
   const answer = await post(service, tool, body, headers)
-  if (answer.status < 400) throw new Error(`POST /tools/${tool}: expected a refusal, got ${answer.status} ${JSON.stringify(answer.body)}`)
+  if (answer.status < 400) {
+    throw new Error(`POST /tools/${tool}: expected a refusal, got ${answer.status} ${JSON.stringify(answer.body)}`)
+  }
   return answer as Answer<ErrorResponse>
 }
 
@@ -88,7 +102,9 @@ export function echoed(result: RunResult): { argv: string[]; prompt: string; cwd
 }
 
 /** POST /tools/<tool> asking for a stream (NDJSON unless told otherwise) from a listening service: the raw Response. */
-export const openStream = (base: string, tool: string, body: unknown, options: { accept?: string; signal?: AbortSignal } = {}) =>
+export const openStream = (
+  base: string, tool: string, body: unknown, options: { accept?: string; signal?: AbortSignal } = {}
+) =>
   fetch(`${base}/tools/${tool}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: options.accept ?? 'application/x-ndjson' },

@@ -24,7 +24,9 @@ export function standInEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
 }
 
 /** The stand-ins' own knobs pass the agent environment rule, as a provider key would. */
-export const TEST_AGENT_ENV_ALLOW = [...DEFAULT_AGENT_ENV_ALLOW, 'STAND_IN_LOG', 'SUDO_STAND_IN_LOG', 'WSL_STAND_IN_*'].join(',')
+export const TEST_AGENT_ENV_ALLOW = [
+  ...DEFAULT_AGENT_ENV_ALLOW, 'STAND_IN_LOG', 'SUDO_STAND_IN_LOG', 'WSL_STAND_IN_*'
+].join(',')
 
 /** A directory of this test's own, removed when it ends: test files run in parallel and never share one. */
 export function tempDir(t: Test): string {
@@ -143,10 +145,16 @@ export interface ServerOptions {
 export async function startServer(t: Test, env: NodeJS.ProcessEnv, options: ServerOptions = {}): Promise<Started> {
   const { cwd, user, untraced = false, inherit } = options
   const extra = inherit === undefined ? [] : [...Array<'ignore'>(197).fill('ignore'), inherit]
-  const defaults = { PORT: '0', AGENT_CONTAINMENT: 'process-group', ALLOW_SHARED_AGENT_USER: 'true', ...ownDirectories(t) }
-  const asUser = user === undefined ? [] : ['setpriv', '--reuid', String(user.uid), '--regid', String(user.gid), '--init-groups', '--']
+  const defaults = {
+    PORT: '0', AGENT_CONTAINMENT: 'process-group', ALLOW_SHARED_AGENT_USER: 'true', ...ownDirectories(t)
+  }
+  const asUser = user === undefined
+    ? []
+    : ['setpriv', '--reuid', String(user.uid), '--regid', String(user.gid), '--init-groups', '--']
   const [file, ...args] = [...(untraced ? ['env', '-u', 'NODE_OPTIONS'] : []), ...asUser, process.execPath, SERVER]
-  const child = spawn(file, args, { env: standInEnv({ ...defaults, ...env }), cwd, stdio: ['ignore', 'pipe', 'pipe', ...extra] }) as ChildProcessByStdio<null, Readable, Readable>
+  const child = spawn(file, args, {
+    env: standInEnv({ ...defaults, ...env }), cwd, stdio: ['ignore', 'pipe', 'pipe', ...extra]
+  }) as ChildProcessByStdio<null, Readable, Readable>
   // SIGTERM first, as a service manager does: the service closes and ends what it started (agents, --version probes).
   // A SIGKILL straight away left those probes running with no parent.
   t.teardown(async () => {

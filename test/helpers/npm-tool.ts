@@ -10,7 +10,9 @@ import { promisify } from 'node:util'
  */
 const CACHE = process.env['XDG_CACHE_HOME'] !== undefined
   ? join(process.env['XDG_CACHE_HOME'], 'agent-runner', 'npm-tools')
-  : process.getuid?.() === 0 ? '/var/cache/agent-runner/npm-tools' : join(homedir(), '.cache', 'agent-runner', 'npm-tools')
+  : process.getuid?.() === 0
+    ? '/var/cache/agent-runner/npm-tools'
+    : join(homedir(), '.cache', 'agent-runner', 'npm-tools')
 
 /**
  * A test-only program from npm at a pinned version (a real agent CLI, a validator), installed on first use into a
@@ -27,7 +29,10 @@ export async function npmTool(pkg: string, version: string, bin: string, peers: 
   const staging = mkdtempSync(`${dir}.installing-`)
   chmodSync(staging, 0o755)
   try {
-    await promisify(execFile)('npm', ['install', '--prefix', staging, '--no-audit', '--no-fund', '--silent', `${pkg}@${version}`, ...peers], { maxBuffer: 16 << 20 })
+    await promisify(execFile)(
+      'npm', ['install', '--prefix', staging, '--no-audit', '--no-fund', '--silent', `${pkg}@${version}`, ...peers],
+      { maxBuffer: 16 << 20 }
+    )
     renameSync(staging, dir)
   } catch (error) {
     if (!existsSync(path)) throw error

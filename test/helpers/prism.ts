@@ -18,7 +18,10 @@ export interface Violation { location: string[], message: string, code?: string 
 export async function startPrism(t: Test, upstream: string, attempt = 1): Promise<string> {
   const prismBin = await npmTool('@stoplight/prism-cli', '5.16.0', 'prism')
   const port = await freePort()
-  const prism = spawn(prismBin, ['proxy', join(ROOT, 'openapi.yaml'), upstream, '--host', '127.0.0.1', '--port', String(port)], { stdio: ['ignore', 'pipe', 'pipe'] })
+  const prism = spawn(
+    prismBin, ['proxy', join(ROOT, 'openapi.yaml'), upstream, '--host', '127.0.0.1', '--port', String(port)],
+    { stdio: ['ignore', 'pipe', 'pipe'] }
+  )
   t.teardown(() => prism.kill('SIGKILL'))
   let seen = ''
   prism.stdout.on('data', (chunk) => (seen += chunk))
@@ -36,7 +39,9 @@ export const STREAM_MEDIA_TYPES = ['application/x-ndjson', 'text/event-stream']
  * so no branch of its anyOf) says nothing about the stream: its items are checked against the 3.2 document's
  * itemSchema instead (streamProblems). Everything else Prism checks, a stream's status and headers among them, stands.
  */
-export function violationsOf(violations: Violation[], mediaType: string, of: 'request' | 'response' | 'both' = 'response'): Violation[] {
+export function violationsOf(
+  violations: Violation[], mediaType: string, of: 'request' | 'response' | 'both' = 'response'
+): Violation[] {
   const bodyReadAsItem = (violation: Violation) =>
     STREAM_MEDIA_TYPES.includes(mediaType) && violation.location.join('.') === 'response.body'
   const inScope = (violation: Violation) => of === 'both' || violation.location[0] === of
@@ -50,7 +55,9 @@ const document32 = (): Json => (read32 ??= parseYaml(readFileSync(join(ROOT, 'op
 
 /** A stream's items: NDJSON lines, or SSE frames as OpenAPI 3.2 sees them ({event, id, data}); comments are no item. */
 function streamItems(mediaType: string, body: string): Json[] {
-  if (mediaType === 'application/x-ndjson') return body.split('\n').filter((line) => line !== '').map((line) => JSON.parse(line) as Json)
+  if (mediaType === 'application/x-ndjson') {
+    return body.split('\n').filter((line) => line !== '').map((line) => JSON.parse(line) as Json)
+  }
   return body.split('\n\n').filter((frame) => /^(event|data|id):/m.test(frame)).map((frame) => {
     const fields: Json = {}
     for (const [, name, value] of frame.matchAll(/^(event|id|data): ?(.*)$/gm)) fields[name!] = value
@@ -62,12 +69,22 @@ function streamItems(mediaType: string, body: string): Json[] {
  * Where a stream's items break the 3.2 document's itemSchema for its route, status and media type (an SSE item's `data`
  * is checked as the JSON its contentSchema describes: Ajv, like most validators, only annotates contentSchema).
  */
-export function streamProblems(sample: { method: string, template: string, status: string, mediaType: string, body: string }): string[] {
+export function streamProblems(sample: {
+  method: string
+  template: string
+  status: string
+  mediaType: string
+  body: string
+}): string[] {
   const document = document32()
-  const media = document['paths'][sample.template]?.[sample.method.toLowerCase()]?.responses[sample.status]?.content?.[sample.mediaType]
+  const media = document['paths'][sample.template]?.[sample.method.toLowerCase()]?.responses[sample.status]
+    ?.content?.[sample.mediaType]
   if (media?.itemSchema === undefined) return [`${sample.template} ${sample.status} ${sample.mediaType}: no itemSchema`]
-  const ajv = new Ajv2020({ strict: false, allErrors: true }).addSchema({ $id: 'doc', components: document['components'] })
-  const resolve = (schema: Json) => JSON.parse(JSON.stringify(schema).replaceAll('"#/components/', '"doc#/components/')) as Json
+  const ajv = new Ajv2020({ strict: false, allErrors: true }).addSchema({
+    $id: 'doc', components: document['components']
+  })
+  const resolve = (schema: Json) =>
+    JSON.parse(JSON.stringify(schema).replaceAll('"#/components/', '"doc#/components/')) as Json
   const item = ajv.compile(resolve(media.itemSchema))
   const data = media.itemSchema.properties?.data?.contentSchema
   const content = data === undefined ? undefined : ajv.compile(resolve(data))

@@ -51,12 +51,16 @@ const POLL_MS = 20
  * Polls `read` until `done` holds for what it returned, and returns that value for the test to assert on. Throws on
  * timeout, with the last value read: a state never reached fails the test with what was there instead.
  */
-export async function until<T>(read: () => T | Promise<T>, done: (value: T) => boolean, timeoutMs = 5000, what = 'condition'): Promise<T> {
+export async function until<T>(
+  read: () => T | Promise<T>, done: (value: T) => boolean, timeoutMs = 5000, what = 'condition'
+): Promise<T> {
   const deadline = Date.now() + timeoutMs
   for (;;) {
     const value = await read()
     if (done(value)) return value
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last seen: ${JSON.stringify(value)}`)
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last seen: ${JSON.stringify(value)}`)
+    }
     await new Promise((resolve) => setTimeout(resolve, POLL_MS))
   }
 }
@@ -70,7 +74,9 @@ export async function waitFor(predicate: () => boolean, timeoutMs = 5000, what =
  * Polls `read` until its value has stopped changing for `quietMs`, and returns it. Proving that something no longer
  * moves needs some time to pass with nothing happening: `quietMs` is that time, and nothing else here sleeps.
  */
-export async function settledValue<T>(read: () => T, quietMs: number, timeoutMs = 20_000, what = 'a value to settle'): Promise<T> {
+export async function settledValue<T>(
+  read: () => T, quietMs: number, timeoutMs = 20_000, what = 'a value to settle'
+): Promise<T> {
   const deadline = Date.now() + timeoutMs
   let value = read()
   let since = Date.now()
@@ -83,11 +89,16 @@ export async function settledValue<T>(read: () => T, quietMs: number, timeoutMs 
     } else if (Date.now() - since >= quietMs) {
       return value
     }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last seen: ${JSON.stringify(value)}`)
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last seen: ${JSON.stringify(value)}`)
+    }
   }
 }
 
 export async function readPidFile(path: string, timeoutMs = 10_000): Promise<number> {
-  const text = await until(() => (existsSync(path) ? readFileSync(path, 'utf8') : ''), (content) => content !== '', timeoutMs, `pid file ${path}`)
+  const text = await until(
+    () => (existsSync(path) ? readFileSync(path, 'utf8') : ''), (content) => content !== '', timeoutMs,
+    `pid file ${path}`
+  )
   return Number(text)
 }

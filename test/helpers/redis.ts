@@ -21,7 +21,11 @@ export async function freePort(): Promise<number> {
  * A redis-server of the test's own, killed when it ends. On a free port unless one is given; a port another file took
  * between freePort() and redis-server's bind is given up for another (files run side by side).
  */
-export async function startRedis(t: Test, port?: number): Promise<{ url: string; port: number; stop: () => Promise<void> }> {
+export async function startRedis(t: Test, port?: number): Promise<{
+  url: string
+  port: number
+  stop: () => Promise<void>
+}> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await startRedisOn(t, port ?? (await freePort()))
@@ -32,7 +36,10 @@ export async function startRedis(t: Test, port?: number): Promise<{ url: string;
 }
 
 async function startRedisOn(t: Test, port: number): Promise<{ url: string; port: number; stop: () => Promise<void> }> {
-  const redis = spawn(REDIS_SERVER, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const redis = spawn(
+    REDIS_SERVER, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    { stdio: ['ignore', 'pipe', 'inherit'] }
+  )
   let seen = ''
   await new Promise<void>((resolve, reject) => {
     redis.stdout.on('data', (chunk) => {

@@ -10,7 +10,9 @@ import { tempDir } from './app.js'
 function task(name: string, ...args: Array<string | number>): string {
   for (const arg of args) {
     const text = String(arg)
-    if (text === '' || /\s/.test(text)) throw new Error(`@${name}: the stand-in cannot receive ${JSON.stringify(text)} as one argument`)
+    if (text === '' || /\s/.test(text)) {
+      throw new Error(`@${name}: the stand-in cannot receive ${JSON.stringify(text)} as one argument`)
+    }
   }
   return [`@${name}`, ...args].join(' ')
 }
@@ -45,7 +47,9 @@ export const scenario = {
   /** A child in its own session holding the agent's stdout; its pid in `pidFile`; the agent exits at once. */
   escape: (pidFile: string, marker: string) => task('escape', pidFile, marker),
   /** `tick 1`…`tick <count>`, `ms` apart; its own pid in `pidFile` first, when given. */
-  drip: (count: number, ms: number, pidFile?: string) => (pidFile === undefined ? task('drip', count, ms) : task('drip', count, ms, pidFile)),
+  drip: (
+    count: number, ms: number, pidFile?: string
+  ) => (pidFile === undefined ? task('drip', count, ms) : task('drip', count, ms, pidFile)),
   /**
    * Each part a line on stdout (`out:<text>`) or stderr (`err:<text>`); after part n it waits for the file `<dir>/<n>`
    * (see `releaseStep`), then answers `gated`.
@@ -57,7 +61,10 @@ export const scenario = {
   hold: (pidFile: string) => task('hold', pidFile),
   /** Its pid in `pidFile`, then sleeps `ms` and answers `done`. */
   writePid: (pidFile: string, ms: number) => task('write-pid', pidFile, ms),
-  /** Runs `sudo <argv>` through its shell tool (what it printed shown as its CLI shows tool output) and answers `sudo exited <code>`. */
+  /**
+   * Runs `sudo <argv>` through its shell tool (what it printed shown as its CLI shows tool output) and answers
+   * `sudo exited <code>`.
+   */
   sudo: (...argv: string[]) => task('sudo', ...argv),
   /** A fork bomb through its shell (each process starts two more), touching `dir/bomb` once going; then waits. */
   forkBomb: (dir: string) => task('fork-bomb', dir),
@@ -65,7 +72,10 @@ export const scenario = {
   allocate: (mb: number) => task('allocate', mb),
   /** Starts a chain of processes each in a new session with no environment, hopping to a new pid every 50 ms. */
   hopper: (dir: string, ms: number) => task('hopper', dir, ms),
-  /** Runs `argv` (no shell) through its shell tool, shown as its CLI shows a tool call; answers `shell exited <code>`. */
+  /**
+   * Runs `argv` (no shell) through its shell tool, shown as its CLI shows a tool call; answers
+   * `shell exited <code>`.
+   */
   shell: (...argv: string[]) => task('shell', ...argv),
   /** What `ps -eo pid,args` shows the agent. */
   ps: () => task('ps'),

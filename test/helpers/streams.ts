@@ -40,7 +40,9 @@ export function parseSse(text: string): SseFrame[] {
     .split('\n\n')
     .filter((block) => block.trim() !== '')
     .map((block) => {
-      const fields = Object.fromEntries(block.split('\n').map((line) => [line.slice(0, line.indexOf(':')), line.slice(line.indexOf(':') + 2)]))
+      const fields = Object.fromEntries(
+        block.split('\n').map((line) => [line.slice(0, line.indexOf(':')), line.slice(line.indexOf(':') + 2)])
+      )
       const frame: SseFrame = { event: fields['event']!, data: JSON.parse(fields['data']!) as RunEvent }
       if (fields['id'] !== undefined) frame.id = fields['id']
       return frame
@@ -61,7 +63,8 @@ export async function readUntil(response: Response, pattern: RegExp): Promise<st
   return text
 }
 
-export const outputs = (events: RunEvent[]): OutputEvent[] => events.filter((event): event is OutputEvent => event.type === 'output')
+export const outputs = (events: RunEvent[]): OutputEvent[] =>
+  events.filter((event): event is OutputEvent => event.type === 'output')
 
 /** The agent's output as the events carried it. */
 export const outputText = (events: RunEvent[]): string => outputs(events).map((event) => event.data).join('')
@@ -70,4 +73,5 @@ export const outputText = (events: RunEvent[]): string => outputs(events).map((e
 export const linesIn = (events: RunEvent[]): number => outputText(events).split('\n').length - 1
 
 /** How many bytes of the agent's output the events carried. */
-export const outputBytes = (events: RunEvent[]): number => outputs(events).reduce((sum, event) => sum + Buffer.byteLength(event.data), 0)
+export const outputBytes = (events: RunEvent[]): number =>
+  outputs(events).reduce((sum, event) => sum + Buffer.byteLength(event.data), 0)

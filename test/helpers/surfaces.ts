@@ -21,7 +21,9 @@ type Headers = Record<string, string>
 
 const resultOf = (events: RunEvent[], surface: string): RunResult => {
   const last = events.at(-1)
-  if (last?.type !== 'result') throw new Error(`${surface}: the stream did not end with a result: ${JSON.stringify(last)}`)
+  if (last?.type !== 'result') {
+    throw new Error(`${surface}: the stream did not end with a result: ${JSON.stringify(last)}`)
+  }
   return last.result
 }
 
@@ -32,7 +34,9 @@ async function followed(base: string, tool: ToolName, params: RunParams, headers
   const events = parseSse(live).map((frame) => frame.data)
   const result = resultOf(events, 'async')
   const state = await getRun(base, id, headers)
-  if (JSON.stringify(state.result) !== JSON.stringify(result)) throw new Error(`async: GET /runs/${id} says otherwise: ${JSON.stringify(state)}`)
+  if (JSON.stringify(state.result) !== JSON.stringify(result)) {
+    throw new Error(`async: GET /runs/${id} says otherwise: ${JSON.stringify(state)}`)
+  }
   return { result, live }
 }
 
@@ -52,7 +56,9 @@ async function throughMcp(base: string, tool: ToolName, params: RunParams, heade
 }
 
 /** Runs `params` on a listening service through one surface; any refusal is an error (the caller expects a run). */
-export async function runThrough(surface: Surface, base: string, tool: ToolName, params: RunParams, headers: Headers = {}): Promise<SurfaceRun> {
+export async function runThrough(
+  surface: Surface, base: string, tool: ToolName, params: RunParams, headers: Headers = {}
+): Promise<SurfaceRun> {
   switch (surface) {
     case 'json':
       return { result: await runTool(base, tool, params, headers), live: '' }

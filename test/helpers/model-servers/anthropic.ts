@@ -4,7 +4,12 @@ import {
   type ModelTurn, type RecordedRequest, type WireProtocol, sendJson, startScriptedServer, startSse, turnFor, writeSse
 } from './scripted-server.js'
 
-type Block = { type: 'text', text: string } | { type: 'tool_use', id: string, name: string, input: Record<string, unknown> }
+type Block = { type: 'text', text: string } | {
+  type: 'tool_use'
+  id: string
+  name: string
+  input: Record<string, unknown>
+}
 
 const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null
 
@@ -36,7 +41,12 @@ function replyTo(body: Record<string, unknown>, turns: readonly ModelTurn[]): Bl
   if (!offersBash(body)) return { type: 'text', text: 'ok' }
   const turn = turnFor(turns, toolResults(body).length)
   return 'run' in turn
-    ? { type: 'tool_use', id: newId('toolu'), name: 'Bash', input: { command: turn.run, description: 'Run the scripted command' } }
+    ? {
+        type: 'tool_use',
+        id: newId('toolu'),
+        name: 'Bash',
+        input: { command: turn.run, description: 'Run the scripted command' }
+      }
     : { type: 'text', text: turn.say }
 }
 
@@ -44,14 +54,37 @@ function streamMessage(res: ServerResponse, message: Record<string, unknown>, bl
   startSse(res)
   writeSse(res, { type: 'message_start', message: { ...message, content: [], stop_reason: null } }, 'message_start')
   if (block.type === 'text') {
-    writeSse(res, { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } }, 'content_block_start')
-    writeSse(res, { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: block.text } }, 'content_block_delta')
+    writeSse(
+      res, { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } }, 'content_block_start'
+    )
+    writeSse(
+      res, { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: block.text } },
+      'content_block_delta'
+    )
   } else {
-    writeSse(res, { type: 'content_block_start', index: 0, content_block: { ...block, input: {} } }, 'content_block_start')
-    writeSse(res, { type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: JSON.stringify(block.input) } }, 'content_block_delta')
+    writeSse(
+      res, { type: 'content_block_start', index: 0, content_block: { ...block, input: {} } }, 'content_block_start'
+    )
+    writeSse(
+      res,
+      {
+        type: 'content_block_delta',
+        index: 0,
+        delta: { type: 'input_json_delta', partial_json: JSON.stringify(block.input) }
+      },
+      'content_block_delta'
+    )
   }
   writeSse(res, { type: 'content_block_stop', index: 0 }, 'content_block_stop')
-  writeSse(res, { type: 'message_delta', delta: { stop_reason: message['stop_reason'], stop_sequence: null }, usage: { output_tokens: 1 } }, 'message_delta')
+  writeSse(
+    res,
+    {
+      type: 'message_delta',
+      delta: { stop_reason: message['stop_reason'], stop_sequence: null },
+      usage: { output_tokens: 1 }
+    },
+    'message_delta'
+  )
   writeSse(res, { type: 'message_stop' }, 'message_stop')
   res.end()
 }
@@ -66,7 +99,9 @@ const anthropicMessages: WireProtocol = {
       return
     }
     if (request.method !== 'POST' || path !== '/v1/messages') {
-      sendJson(res, 404, { type: 'error', error: { type: 'not_found_error', message: `${request.method} ${request.url}: not scripted` } })
+      sendJson(res, 404, {
+        type: 'error', error: { type: 'not_found_error', message: `${request.method} ${request.url}: not scripted` }
+      })
       return
     }
     const block = replyTo(body, turns)

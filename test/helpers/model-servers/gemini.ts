@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http'
 import {
-  type ModelTurn, type RecordedRequest, type ScriptedModelServer, type WireProtocol, sendJson, startScriptedServer, startSse,
+  type ModelTurn, type RecordedRequest, type ScriptedModelServer, type WireProtocol, sendJson, startScriptedServer,
+  startSse,
   turnFor, writeSse
 } from './scripted-server.js'
 
@@ -49,7 +50,9 @@ function toolResults(body: unknown): string[] {
 }
 
 function shellDeclaration(body: unknown): Record<string, unknown> | undefined {
-  return asArray(asRecord(body)['tools']).flatMap((tool) => asArray(asRecord(tool)['functionDeclarations'])).map(asRecord)
+  return asArray(asRecord(body)['tools']).flatMap(
+    (tool) => asArray(asRecord(tool)['functionDeclarations'])
+  ).map(asRecord)
     .find((declaration) => declaration['name'] === SHELL_TOOL)
 }
 
@@ -67,7 +70,9 @@ function valueFor(schema: Record<string, unknown>, name?: string): unknown {
   if (choices.length > 0) return choices[0]
   switch (String(schema['type']).toLowerCase()) {
     case 'object':
-      return Object.fromEntries(Object.entries(asRecord(schema['properties'])).map(([key, value]) => [key, valueFor(asRecord(value), key)]))
+      return Object.fromEntries(
+        Object.entries(asRecord(schema['properties'])).map(([key, value]) => [key, valueFor(asRecord(value), key)])
+      )
     case 'array': return []
     case 'integer':
     case 'number': return typeof schema['minimum'] === 'number' ? schema['minimum'] : 0
@@ -88,7 +93,9 @@ function replyTo(body: unknown, turns: readonly ModelTurn[]): Part {
     return { text: schema === undefined ? 'Scripted.' : JSON.stringify(valueFor(asRecord(schema))) }
   }
   const turn = turnFor(turns, toolResults(body).length)
-  return 'run' in turn ? { functionCall: { name: SHELL_TOOL, args: shellArgs(declaration, turn.run) } } : { text: turn.say }
+  return 'run' in turn
+    ? { functionCall: { name: SHELL_TOOL, args: shellArgs(declaration, turn.run) } }
+    : { text: turn.say }
 }
 
 const usageMetadata = { promptTokenCount: 1, candidatesTokenCount: 1, totalTokenCount: 2 }
@@ -105,11 +112,15 @@ const geminiApi: WireProtocol = {
       return
     }
     if (request.method !== 'POST' || (method !== 'generateContent' && method !== 'streamGenerateContent')) {
-      sendJson(res, 404, { error: { code: 404, message: `scripted server: no ${request.method} ${path}`, status: 'NOT_FOUND' } })
+      sendJson(res, 404, {
+        error: { code: 404, message: `scripted server: no ${request.method} ${path}`, status: 'NOT_FOUND' }
+      })
       return
     }
     const response = {
-      candidates: [{ content: { role: 'model', parts: [replyTo(request.body, turns)] }, finishReason: 'STOP', index: 0 }],
+      candidates: [
+        { content: { role: 'model', parts: [replyTo(request.body, turns)] }, finishReason: 'STOP', index: 0 }
+      ],
       usageMetadata,
       modelVersion: match?.[1]
     }
@@ -125,4 +136,5 @@ const geminiApi: WireProtocol = {
   conversation: (body) => shellDeclaration(body) === undefined ? null : asArray(asRecord(body)['contents'])
 }
 
-export const startGeminiServer = (turns: readonly ModelTurn[]): Promise<ScriptedModelServer> => startScriptedServer(geminiApi, turns)
+export const startGeminiServer = (turns: readonly ModelTurn[]): Promise<ScriptedModelServer> =>
+  startScriptedServer(geminiApi, turns)

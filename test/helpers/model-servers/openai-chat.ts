@@ -1,5 +1,8 @@
 import type { ServerResponse } from 'node:http'
-import { type ModelTurn, type RecordedRequest, type ScriptedModelServer, type WireProtocol, sendJson, startScriptedServer, startSse, turnFor, writeSse } from './scripted-server.js'
+import {
+  type ModelTurn, type RecordedRequest, type ScriptedModelServer, type WireProtocol, sendJson, startScriptedServer,
+  startSse, turnFor, writeSse
+} from './scripted-server.js'
 
 /** The model id the server lists; any id is accepted on a request, this one is for CLIs that look before they ask. */
 const CHAT_MODEL_ID = 'scripted-model'
@@ -7,7 +10,10 @@ const CHAT_MODEL_ID = 'scripted-model'
 /** Names under which the CLIs speaking this protocol offer their shell tool (opencode: `bash`). */
 const SHELL_TOOL_NAMES = ['bash', 'shell', 'run_shell_command', 'execute_command']
 
-/** What a side request (title, summary: no shell tool offered) gets, so it ends at once and never consumes the script. */
+/**
+ * What a side request (title, summary: no shell tool offered) gets, so it ends at once and never consumes the
+ * script.
+ */
 const SIDE_REPLY = 'Scripted session'
 
 interface ToolCall { name: string, arguments: string }
@@ -36,7 +42,9 @@ function textOf(content: unknown): string {
 function shellToolOf(body: unknown): { name: string, parameters: Record<string, unknown> } | undefined {
   for (const tool of asArray(asRecord(body).tools)) {
     const fn = asRecord(asRecord(tool).function)
-    if (typeof fn.name === 'string' && SHELL_TOOL_NAMES.includes(fn.name)) return { name: fn.name, parameters: asRecord(fn.parameters) }
+    if (typeof fn.name === 'string' && SHELL_TOOL_NAMES.includes(fn.name)) {
+      return { name: fn.name, parameters: asRecord(fn.parameters) }
+    }
   }
   return undefined
 }
@@ -75,8 +83,18 @@ function streamAnswer(res: ServerResponse, model: string, id: string, callId: st
     writeSse(res, chunk([{ index: 0, delta: {}, finish_reason: 'stop' }]))
   } else {
     // Name first, arguments in a later delta, as real servers stream them: a client must assemble the call.
-    writeSse(res, chunk([{ index: 0, delta: { tool_calls: [{ index: 0, id: callId, type: 'function', function: { name: answer.call.name, arguments: '' } }] }, finish_reason: null }]))
-    writeSse(res, chunk([{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: answer.call.arguments } }] }, finish_reason: null }]))
+    writeSse(res, chunk([{
+      index: 0,
+      delta: {
+        tool_calls: [{ index: 0, id: callId, type: 'function', function: { name: answer.call.name, arguments: '' } }]
+      },
+      finish_reason: null
+    }]))
+    writeSse(res, chunk([{
+      index: 0,
+      delta: { tool_calls: [{ index: 0, function: { arguments: answer.call.arguments } }] },
+      finish_reason: null
+    }]))
     writeSse(res, chunk([{ index: 0, delta: {}, finish_reason: 'tool_calls' }]))
   }
   writeSse(res, chunk([], { usage }))
@@ -102,7 +120,9 @@ const openaiChat: WireProtocol = {
   answer(request: RecordedRequest, turns: readonly ModelTurn[], res: ServerResponse): void {
     const path = request.url.split('?')[0] ?? ''
     if (request.method === 'GET' && path.endsWith('/models')) {
-      sendJson(res, 200, { object: 'list', data: [{ id: CHAT_MODEL_ID, object: 'model', created: 0, owned_by: 'scripted' }] })
+      sendJson(res, 200, {
+        object: 'list', data: [{ id: CHAT_MODEL_ID, object: 'model', created: 0, owned_by: 'scripted' }]
+      })
       return
     }
     if (request.method !== 'POST' || !path.endsWith('/chat/completions')) {
@@ -125,4 +145,5 @@ const openaiChat: WireProtocol = {
   conversation: (body) => shellToolOf(body) === undefined ? null : messagesOf(body)
 }
 
-export const startChatServer = (turns: readonly ModelTurn[]): Promise<ScriptedModelServer> => startScriptedServer(openaiChat, turns)
+export const startChatServer = (turns: readonly ModelTurn[]): Promise<ScriptedModelServer> =>
+  startScriptedServer(openaiChat, turns)

@@ -1,5 +1,7 @@
 import type { ServerResponse } from 'node:http'
-import { sendJson, startScriptedServer, startSse, turnFor, writeSse, type ModelTurn, type RecordedRequest, type WireProtocol } from './scripted-server.js'
+import {
+  sendJson, startScriptedServer, startSse, turnFor, writeSse, type ModelTurn, type RecordedRequest, type WireProtocol
+} from './scripted-server.js'
 
 type Item = Record<string, unknown>
 
@@ -16,13 +18,17 @@ const TOOL_OUTPUTS = new Set(['function_call_output', 'custom_tool_call_output',
 /** A tool output is a plain string, or (for newer CLIs, and for images) a list of content parts. */
 function outputText(output: unknown): string {
   if (typeof output === 'string') return output
-  if (Array.isArray(output)) return output.map((part) => isItem(part) && typeof part['text'] === 'string' ? part['text'] : '').join('')
+  if (Array.isArray(output)) {
+    return output.map((part) => isItem(part) && typeof part['text'] === 'string' ? part['text'] : '').join('')
+  }
   if (isItem(output)) return outputText(output['content'] ?? output['output'])
   return ''
 }
 
 const toolResults = (body: unknown): string[] =>
-  items(body, 'input').filter((item) => TOOL_OUTPUTS.has(String(item['type']))).map((item) => outputText(item['output']))
+  items(body, 'input').filter(
+    (item) => TOOL_OUTPUTS.has(String(item['type']))
+  ).map((item) => outputText(item['output']))
 
 /**
  * The output item that makes the CLI run `command` with its own shell tool, shaped for whichever of the shell tools
@@ -30,7 +36,14 @@ const toolResults = (body: unknown): string[] =>
  */
 function shellCall(tools: Item[], command: string, callId: string): Item | null {
   const call = (name: string, args: unknown): Item =>
-    ({ type: 'function_call', id: `fc_${callId}`, call_id: callId, name, arguments: JSON.stringify(args), status: 'completed' })
+    ({
+      type: 'function_call',
+      id: `fc_${callId}`,
+      call_id: callId,
+      name,
+      arguments: JSON.stringify(args),
+      status: 'completed'
+    })
   const names = new Set(tools.filter((tool) => tool['type'] === 'function').map((tool) => tool['name']))
   // Unified exec returns whatever the command printed after yield_time_ms (default 10 s) and leaves it running as a
   // session the model would have to poll; the maximum lets a test's slower commands finish within their one call.
@@ -38,30 +51,53 @@ function shellCall(tools: Item[], command: string, callId: string): Item | null 
   if (names.has('shell_command')) return call('shell_command', { command })
   if (names.has('shell')) return call('shell', { command: ['bash', '-lc', command] })
   if (tools.some((tool) => tool['type'] === 'local_shell')) {
-    return { type: 'local_shell_call', id: `lsh_${callId}`, call_id: callId, status: 'completed', action: { type: 'exec', command: ['bash', '-lc', command] } }
+    return {
+      type: 'local_shell_call',
+      id: `lsh_${callId}`,
+      call_id: callId,
+      status: 'completed',
+      action: { type: 'exec', command: ['bash', '-lc', command] }
+    }
   }
   return null
 }
 
 const message = (id: string, text: string): Item =>
-  ({ type: 'message', id, role: 'assistant', status: 'completed', content: [{ type: 'output_text', text, annotations: [] }] })
+  ({
+    type: 'message',
+    id,
+    role: 'assistant',
+    status: 'completed',
+    content: [{ type: 'output_text', text, annotations: [] }]
+  })
 
 /**
  * One streamed response holding a single output item, with the events codex acts on: it takes items from
- * output_item.done, text from output_text.delta, and fails (then retries) a stream that ends without response.completed.
+ * output_item.done, text from output_text.delta, and fails (then retries) a stream that ends without
+ * response.completed.
  */
 function streamResponse(res: ServerResponse, model: unknown, id: string, item: Item, text?: string): void {
   const event = (data: Item): void => { writeSse(res, data, String(data['type'])) }
   const response = { id, object: 'response', model, status: 'in_progress', output: [] }
   startSse(res)
   event({ type: 'response.created', response })
-  event({ type: 'response.output_item.added', output_index: 0, item: text === undefined ? item : { ...item, status: 'in_progress', content: [] } })
+  event({
+    type: 'response.output_item.added',
+    output_index: 0,
+    item: text === undefined ? item : { ...item, status: 'in_progress', content: [] }
+  })
   if (text !== undefined) {
     event({ type: 'response.output_text.delta', item_id: item['id'], output_index: 0, content_index: 0, delta: text })
     event({ type: 'response.output_text.done', item_id: item['id'], output_index: 0, content_index: 0, text })
   }
   event({ type: 'response.output_item.done', output_index: 0, item })
-  const usage = { input_tokens: 10, input_tokens_details: { cached_tokens: 0 }, output_tokens: 5, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 15 }
+  const usage = {
+    input_tokens: 10,
+    input_tokens_details: { cached_tokens: 0 },
+    output_tokens: 5,
+    output_tokens_details: { reasoning_tokens: 0 },
+    total_tokens: 15
+  }
   event({ type: 'response.completed', response: { ...response, status: 'completed', output: [item], usage } })
   res.end()
 }
@@ -76,7 +112,9 @@ const openaiResponses: WireProtocol = {
   answer(request: RecordedRequest, turns: readonly ModelTurn[], res: ServerResponse): void {
     const path = request.url.split('?')[0] ?? ''
     if (request.method !== 'POST' || !path.endsWith('/responses')) {
-      sendJson(res, 404, { error: { message: `no scripted answer for ${request.method} ${path}`, type: 'invalid_request_error' } })
+      sendJson(res, 404, {
+        error: { message: `no scripted answer for ${request.method} ${path}`, type: 'invalid_request_error' }
+      })
       return
     }
     const done = toolResults(request.body).length

@@ -25,7 +25,10 @@ export interface RecordedRequest {
 export interface WireProtocol {
   /** Answers the request: a scripted turn, a harmless reply to a side request, or a 404 for what it does not know. */
   answer: (request: RecordedRequest, turns: readonly ModelTurn[], res: ServerResponse) => void
-  /** The text of each tool result in the request's conversation, in order (what the tool printed, as the CLI put it). */
+  /**
+   * The text of each tool result in the request's conversation, in order (what the tool printed, as the CLI put
+   * it).
+   */
   toolResults: (body: unknown) => string[]
   /**
    * The conversation the request gives the model (its messages, contents or input items, in order) when it is the
@@ -82,7 +85,9 @@ async function readBody(req: IncomingMessage): Promise<unknown> {
 }
 
 /** A dependency-free model server on loopback that follows the script, speaking one wire protocol. */
-export async function startScriptedServer(protocol: WireProtocol, turns: readonly ModelTurn[]): Promise<ScriptedModelServer> {
+export async function startScriptedServer(
+  protocol: WireProtocol, turns: readonly ModelTurn[]
+): Promise<ScriptedModelServer> {
   const requests: RecordedRequest[] = []
   let script = turns
   const server = createServer((req, res) => {
@@ -99,7 +104,9 @@ export async function startScriptedServer(protocol: WireProtocol, turns: readonl
   return {
     url: `http://127.0.0.1:${port}`,
     requests,
-    toolResults: () => requests.map((request) => protocol.toolResults(request.body)).reduce((longest, results) => results.length > longest.length ? results : longest, []),
+    toolResults: () => requests.map((request) => protocol.toolResults(request.body)).reduce(
+      (longest, results) => results.length > longest.length ? results : longest, []
+    ),
     conversations: (since = 0) => requests.slice(since).map((request) => protocol.conversation(request.body))
       .filter((conversation): conversation is unknown[] => conversation !== null),
     rescript: (next) => { script = next },

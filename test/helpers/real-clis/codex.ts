@@ -32,7 +32,8 @@ export function codexOffline(home: string, modelUrl: string): Record<string, str
     'enabled = false',
     '',
     '[features]',
-    '# Otherwise the plugin marketplace is synced: git ls-remote github.com/openai/plugins.git, api.github.com, chatgpt.com.',
+    '# Otherwise the plugin marketplace is synced: git ls-remote github.com/openai/plugins.git, ' +
+      'api.github.com, chatgpt.com.',
     'plugins = false',
     '# Otherwise a refused connection (the server already closed) is retried forever, whatever the limits above say.',
     'unbounded_connection_retries = false',

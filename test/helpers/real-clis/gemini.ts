@@ -12,7 +12,8 @@ const SETTINGS = {
   // With GOOGLE_GEMINI_BASE_URL set and no type chosen, gemini picks its `gateway` auth, which headless mode then
   // rejects ("Invalid auth method selected."): the API key type sends GEMINI_API_KEY to the base URL.
   security: { auth: { selectedType: 'gemini-api-key' } },
-  // A fixed model bypasses the router, which otherwise first asks a classifier model (a JSON side request) which to use.
+  // A fixed model bypasses the router, which otherwise first asks a classifier model (a JSON side request) which to
+  // use.
   model: { name: 'gemini-2.5-flash' },
   // Clearcut usage logs (play.googleapis.com) and OpenTelemetry stay off.
   privacy: { usageStatisticsEnabled: false },

@@ -71,5 +71,8 @@ function seedConfigDir(configDir: string): void {
   mkdirSync(join(configDir, 'node_modules'), { recursive: true })
   const dependencies = { '@opencode-ai/plugin': OPENCODE_VERSION }
   writeFileSync(join(configDir, 'package.json'), JSON.stringify({ dependencies }, null, 2))
-  writeFileSync(join(configDir, 'package-lock.json'), JSON.stringify({ lockfileVersion: 3, packages: { '': { dependencies } } }, null, 2))
+  writeFileSync(
+    join(configDir, 'package-lock.json'),
+    JSON.stringify({ lockfileVersion: 3, packages: { '': { dependencies } } }, null, 2)
+  )
 }
