@@ -24,7 +24,8 @@ const OUTPUT_TASK = scenario.drip(400, 300)
 const WAIT = { timeout: 15_000 }
 
 /** A run's row, once the listing shows it in `status`. */
-const row = (page: Page, id: string, status: string) => page.waitForSelector(`#runs tr[data-id="${id}"][data-status="${status}"]`, WAIT)
+const row = (page: Page, id: string, status: string) =>
+  page.waitForSelector(`#runs tr[data-id="${id}"][data-status="${status}"]`, WAIT)
 
 const launch = async (): Promise<Browser> => puppeteer.launch({
   executablePath: CHROMIUM,
@@ -47,12 +48,16 @@ t.test('the console in chromium', { skip: NO_CHROMIUM }, async (t) => {
     if (message.type() === 'error') errors.push(`console: ${message.text()}`)
   })
   await page.evaluateOnNewDocument(() => {
-    document.addEventListener('securitypolicyviolation', (event: any) => console.error(`CSP violation: ${event.violatedDirective}`))
+    document.addEventListener(
+      'securitypolicyviolation', (event: any) => console.error(`CSP violation: ${event.violatedDirective}`)
+    )
   })
 
   const response = await page.goto(`${base}/console`)
   t.equal(response?.headers()['content-security-policy'], CONSOLE_CSP, 'the page came with its CSP')
-  t.equal(await page.$$eval('script:not([src])', (scripts) => scripts.length), 0, 'no inline script in the page as loaded')
+  t.equal(
+    await page.$$eval('script:not([src])', (scripts) => scripts.length), 0, 'no inline script in the page as loaded'
+  )
 
   t.test('a wrong token shows the 401 state, and is not kept', async (t) => {
     await page.waitForSelector('body[data-state="signed-out"]', WAIT)
@@ -69,31 +74,48 @@ t.test('the console in chromium', { skip: NO_CHROMIUM }, async (t) => {
     errors.length = 0
   })
 
-  t.test('signed in: two runs started through the API are both live; one is followed, stopped, and ends cancelled', async (t) => {
+  t.test('signed in: two runs started through the API are both live; one is followed, stopped, ' +
+    'and ends cancelled', async (t) => {
     await page.type('#token', TOKEN)
     await page.click('#login-form button')
     await page.waitForSelector('body[data-state="ready"]', WAIT)
     t.equal(await page.evaluate(() => window.sessionStorage.getItem('agent-runner.token')), TOKEN, 'kept for the tab')
     await page.waitForSelector('#runs-empty', { ...WAIT, visible: true })
-    t.equal(await page.$eval('#runs', (table) => table.checkVisibility()), false, 'no runs yet: the empty state, no empty table')
+    t.equal(
+      await page.$eval('#runs', (table) => table.checkVisibility()), false,
+      'no runs yet: the empty state, no empty table'
+    )
 
     const steps = await createRun(app, { tool: 'claude_run', task: STEPS_TASK, timeout: 600 }, as)
     const output = await createRun(app, { tool: 'crush_run', task: OUTPUT_TASK, timeout: 900 }, as)
     for (const run of [steps, output]) await row(page, run.id, 'running')
-    t.match(await page.$eval(`#runs tr[data-id="${output.id}"]`, (tr) => tr.textContent), /crush_run.*@drip 400 300.*alice/s, 'tool, task and caller')
+    t.match(
+      await page.$eval(`#runs tr[data-id="${output.id}"]`, (tr) => tr.textContent), /crush_run.*@drip 400 300.*alice/s,
+      'tool, task and caller'
+    )
     t.equal(await page.$eval('#runs tbody tr:first-child', (tr) => tr.dataset['status']), 'running', 'live first')
-    t.match(await page.$eval(`#runs tr[data-id="${output.id}"] [data-deadline]`, (td) => td.textContent), /^in 1[45]m/, 'its deadline, as time left')
+    t.match(
+      await page.$eval(`#runs tr[data-id="${output.id}"] [data-deadline]`, (td) => td.textContent), /^in 1[45]m/,
+      'its deadline, as time left'
+    )
     await page.screenshot({ path: fromRoot('docs/console-runs.png') })
 
     await page.click(`#runs tr[data-id="${steps.id}"] a`)
     await page.waitForFunction(() => document.querySelectorAll('#steps li').length >= 3, WAIT)
-    t.match(await page.$eval('#steps', (list) => list.textContent), /echo call 1/, 'its steps, as the agent reports them')
+    t.match(
+      await page.$eval('#steps', (list) => list.textContent), /echo call 1/, 'its steps, as the agent reports them'
+    )
     await page.screenshot({ path: fromRoot('docs/console-run.png') })
 
     await page.click(`#runs tr[data-id="${output.id}"] a`)
     await page.waitForFunction(() => /tick 1\ntick 2\n/.test(document.querySelector('#output')!.textContent), WAIT)
-    t.match(await page.$eval('#steps', (list) => list.textContent), /tick 1.*tick 2/s, 'crush’s lines, as its message steps')
-    t.equal(await page.$eval('#steps', (list) => list.textContent.includes('echo call')), false, 'nothing of the run followed before')
+    t.match(
+      await page.$eval('#steps', (list) => list.textContent), /tick 1.*tick 2/s, 'crush’s lines, as its message steps'
+    )
+    t.equal(
+      await page.$eval('#steps', (list) => list.textContent.includes('echo call')), false,
+      'nothing of the run followed before'
+    )
     // Stop, from the keyboard.
     await page.focus('#stop')
     await page.keyboard.press('Enter')
@@ -113,7 +135,8 @@ t.test('the console in chromium', { skip: NO_CHROMIUM }, async (t) => {
       body: JSON.stringify({ task: scenario.sleep(60000) })
     })
     const id = await page.waitForSelector('#runs tr[data-status="running"] .kind', WAIT).then(() =>
-      page.waitForFunction(() => [...document.querySelectorAll('#runs tr')].find((tr: any) => tr.textContent.includes('gemini_run'))?.dataset.id, WAIT))
+      page.waitForFunction(() => [...document.querySelectorAll('#runs tr')]
+        .find((tr: any) => tr.textContent.includes('gemini_run'))?.dataset.id, WAIT))
       .then((handle) => handle.jsonValue() as Promise<string>)
     await page.click(`#runs tr[data-id="${id}"] a`)
     await page.waitForFunction(() => /its own caller/.test(document.querySelector('#run-note').textContent), WAIT)
@@ -139,7 +162,9 @@ t.test('the console in chromium', { skip: NO_CHROMIUM }, async (t) => {
     })
     t.equal(refused.status, 429)
     await page.waitForSelector('#slots tr[data-tool="crush_run"][data-full="true"]', WAIT)
-    await page.waitForFunction(() => document.querySelector('#slots tr[data-tool="crush_run"] .refused')!.textContent === '1', WAIT)
+    await page.waitForFunction(
+      () => document.querySelector('#slots tr[data-tool="crush_run"] .refused')!.textContent === '1', WAIT
+    )
     t.match(await page.$eval('#slots tr[data-tool="crush_run"]', (tr) => tr.textContent), /2 \/ 2 full/)
     for (const agent of held) agent.release()
     for (const run of runs) await settled(app, run.id, 10_000, as)
@@ -162,12 +187,15 @@ t.test('the console in chromium', { skip: NO_CHROMIUM }, async (t) => {
     await page.setViewport({ width: 1280, height: 720 })
   })
 
-  t.test('keyboard: Close returns to the runs, Tab reaches a run, Enter opens it with the focus in its pane', async (t) => {
+  t.test('keyboard: Close returns to the runs, Tab reaches a run, ' +
+    'Enter opens it with the focus in its pane', async (t) => {
     await page.click('#runs tr[data-status="running"] a')
     await page.waitForSelector('#close-run', { ...WAIT, visible: true })
     await page.focus('#close-run')
     await page.keyboard.press('Enter')
-    await page.waitForFunction(() => document.activeElement?.id === 'runs-title' && document.querySelector('#run-detail').hidden, WAIT)
+    await page.waitForFunction(
+      () => document.activeElement?.id === 'runs-title' && document.querySelector('#run-detail').hidden, WAIT
+    )
     let presses = 0
     while (!await page.evaluate(() => document.activeElement?.matches('#runs a') === true)) {
       t.ok(++presses <= 5, 'a run is among the next stops of Tab')
@@ -180,7 +208,8 @@ t.test('the console in chromium', { skip: NO_CHROMIUM }, async (t) => {
     t.equal(await page.$eval('#run-detail', (detail) => detail.hidden), false)
   })
 
-  t.test('without tokens (loopback): no token to enter, runs are anonymous, and Stop passes the Origin check', async (t) => {
+  t.test('without tokens (loopback): no token to enter, runs are anonymous, ' +
+    'and Stop passes the Origin check', async (t) => {
     const open = await build(t)
     const openBase = await listen(t, open)
     const other = await browser.newPage()

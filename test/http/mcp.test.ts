@@ -7,7 +7,9 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { Ajv2020 } from 'ajv/dist/2020.js'
 import { constAsEnum } from '../helpers/json-schema.js'
-import { build, heldAgent, isAlive, listen, readPidFile, refused, runTool, scenario, tempDir, until } from '../helpers/index.js'
+import {
+  build, heldAgent, isAlive, listen, readPidFile, refused, runTool, scenario, tempDir, until
+} from '../helpers/index.js'
 import { realClaude } from '../helpers/real-clis/claude.js'
 
 // The agents over MCP, driven by the SDK's own client on a listening server: the same tools, slots and rules as REST.
@@ -17,7 +19,9 @@ const bases = new WeakMap<FastifyInstance, Promise<string>>()
 async function connect(t: Test, app: FastifyInstance, headers: Record<string, string> = {}): Promise<Client> {
   if (!bases.has(app)) bases.set(app, listen(t, app))
   const client = new Client({ name: 'agent-runner-test', version: '0.0.0' })
-  const transport = new StreamableHTTPClientTransport(new URL(`${await bases.get(app)!}/mcp`), { requestInit: { headers } })
+  const transport = new StreamableHTTPClientTransport(
+    new URL(`${await bases.get(app)!}/mcp`), { requestInit: { headers } }
+  )
   await client.connect(transport)
   t.teardown(() => client.close())
   return client
@@ -26,13 +30,18 @@ async function connect(t: Test, app: FastifyInstance, headers: Record<string, st
 // Each test has its own service (and the real Claude Code its own HOME): they run side by side.
 t.jobs = 3
 
-t.test('tools/list: one tool per agent, described by the OpenAPI document’s own schemas, read as JSON Schema 2020-12', async (t) => {
+t.test('tools/list: one tool per agent, described by the OpenAPI document’s own schemas, ' +
+  'read as JSON Schema 2020-12', async (t) => {
   const app = await build(t)
   const client = await connect(t, app)
   const { tools } = await client.listTools()
-  const rest = (await app.inject({ method: 'GET', url: '/tools' })).json().tools.map((tool: { name: string }) => tool.name)
+  const rest = (await app.inject({ method: 'GET', url: '/tools' })).json().tools.map(
+    (tool: { name: string }) => tool.name
+  )
   t.same(tools.map((tool) => tool.name), rest, 'the same tools as GET /tools')
-  const { components } = app.swagger() as unknown as { components: { schemas: Record<string, Record<string, unknown>> } }
+  const { components } = app.swagger() as unknown as {
+    components: { schemas: Record<string, Record<string, unknown>> }
+  }
   const { examples: _examples, ...documented } = components.schemas['RunParams']!
   // Strict: a draft-07 keyword (`dependencies`) is an error in 2020-12, not a rule silently dropped.
   const ajv = new Ajv2020({ strict: true, allErrors: true })
@@ -54,7 +63,9 @@ t.test('tools/list: one tool per agent, described by the OpenAPI document’s ow
   for (const [args, valid] of verdicts) {
     t.equal(byHost(args), valid, `${JSON.stringify(args)}: ${valid ? 'valid' : 'invalid'} to an MCP host`)
     t.equal(byDocument(args), valid, `${JSON.stringify(args)}: and to an OpenAPI client`)
-    const rest = await app.inject({ method: 'POST', url: '/tools/crush_run', payload: { ...args, cwd: '/no/such/dir' } })
+    const rest = await app.inject({
+      method: 'POST', url: '/tools/crush_run', payload: { ...args, cwd: '/no/such/dir' }
+    })
     t.equal(rest.json().code === 'VALIDATION_ERROR', !valid, `${JSON.stringify(args)}: and to the service`)
   }
 
@@ -64,7 +75,9 @@ t.test('tools/list: one tool per agent, described by the OpenAPI document’s ow
   t.ok(byOutput(result.structuredContent), 'a result matches the output schema')
   const refusal = await client.callTool({ name: 'crush_run', arguments: { task: '' } })
   t.ok(byOutput(refusal.structuredContent), 'a refusal too')
-  t.notOk(byOutput({ ...(result.structuredContent as object), tool: 'nope_run' }), 'a tool the service does not run does not')
+  t.notOk(
+    byOutput({ ...(result.structuredContent as object), tool: 'nope_run' }), 'a tool the service does not run does not'
+  )
   t.notOk(byOutput({ ...(refusal.structuredContent as object), code: 'NOT_A_CODE' }), 'nor a code not in the catalog')
 })
 
@@ -90,34 +103,53 @@ t.test('refusals are tool errors with the REST message: bad arguments, unknown t
     const invalid = await client.callTool({ name: 'crush_run', arguments: args })
     const rest = await refused(app, 'crush_run', args)
     t.equal(rest.status, 400)
-    t.match(invalid, { isError: true, content: [{ type: 'text', text: rest.body.message }] }, `${JSON.stringify(args)}: word for word the REST message`)
+    t.match(
+      invalid, { isError: true, content: [{ type: 'text', text: rest.body.message }] },
+      `${JSON.stringify(args)}: word for word the REST message`
+    )
     t.same(invalid.structuredContent, rest.body, `${JSON.stringify(args)}: the REST error object, code included`)
   }
   t.match(await client.callTool({ name: 'nope_run', arguments: { task: 'x' } }), {
     isError: true,
     content: [{ text: 'Unknown tool: nope_run' }],
-    structuredContent: { statusCode: 400, error: 'Bad Request', code: 'VALIDATION_ERROR', message: 'Unknown tool: nope_run' }
+    structuredContent: {
+      statusCode: 400, error: 'Bad Request', code: 'VALIDATION_ERROR', message: 'Unknown tool: nope_run'
+    }
   })
   for (const name of ['constructor', '__proto__', 'toString', 'hasOwnProperty']) {
-    t.match(await client.callTool({ name, arguments: { task: 'x' } }), { isError: true, content: [{ text: `Unknown tool: ${name}` }] }, `${name}: not a tool, whatever the prototype holds`)
+    t.match(
+      await client.callTool({ name, arguments: { task: 'x' } }),
+      { isError: true, content: [{ text: `Unknown tool: ${name}` }] },
+      `${name}: not a tool, whatever the prototype holds`
+    )
   }
 
   const held = heldAgent(t)
   const holder = runTool(app, 'crush_run', { task: held.task })
   await readPidFile(held.pidFile)
   const limited = await client.callTool({ name: 'crush_run', arguments: { task: 'x' } })
-  t.match(limited, { isError: true, content: [{ type: 'text', text: 'Limite de 1 agent atteinte' }] }, 'MCP and REST compete for the same slots')
-  t.same(limited.structuredContent, { statusCode: 429, error: 'Too Many Requests', code: 'AGENT_LIMIT_REACHED', message: 'Limite de 1 agent atteinte' }, 'a code a program branches on')
+  t.match(
+    limited, { isError: true, content: [{ type: 'text', text: 'Limite de 1 agent atteinte' }] },
+    'MCP and REST compete for the same slots'
+  )
+  t.same(
+    limited.structuredContent,
+    { statusCode: 429, error: 'Too Many Requests', code: 'AGENT_LIMIT_REACHED', message: 'Limite de 1 agent atteinte' },
+    'a code a program branches on'
+  )
   held.release()
   t.match(await holder, { ok: true }, 'the REST run holding the slot ends normally')
 })
 
-t.test('progress shows what the agent does, as lines people read, for the agents that report steps; output on request', async (t) => {
+t.test('progress shows what the agent does, as lines people read, for the agents that report steps; ' +
+  'output on request', async (t) => {
   const app = await build(t)
   const client = await connect(t, app)
   const progressOf = async (args: Record<string, unknown>) => {
     const progress: string[] = []
-    await client.callTool({ name: 'claude_run', arguments: { task: scenario.shell('ls', '/no/such/dir'), ...args } }, undefined, {
+    await client.callTool({
+      name: 'claude_run', arguments: { task: scenario.shell('ls', '/no/such/dir'), ...args }
+    }, undefined, {
       onprogress: (notification) => progress.push(notification.message ?? '')
     })
     return progress.join('')
@@ -148,11 +180,17 @@ t.test('progress carries the output before the result; cancelling stops the agen
 
   const pidFile = join(tempDir(t), 'agent.pid')
   const controller = new AbortController()
-  const call = client.callTool({ name: 'crush_run', arguments: { task: scenario.drip(1000, 50, pidFile) } }, undefined, { signal: controller.signal })
+  const call = client.callTool(
+    { name: 'crush_run', arguments: { task: scenario.drip(1000, 50, pidFile) } }, undefined,
+    { signal: controller.signal }
+  )
   const agent = await readPidFile(pidFile)
   controller.abort()
   await t.rejects(call)
-  const after = await until(() => ({ alive: isAlive(agent), slots: app.slots.inUse('crush_run') }), (state) => !state.alive && state.slots === 0, 10_000, 'the agent to stop and its slot to come back')
+  const after = await until(
+    () => ({ alive: isAlive(agent), slots: app.slots.inUse('crush_run') }),
+    (state) => !state.alive && state.slots === 0, 10_000, 'the agent to stop and its slot to come back'
+  )
   t.same(after, { alive: false, slots: 0 }, 'the agent stopped and its slot came back')
 })
 
@@ -174,36 +212,58 @@ t.test('a notifications/cancelled in another POST (stateless) stops the call it 
   const call = fetch(`${base}/mcp`, {
     method: 'POST',
     headers,
-    body: JSON.stringify({ jsonrpc: '2.0', id: 42, method: 'tools/call', params: { name: 'crush_run', arguments: { task: scenario.drip(1000, 50, pidFile) } } })
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 42,
+      method: 'tools/call',
+      params: { name: 'crush_run', arguments: { task: scenario.drip(1000, 50, pidFile) } }
+    })
   })
   const agent = await readPidFile(pidFile)
   const cancelled = await fetch(`${base}/mcp`, {
     method: 'POST',
     headers,
-    body: JSON.stringify([{ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 42, reason: 'changed my mind' } }])
+    body: JSON.stringify([
+      { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 42, reason: 'changed my mind' } }
+    ])
   })
   t.equal(cancelled.status, 202)
-  const after = await until(() => ({ alive: isAlive(agent), slots: app.slots.inUse('crush_run') }), (state) => !state.alive && state.slots === 0, 10_000, 'the named call to stop')
+  const after = await until(
+    () => ({ alive: isAlive(agent), slots: app.slots.inUse('crush_run') }),
+    (state) => !state.alive && state.slots === 0, 10_000, 'the named call to stop'
+  )
   t.same(after, { alive: false, slots: 0 }, 'the agent stopped and its slot came back')
   const answered = await (await call).text()
   t.notMatch(answered, /"id":42/, 'and the cancelled request got no answer, as MCP says')
 })
 
-t.test('two calls under one id: a cancellation of that id reaches both, the one that ended first displaces nothing', async (t) => {
+t.test('two calls under one id: a cancellation of that id reaches both, ' +
+  'the one that ended first displaces nothing', async (t) => {
   const app = await build(t, { MAX_CRUSH_AGENTS: '2' })
   const base = await listen(t, app)
   const dir = tempDir(t)
   const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }
   const callWithId7 = (task: string) => fetch(`${base}/mcp`, {
-    method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'crush_run', arguments: { task } } })
+    method: 'POST',
+    headers,
+    body: JSON.stringify({
+      jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'crush_run', arguments: { task } }
+    })
   })
   const long = callWithId7(scenario.drip(1000, 50, join(dir, 'long.pid')))
   const agent = await readPidFile(join(dir, 'long.pid'))
   // A second call under the same id comes and goes while the first runs.
   t.match(await (await callWithId7('quick')).text(), /"isError":false/)
-  const cancelled = await fetch(`${base}/mcp`, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 7 } }) })
+  const cancelled = await fetch(`${base}/mcp`, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 7 } })
+  })
   t.equal(cancelled.status, 202)
-  t.same(await until(() => isAlive(agent), (alive) => !alive, 10_000, 'the first call to stop'), false, 'the first call was still reachable')
+  t.same(
+    await until(() => isAlive(agent), (alive) => !alive, 10_000, 'the first call to stop'), false,
+    'the first call was still reachable'
+  )
   await (await long).text().catch(() => '')
 })
 
@@ -214,19 +274,28 @@ t.test('the real Claude Code, as an MCP client, connects with the token and fail
   const env = { HOME: home, CLAUDE_CONFIG_DIR: join(home, '.claude'), PATH: process.env['PATH'], LANG: 'C.UTF-8' }
   const bin = await realClaude()
   const claude = (...args: string[]) => promisify(execFile)(bin, args, { env, cwd: home, timeout: 60_000 })
-  await claude('mcp', 'add', '--transport', 'http', 'agent-runner', `${base}/mcp`, '--header', 'Authorization: Bearer alice-secret')
+  await claude(
+    'mcp', 'add', '--transport', 'http', 'agent-runner', `${base}/mcp`, '--header', 'Authorization: Bearer alice-secret'
+  )
   await claude('mcp', 'add', '--transport', 'http', 'no-token', `${base}/mcp`)
   const { stdout } = await claude('mcp', 'list')
   t.match(stdout, /agent-runner: .*\/mcp \(HTTP\) - ✔ Connected/, 'with the token: connected')
   t.notMatch(stdout, /no-token: .* - ✔ Connected/, 'without it: not connected')
 })
 
-t.test('GET and DELETE /mcp answer 405 with Allow: POST: a stateless endpoint has no stream to open nor session to end', async (t) => {
+t.test('GET and DELETE /mcp answer 405 with Allow: POST: ' +
+  'a stateless endpoint has no stream to open nor session to end', async (t) => {
   const app = await build(t)
   for (const method of ['GET', 'DELETE'] as const) {
     const answer = await app.inject({ method, url: '/mcp' })
     t.equal(answer.statusCode, 405, method)
     t.equal(answer.headers['allow'], 'POST', `${method}: Allow says what is`)
-    t.same(answer.json(), { statusCode: 405, error: 'Method Not Allowed', code: 'METHOD_NOT_ALLOWED', message: `${method} /mcp: this MCP endpoint keeps no session and opens no stream of its own; send JSON-RPC with POST` })
+    t.same(answer.json(), {
+      statusCode: 405,
+      error: 'Method Not Allowed',
+      code: 'METHOD_NOT_ALLOWED',
+      message: `${method} /mcp: this MCP endpoint keeps no session and opens no stream of its own; ` +
+        'send JSON-RPC with POST'
+    })
   }
 })

@@ -26,9 +26,14 @@ import {
 
 /** The SSE frames of a run's events, as a follower reads them (whole: the stream closes after the result). */
 const followed = async (base: string, id: string, lastEventId?: string, query = ''): Promise<SseFrame[]> =>
-  parseSse(await (await fetch(`${base}/runs/${id}/events${query}`, { headers: lastEventId === undefined ? {} : { 'last-event-id': lastEventId } })).text())
+  parseSse(
+    await (await fetch(`${base}/runs/${id}/events${query}`, {
+      headers: lastEventId === undefined ? {} : { 'last-event-id': lastEventId }
+    })).text()
+  )
 
-const slotsBack = (app: FastifyInstance, tool: string) => until(() => app.slots.inUse(tool), (inUse) => inUse === 0, 5000, `${tool}'s slots to come back`)
+const slotsBack = (app: FastifyInstance, tool: string) =>
+  until(() => app.slots.inUse(tool), (inUse) => inUse === 0, 5000, `${tool}'s slots to come back`)
 
 // Each test has its own service: they run side by side, most of their time spent waiting on their runs.
 t.jobs = 4
@@ -39,14 +44,21 @@ t.test('POST /runs answers 202 with an id and a Location; the run ends on its ow
   const response = await call(app, 'POST', '/runs', { body: { tool: 'claude_run', task: held.task } })
   t.equal(response.status, 202)
   const created = response.body
-  t.match(created, { id: /^[0-9a-f-]{36}$/, tool: 'claude_run', status: 'running', created_at: String, finished_at: null, result: null })
+  t.match(created, {
+    id: /^[0-9a-f-]{36}$/, tool: 'claude_run', status: 'running', created_at: String, finished_at: null, result: null
+  })
   t.equal(response.headers['location'], `/runs/${created.id}`)
   t.equal(app.slots.inUse('claude_run'), 1, 'it holds a slot like a synchronous run')
 
   // It outlives its caller: nobody holds a connection to it while it runs.
   held.release()
   const done = await settled(app, created.id)
-  t.match(done, { id: created.id, status: 'succeeded', finished_at: String, result: { tool: 'claude_run', ok: true, output: 'released', agent_report: { is_error: false } } })
+  t.match(done, {
+    id: created.id,
+    status: 'succeeded',
+    finished_at: String,
+    result: { tool: 'claude_run', ok: true, output: 'released', agent_report: { is_error: false } }
+  })
   t.equal(await slotsBack(app, 'claude_run'), 0)
 })
 
@@ -63,8 +75,12 @@ t.test('the same refusals as the tool routes, and 404 for an unknown run', async
   const create = async (body: object) => (await call(app, 'POST', '/runs', { body })).body
   t.match(await create({ task: 'x' }), { statusCode: 400, code: 'VALIDATION_ERROR', message: /tool is required/ })
   t.match(await create({ tool: 'nope_run', task: 'x' }), { statusCode: 400, code: 'VALIDATION_ERROR' })
-  t.match(await create({ tool: 'crush_run', task: 'x', extra: 1 }), { statusCode: 400, message: /body\/extra is not an accepted field/ })
-  t.match(await create({ tool: 'crush_run', task: 'x', cwd: '/does/not/exist' }), { statusCode: 400, code: 'CWD_NOT_FOUND' })
+  t.match(await create({ tool: 'crush_run', task: 'x', extra: 1 }), {
+    statusCode: 400, message: /body\/extra is not an accepted field/
+  })
+  t.match(await create({ tool: 'crush_run', task: 'x', cwd: '/does/not/exist' }), {
+    statusCode: 400, code: 'CWD_NOT_FOUND'
+  })
   t.match(await create({ tool: 'claude_run', task: 'x' }), { statusCode: 503, code: 'AGENT_NOT_INSTALLED' })
   t.equal(app.slots.inUse('claude_run'), 0, 'the failed spawn gave its slot back')
 
@@ -78,14 +94,17 @@ t.test('the same refusals as the tool routes, and 404 for an unknown run', async
   held.release()
   t.match(await settled(app, holder.id), { status: 'succeeded' })
 
-  for (const [method, url] of [['GET', '/runs/nope'], ['GET', '/runs/nope/events'], ['DELETE', '/runs/nope']] as const) {
+  for (const [method, url] of [
+    ['GET', '/runs/nope'], ['GET', '/runs/nope/events'], ['DELETE', '/runs/nope']
+  ] as const) {
     const response = await call(app, method, url)
     t.equal(response.status, 404)
     t.match(response.body, { code: 'RUN_NOT_FOUND' })
   }
 })
 
-t.test('events: the output from the beginning, then the result, then the stream closes; Last-Event-ID resumes exactly', async (t) => {
+t.test('events: the output from the beginning, then the result, then the stream closes; ' +
+  'Last-Event-ID resumes exactly', async (t) => {
   const app = await build(t, { STREAM_HEARTBEAT_MS: '50' })
   const base = await listen(t, app)
   // Quiet for 400 ms between writes: eight heartbeats due in each gap, so even a follower that attaches late sees one.
@@ -97,18 +116,27 @@ t.test('events: the output from the beginning, then the result, then the stream 
   const frames = parseSse(await live.text())
   t.ok(frames.some((frame) => frame.event === 'heartbeat'), 'heartbeats while the agent is quiet')
   const stored = frames.filter((frame) => frame.event !== 'heartbeat')
-  t.ok(stored.slice(0, -1).every((frame) => frame.event === 'output'), 'output events (however the writes were chunked)…')
+  t.ok(
+    stored.slice(0, -1).every((frame) => frame.event === 'output'), 'output events (however the writes were chunked)…'
+  )
   t.equal(stored.at(-1)!.event, 'result', '…then the result')
   const outputEvents = outputs(stored.map((frame) => frame.data))
   t.equal(outputEvents.map((event) => event.data).join(''), 'tick 1\ntick 2\ntick 3\ndripped\n')
   const outputEnds = outputEvents.map((event) => event.offset + Buffer.byteLength(event.data))
-  t.same(stored.map((frame) => Number(frame.id)), [...outputEnds, outputEnds.at(-1)! + 1], 'an output event’s id is where its bytes end; the result’s comes after')
+  t.same(
+    stored.map((frame) => Number(frame.id)), [...outputEnds, outputEnds.at(-1)! + 1],
+    'an output event’s id is where its bytes end; the result’s comes after'
+  )
   t.match(stored.at(-1)!.data, { type: 'result', result: { ok: true, tool: 'crush_run' } })
 
   // After the run: everything again from the start, or exactly what follows a given event.
-  const replay = (await followed(base, created.id, undefined, '?events=output')).filter((frame) => frame.event !== 'heartbeat')
+  const replay = (await followed(
+    base, created.id, undefined, '?events=output'
+  )).filter((frame) => frame.event !== 'heartbeat')
   t.same(replay, stored, 'a late follower gets the whole run')
-  const resumed = (await followed(base, created.id, stored[1]!.id, '?events=output')).filter((frame) => frame.event !== 'heartbeat')
+  const resumed = (await followed(
+    base, created.id, stored[1]!.id, '?events=output'
+  )).filter((frame) => frame.event !== 'heartbeat')
   t.same(resumed, stored.slice(2), 'Last-Event-ID: exactly the missing events')
 })
 
@@ -121,14 +149,23 @@ t.test('DELETE stops the whole tree, during the kill grace period too, and answe
   // SIGINT the agent records (and ignores).
   const first = cancelRun(app, created.id)
   const signals = `${pidFile}.signals`
-  await until(() => (existsSync(signals) ? readFileSync(signals, 'utf8') : ''), (seen) => seen.includes('SIGINT'), 5000, 'the agent to get SIGINT')
+  await until(
+    () => (existsSync(signals) ? readFileSync(signals, 'utf8') : ''), (seen) => seen.includes('SIGINT'), 5000,
+    'the agent to get SIGINT'
+  )
   t.equal((await getRun(app, created.id)).status, 'running', 'still stopping: the agent ignores SIGINT')
   const second = cancelRun(app, created.id)
   for (const answer of await Promise.all([first, second])) {
     t.match(answer, { status: 'cancelled', result: { stop_reason: 'cancelled', signal: 'SIGKILL', ok: false } })
   }
-  t.equal(readFileSync(signals, 'utf8'), 'SIGINT\nSIGTERM\n', 'SIGINT, then SIGTERM a grace later; SIGKILL, another grace later, ended it')
-  t.notOk(await until(() => isAlive(grandchild), (alive) => !alive, 10_000, 'the grandchild to die'), 'the grandchild ignoring every signal is gone')
+  t.equal(
+    readFileSync(signals, 'utf8'), 'SIGINT\nSIGTERM\n',
+    'SIGINT, then SIGTERM a grace later; SIGKILL, another grace later, ended it'
+  )
+  t.notOk(
+    await until(() => isAlive(grandchild), (alive) => !alive, 10_000, 'the grandchild to die'),
+    'the grandchild ignoring every signal is gone'
+  )
   t.equal(app.slots.inUse('crush_run'), 0)
   t.match(await cancelRun(app, created.id), { status: 'cancelled' }, 'a finished run is answered as it is')
 })
@@ -162,7 +199,10 @@ t.test('retention: the oldest finished runs go first, by count and by age', asyn
   const byAge = await build(t, { RUNS_RETENTION_MS: '2000' })
   const old = await createRun(byAge, { tool: 'crush_run', task: 'x' })
   t.match(await settled(byAge, old.id), { status: 'succeeded' }, 'kept once finished…')
-  const expired = await until(async () => (await call(byAge, 'GET', `/runs/${old.id}`)).status, (status) => status !== 200, 10_000, 'the run to expire')
+  const expired = await until(
+    async () => (await call(byAge, 'GET', `/runs/${old.id}`)).status, (status) => status !== 200, 10_000,
+    'the run to expire'
+  )
   t.equal(expired, 404, '…until RUNS_RETENTION_MS after it finished')
 })
 
@@ -177,18 +217,28 @@ t.test('the output cap applies per run: a flood keeps head and tail, with a gap 
   const frames = await followed(base, created.id)
   const gapAt = frames.findIndex((frame) => frame.event === 'gap')
   t.ok(gapAt > 0, 'a gap between the head and the tail')
-  const sizes = (from: number, to?: number) => outputs(frames.slice(from, to).map((frame) => frame.data)).map((event) => Buffer.byteLength(event.data))
+  const sizes = (from: number, to?: number) =>
+    outputs(frames.slice(from, to).map((frame) => frame.data)).map((event) => Buffer.byteLength(event.data))
   const sum = (values: number[]) => values.reduce((total, value) => total + value, 0)
   const head = sizes(0, gapAt)
   const tail = sizes(gapAt + 1)
   // What src/runs/event-log.ts guarantees for a limit L: the head takes events until it holds L/2 (so it overshoots
   // by less than its last event), and the tail drops its oldest events while it holds more than L/2 (keeping one at
   // least). Each event is one read of the pipe, at most 64 KiB.
-  t.ok(sum(head) >= limit / 2 && sum(head) - head.at(-1)! < limit / 2, `head: ${sum(head)} bytes, filled to L/2 by its last event`)
+  t.ok(
+    sum(head) >= limit / 2 && sum(head) - head.at(-1)! < limit / 2,
+    `head: ${sum(head)} bytes, filled to L/2 by its last event`
+  )
   t.ok(tail.length === 1 || sum(tail) <= limit / 2, `tail: ${sum(tail)} bytes in ${tail.length} events, within L/2`)
   t.ok(Math.max(...head, ...tail) <= 64 * 1024, 'no event larger than one read of the pipe')
-  t.ok(sum(head) + sum(tail) < limit + 64 * 1024, `${sum(head) + sum(tail)} bytes kept for replay, less than the limit plus one event`)
-  t.match(frames[gapAt]!.data, { type: 'gap', omitted_bytes: total - sum(head) - sum(tail) }, 'the gap says exactly how much was left out')
+  t.ok(
+    sum(head) + sum(tail) < limit + 64 * 1024,
+    `${sum(head) + sum(tail)} bytes kept for replay, less than the limit plus one event`
+  )
+  t.match(
+    frames[gapAt]!.data, { type: 'gap', omitted_bytes: total - sum(head) - sum(tail) },
+    'the gap says exactly how much was left out'
+  )
   t.match(frames.at(-1), { event: 'result', data: { result: { output_bytes: total } } })
 })
 
@@ -196,9 +246,14 @@ t.test('a run belongs to the token that created it: other tokens get 404 and an 
   const app = await build(t, { API_TOKENS: 'alice:secret-a,bob:secret-b' })
   const as = (token: string) => ({ authorization: `Bearer ${token}` })
   const created = await createRun(app, { tool: 'crush_run', task: scenario.sleep(60000) }, as('secret-a'))
-  for (const [method, url] of [['GET', `/runs/${created.id}`], ['GET', `/runs/${created.id}/events`], ['DELETE', `/runs/${created.id}`]] as const) {
+  for (const [method, url] of [
+    ['GET', `/runs/${created.id}`], ['GET', `/runs/${created.id}/events`], ['DELETE', `/runs/${created.id}`]
+  ] as const) {
     const response = await call(app, method, url, { headers: as('secret-b') })
-    t.match({ status: response.status, code: response.body.code }, { status: 404, code: 'RUN_NOT_FOUND' }, `bob: ${method} ${url}`)
+    t.match(
+      { status: response.status, code: response.body.code }, { status: 404, code: 'RUN_NOT_FOUND' },
+      `bob: ${method} ${url}`
+    )
   }
   t.same(await listRuns(app, as('secret-b')), [])
   t.equal(app.slots.inUse('crush_run'), 1, "bob's DELETE did not stop alice's run")
@@ -216,13 +271,21 @@ t.test('a listed run says who started it, its task’s beginning and its deadlin
   const sync = app.inject({ method: 'POST', url: '/tools/claude_run', headers: as, payload: { task, timeout: 300 } })
   const runs = await until(() => listRuns(app, as), (listed) => listed.length === 2, 5000, 'both runs to be listed')
   const after = Date.now()
-  for (const [run, timeout] of [[runs.find((run) => run.kind === 'async')!, 120], [runs.find((run) => run.kind === 'sync')!, 300]] as const) {
+  for (const [run, timeout] of [
+    [runs.find((run) => run.kind === 'async')!, 120], [runs.find((run) => run.kind === 'sync')!, 300]
+  ] as const) {
     t.equal(run.caller, 'alice', `${run.kind}: the token's name`)
     t.equal(run.task, `${task.slice(0, 200)}…`, `${run.kind}: the first 200 characters`)
     const deadline = Date.parse(run.deadline!)
-    t.ok(deadline >= before + timeout * 1000 && deadline <= after + timeout * 1000, `${run.kind}: its start plus its timeout`)
+    t.ok(
+      deadline >= before + timeout * 1000 && deadline <= after + timeout * 1000,
+      `${run.kind}: its start plus its timeout`
+    )
   }
-  t.match(await getRun(app, created.id, as), { caller: 'alice', task: `${task.slice(0, 200)}…`, deadline: String }, 'GET /runs/{id} too')
+  t.match(
+    await getRun(app, created.id, as), { caller: 'alice', task: `${task.slice(0, 200)}…`, deadline: String },
+    'GET /runs/{id} too'
+  )
   for (const run of runs) await cancelRun(app, run.id, as)
   await sync
 })
@@ -230,15 +293,24 @@ t.test('a listed run says who started it, its task’s beginning and its deadlin
 t.test('synchronous and streamed runs are listed while they run, and DELETE stops them', async (t) => {
   const app = await build(t)
   const sync = app.inject({ method: 'POST', url: '/tools/crush_run', payload: { task: scenario.sleep(60000) } })
-  const stream = app.inject({ method: 'POST', url: '/tools/claude_run', headers: { accept: 'application/x-ndjson' }, payload: { task: scenario.sleep(60000) } })
+  const stream = app.inject({
+    method: 'POST',
+    url: '/tools/claude_run',
+    headers: { accept: 'application/x-ndjson' },
+    payload: { task: scenario.sleep(60000) }
+  })
   const runs = await until(() => listRuns(app), (listed) => listed.length === 2, 5000, 'both runs to be listed')
   t.same(runs.map(({ kind, tool, status }) => ({ kind, tool, status })).sort((a, b) => a.kind.localeCompare(b.kind)), [
     { kind: 'stream', tool: 'claude_run', status: 'running' },
     { kind: 'sync', tool: 'crush_run', status: 'running' }
   ])
   for (const run of runs) t.match(await cancelRun(app, run.id), { id: run.id, status: 'cancelled', result: null })
-  t.match((await sync).json(), { stop_reason: 'cancelled', ok: false }, 'the synchronous caller gets its result, cancelled')
+  t.match(
+    (await sync).json(), { stop_reason: 'cancelled', ok: false }, 'the synchronous caller gets its result, cancelled'
+  )
   t.match((await stream).body, /"stop_reason":"cancelled"/)
   t.same(await listRuns(app), [], 'forgotten once their responses are written')
-  t.equal((await call(app, 'GET', `/runs/${runs[0]!.id}/events`)).status, 404, 'their output went to their own response')
+  t.equal(
+    (await call(app, 'GET', `/runs/${runs[0]!.id}/events`)).status, 404, 'their output went to their own response'
+  )
 })

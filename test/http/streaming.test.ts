@@ -48,7 +48,9 @@ t.test('chunks arrive while the agent still runs, then the same result as the sy
   const base = await listen(t, app)
   // Each tick waits until the test has seen the one before: the agent runs on until the stream has carried it.
   const steps = tempDir(t)
-  const response = await openStream(base, 'crush_run', { task: scenario.gated(steps, 'out:tick-1', 'out:tick-2', 'out:tick-3') })
+  const response = await openStream(base, 'crush_run', {
+    task: scenario.gated(steps, 'out:tick-1', 'out:tick-2', 'out:tick-3')
+  })
   t.equal(response.status, 200)
   t.match(response.headers.get('content-type'), /^application\/x-ndjson/)
   t.equal(response.headers.get('cache-control'), 'no-cache, no-transform')
@@ -71,15 +73,23 @@ t.test('chunks arrive while the agent still runs, then the same result as the sy
     t.equal(event.offset, offset, 'the byte offset of each chunk')
     offset += Buffer.byteLength(event.data)
   }
-  t.match(events.at(-1), { type: 'result', result: { tool: 'crush_run', ok: true, exit_code: 0, output: 'tick-1\ntick-2\ntick-3\ngated\n', output_bytes: 27 } })
+  t.match(events.at(-1), {
+    type: 'result',
+    result: { tool: 'crush_run', ok: true, exit_code: 0, output: 'tick-1\ntick-2\ntick-3\ngated\n', output_bytes: 27 }
+  })
 })
 
 t.test('a heartbeat while the agent is quiet', async (t) => {
   const app = await build(t, { STREAM_HEARTBEAT_MS: '50' })
   const base = await listen(t, app)
   const events = await collect((await openStream(base, 'claude_run', { task: scenario.sleep(600) })).body!)
-  t.ok(events.filter((event) => event.type === 'heartbeat').length >= 3, 'heartbeats during 600 ms of silence, one due every 50 ms')
-  t.match(events.at(-1), { type: 'result', result: { tool: 'claude_run', ok: true, output: 'slept 600', agent_report: { is_error: false } } })
+  t.ok(
+    events.filter((event) => event.type === 'heartbeat').length >= 3,
+    'heartbeats during 600 ms of silence, one due every 50 ms'
+  )
+  t.match(events.at(-1), {
+    type: 'result', result: { tool: 'claude_run', ok: true, output: 'slept 600', agent_report: { is_error: false } }
+  })
 })
 
 t.test('text/event-stream gets the same events as SSE frames', async (t) => {
@@ -89,9 +99,14 @@ t.test('text/event-stream gets the same events as SSE frames', async (t) => {
   t.match(response.headers.get('content-type'), /^text\/event-stream/)
   const text = await response.text()
   // How the agent's writes fall into reads is the pipe's business: the frames are checked, not where they split.
-  t.match(text, /^event: output\ndata: \{"type":"output","offset":0,"data":"tick 1\\n/, 'the first frame, as SSE writes it')
+  t.match(
+    text, /^event: output\ndata: \{"type":"output","offset":0,"data":"tick 1\\n/, 'the first frame, as SSE writes it'
+  )
   const frames = parseSse(text)
-  t.ok(frames.every((frame) => frame.event === frame.data.type && frame.id === undefined), 'each frame names its event, with no id to resume')
+  t.ok(
+    frames.every((frame) => frame.event === frame.data.type && frame.id === undefined),
+    'each frame names its event, with no id to resume'
+  )
   t.equal(outputText(frames.map((frame) => frame.data)), 'tick 1\ntick 2\ndripped\n', 'the output, whole and in order')
   t.match(frames.at(-1), { event: 'result', data: { type: 'result', result: { tool: 'crush_run', ok: true } } })
 })
@@ -101,12 +116,17 @@ t.test('the client closing the stream stops the agent and frees the slot', async
   const app = await build(t, { MAX_CRUSH_AGENTS: '1' })
   const base = await listen(t, app)
   const controller = new AbortController()
-  const response = await openStream(base, 'crush_run', { task: scenario.drip(1000, 50, pidFile) }, { signal: controller.signal })
+  const response = await openStream(
+    base, 'crush_run', { task: scenario.drip(1000, 50, pidFile) }, { signal: controller.signal }
+  )
   const reader = ndjson(response.body!)
   t.match((await reader.next()).value, { type: 'output', data: 'tick 1\n' })
   const agent = await readPidFile(pidFile)
   controller.abort()
-  const after = await until(() => ({ alive: isAlive(agent), slots: app.slots.inUse('crush_run') }), (state) => !state.alive && state.slots === 0, 5000, 'the agent to stop and its slot to come back')
+  const after = await until(
+    () => ({ alive: isAlive(agent), slots: app.slots.inUse('crush_run') }),
+    (state) => !state.alive && state.slots === 0, 5000, 'the agent to stop and its slot to come back'
+  )
   t.same(after, { alive: false, slots: 0 }, 'stopped and freed')
 })
 
@@ -128,14 +148,18 @@ t.test('the same refusals as JSON before any stream starts', async (t) => {
   t.match(limited.headers.get('content-type'), /^application\/json/)
   t.match(await limited.json(), { code: 'AGENT_LIMIT_REACHED' })
   held.release()
-  t.match((await collect((await busy).body!)).at(-1), { type: 'result', result: { ok: true } }, 'the stream holding the slot went on')
+  t.match(
+    (await collect((await busy).body!)).at(-1), { type: 'result', result: { ok: true } },
+    'the stream holding the slot went on'
+  )
   t.equal((await refused(app, 'crush_run', { task: '' })).status, 400, 'and without Accept, the same answer')
 })
 
 /** Linux's default pipe capacity: 16 pages (libuv never resizes the pipes it makes). */
 const pipeCapacity = (): number => 16 * Number(execFileSync('getconf', ['PAGESIZE'], { encoding: 'utf8' }))
 /** The largest a socket buffer can grow to by itself (tcp_wmem, tcp_rmem: min, default, max). */
-const socketBufferMax = (name: 'tcp_wmem' | 'tcp_rmem'): number => Number(readFileSync(`/proc/sys/net/ipv4/${name}`, 'utf8').trim().split(/\s+/)[2])
+const socketBufferMax = (name: 'tcp_wmem' | 'tcp_rmem'): number =>
+  Number(readFileSync(`/proc/sys/net/ipv4/${name}`, 'utf8').trim().split(/\s+/)[2])
 
 /**
  * The most that can sit between an agent's write and a client that reads nothing: every buffer on the way, full. A
@@ -157,7 +181,8 @@ function bufferBound(): { bytes: number; parts: Record<string, number> } {
   return { bytes: Object.values(parts).reduce((sum, bytes) => sum + bytes, 0), parts }
 }
 
-t.test('a reader that stops reading holds the agent back: it writes no more than the buffers between them hold, and nothing is lost', async (t) => {
+t.test('a reader that stops reading holds the agent back: it writes no more than the buffers between them hold, ' +
+  'and nothing is lost', async (t) => {
   const app = await build(t)
   const base = await listen(t, app)
   const bound = bufferBound()
@@ -166,7 +191,9 @@ t.test('a reader that stops reading holds the agent back: it writes no more than
   const counter = join(tempDir(t), 'written')
   const written = (): number => (existsSync(counter) ? Number(readFileSync(counter, 'utf8')) : 0)
 
-  const request = httpRequest(`${base}/tools/crush_run`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/x-ndjson' } })
+  const request = httpRequest(`${base}/tools/crush_run`, {
+    method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/x-ndjson' }
+  })
   request.end(JSON.stringify({ task: scenario.floodCounted(counter, total) }))
   const [response] = (await once(request, 'response')) as [IncomingMessage]
   // From here the client reads nothing: a paused response stops reading its socket once its own buffer is full.
@@ -177,7 +204,11 @@ t.test('a reader that stops reading holds the agent back: it writes no more than
   const held = await settledValue(written, 500, 30_000, "the agent's count to stop moving")
   t.equal(app.slots.inUse('crush_run'), 1, 'the agent still runs: held back, not finished')
   t.ok(held < total, `it has written ${held} of its ${total} bytes`)
-  t.ok(held <= bound.bytes, `${held} bytes written while nobody read, within the ${bound.bytes} the buffers between agent and reader hold: ${JSON.stringify(bound.parts)}`)
+  t.ok(
+    held <= bound.bytes,
+    `${held} bytes written while nobody read, within the ${bound.bytes} the buffers between agent and reader hold: ` +
+      JSON.stringify(bound.parts)
+  )
 
   response.resume()
   const events = await collect(response)
@@ -195,5 +226,8 @@ t.test('claude followed live prints its progress as stream-json, and the result 
   t.match(streamed, /"type":"assistant"/)
   const { result } = events.at(-1) as ResultEvent
   t.ok(result.command.includes('stream-json') && result.command.includes('--verbose'))
-  t.match(result, { ok: true, output: 'slept 50', agent_report: { is_error: false, num_turns: 2 } }, 'the answer text, as the synchronous route gives it')
+  t.match(
+    result, { ok: true, output: 'slept 50', agent_report: { is_error: false, num_turns: 2 } },
+    'the answer text, as the synchronous route gives it'
+  )
 })

@@ -17,13 +17,16 @@ const TOKEN = 'alice-secret'
 
 interface ListedTool { name: string, inputSchema: object, outputSchema: object }
 
-t.test('the MCP Inspector CLI: every tool’s schemas are the document’s, valid JSON Schema 2020-12; errors carry a code', async (t) => {
+t.test('the MCP Inspector CLI: every tool’s schemas are the document’s, valid JSON Schema 2020-12; ' +
+  'errors carry a code', async (t) => {
   const inspector = await npmTool('@modelcontextprotocol/inspector', '2.12.0', 'mcp-inspector')
   const app = await build(t, { API_TOKENS: `alice:${TOKEN}`, MAX_CRUSH_AGENTS: '1' })
   const url = `${await listen(t, app)}/mcp`
   const home = tempDir(t)
   const inspect = async (...args: string[]): Promise<any> => {
-    const { stdout } = await run(inspector, ['--cli', url, '--transport', 'http', '--header', `Authorization: Bearer ${TOKEN}`, ...args], {
+    const { stdout } = await run(inspector, [
+      '--cli', url, '--transport', 'http', '--header', `Authorization: Bearer ${TOKEN}`, ...args
+    ], {
       env: { ...process.env, HOME: home, MCP_CATALOG_PATH: join(home, 'mcp.json') },
       timeout: 60_000
       // It exits 5 for a tool error, having printed the call's result all the same.
@@ -35,13 +38,18 @@ t.test('the MCP Inspector CLI: every tool’s schemas are the document’s, vali
   }
 
   const { tools } = (await inspect('--method', 'tools/list')) as { tools: ListedTool[] }
-  const document = parseYaml(readFileSync(fromRoot('openapi.yaml'), 'utf8')) as { components: { schemas: Record<string, Record<string, unknown>> } }
+  const document = parseYaml(readFileSync(fromRoot('openapi.yaml'), 'utf8')) as {
+    components: { schemas: Record<string, Record<string, unknown>> }
+  }
   const { examples: _examples, ...documented } = document.components.schemas['RunParams']!
   const ajv = new Ajv2020({ strict: true })
   t.ok(tools.length >= 5, `${tools.length} tools listed`)
   for (const tool of tools) {
     t.same(constAsEnum(tool.inputSchema), documented, `${tool.name}: the document's RunParams`)
-    t.ok(ajv.validateSchema(tool.inputSchema) && ajv.validateSchema(tool.outputSchema), `${tool.name}: valid 2020-12 schemas`)
+    t.ok(
+      ajv.validateSchema(tool.inputSchema) && ajv.validateSchema(tool.outputSchema),
+      `${tool.name}: valid 2020-12 schemas`
+    )
   }
   const input = ajv.compile(tools[0]!.inputSchema)
   t.ok(input({ task: 'x' }), 'a task alone is enough: no timeout asked for')
@@ -51,8 +59,17 @@ t.test('the MCP Inspector CLI: every tool’s schemas are the document’s, vali
   const done = await inspect('--method', 'tools/call', '--tool-name', 'crush_run', '--tool-arg', 'task=say hello')
   t.match(done, { isError: false, structuredContent: { tool: 'crush_run', ok: true } }, 'a call runs the agent')
   t.ok(output(done.structuredContent), 'its result matches the output schema')
-  const refused = await inspect('--method', 'tools/call', '--tool-name', 'crush_run', '--tool-arg', 'task=x', '--tool-arg', 'timeout=0')
-  t.match(refused, { isError: true, structuredContent: { statusCode: 400, code: 'VALIDATION_ERROR', message: 'body/timeout must be >= 1' } }, 'a refusal carries the REST error object')
+  const refused = await inspect(
+    '--method', 'tools/call', '--tool-name', 'crush_run', '--tool-arg', 'task=x', '--tool-arg', 'timeout=0'
+  )
+  t.match(
+    refused,
+    {
+      isError: true,
+      structuredContent: { statusCode: 400, code: 'VALIDATION_ERROR', message: 'body/timeout must be >= 1' }
+    },
+    'a refusal carries the REST error object'
+  )
   t.ok(output(refused.structuredContent), 'which matches the output schema too')
 })
 
@@ -75,10 +92,17 @@ t.test('a client hey-api generates from openapi.yaml types the follow stream’s
     const dir = tempDir(t)
     const input = join(dir, 'openapi.yaml')
     writeFileSync(input, document)
-    await run(generator, ['-i', input, '-o', join(dir, 'client'), '-c', '@hey-api/client-fetch'], { cwd: dir, timeout: 120_000 })
+    await run(
+      generator, ['-i', input, '-o', join(dir, 'client'), '-c', '@hey-api/client-fetch'], { cwd: dir, timeout: 120_000 }
+    )
     writeFileSync(join(dir, 'reads-items.ts'), READS_ITEMS)
-    const flags = ['--noEmit', '--strict', '--skipLibCheck', '--target', 'es2022', '--module', 'preserve', '--moduleResolution', 'bundler', '--lib', 'es2022,dom,dom.iterable,dom.asynciterable']
-    return run(fromRoot('node_modules/.bin/tsc'), [...flags, 'reads-items.ts'], { cwd: dir }).then(() => '', (error: unknown) => (error as { stdout: string }).stdout)
+    const flags = [
+      '--noEmit', '--strict', '--skipLibCheck', '--target', 'es2022', '--module', 'preserve', '--moduleResolution',
+      'bundler', '--lib', 'es2022,dom,dom.iterable,dom.asynciterable'
+    ]
+    return run(
+      fromRoot('node_modules/.bin/tsc'), [...flags, 'reads-items.ts'], { cwd: dir }
+    ).then(() => '', (error: unknown) => (error as { stdout: string }).stdout)
   }
   const published = readFileSync(fromRoot('openapi.yaml'), 'utf8')
   t.equal(await compiles(published), '', 'each event is a RunEvent: its type narrows it to a result or a step')
@@ -86,5 +110,8 @@ t.test('a client hey-api generates from openapi.yaml types the follow stream’s
   // The control: the stream described as the string its body is, as it once was, and the same code no longer compiles.
   const untyped = parseYaml(published) as { paths: Record<string, any> }
   untyped.paths['/runs/{id}/events'].get.responses['200'].content['text/event-stream'].schema = { type: 'string' }
-  t.match(await compiles(stringify(untyped)), /Property 'type' does not exist on type 'string'/, 'an untyped stream hands out strings')
+  t.match(
+    await compiles(stringify(untyped)), /Property 'type' does not exist on type 'string'/,
+    'an untyped stream hands out strings'
+  )
 })
