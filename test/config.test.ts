@@ -29,7 +29,9 @@ t.test('defaults', async (t) => {
   // and its own settings at the defaults its spec declares.
   t.same(
     config.agents.map(({ spec, settings }) => [spec.agent, settings]),
-    BUILT_IN_AGENTS.map((spec) => [spec.agent, { bin: spec.defaultBin, maxAgents: 2, extraArgs: [], limits: {}, own: ownDefaults(spec) }]),
+    BUILT_IN_AGENTS.map(
+      (spec) => [spec.agent, { bin: spec.defaultBin, maxAgents: 2, extraArgs: [], limits: {}, own: ownDefaults(spec) }]
+    ),
     'each agent from its own variables'
   )
 })
@@ -48,11 +50,16 @@ t.test('values from the environment', async (t) => {
   })
   t.match(config, {
     host: '0.0.0.0',
-    apiTokens: [{ name: /^token-[0-9a-f]{8}$/, secret: 'a' }, { name: 'studio', secret: 'b' }, { name: /^token-[0-9a-f]{8}$/, secret: 'c' }],
+    apiTokens: [
+      { name: /^token-[0-9a-f]{8}$/, secret: 'a' }, { name: 'studio', secret: 'b' },
+      { name: /^token-[0-9a-f]{8}$/, secret: 'c' }
+    ],
     port: 9000,
     hostPlatform: 'win32'
   })
-  t.match(config.agents.find(({ spec }) => spec.agent === 'claude')!.settings, { maxAgents: 5, extraArgs: ['--model', 'opus'], limits: { processes: 1024, memoryBytes: 4096 * 1024 * 1024 } })
+  t.match(config.agents.find(({ spec }) => spec.agent === 'claude')!.settings, {
+    maxAgents: 5, extraArgs: ['--model', 'opus'], limits: { processes: 1024, memoryBytes: 4096 * 1024 * 1024 }
+  })
   t.same(config.agents.find(({ spec }) => spec.agent === 'crush')!.settings.limits, {}, 'another agent: the service’s')
 })
 
@@ -70,7 +77,10 @@ t.test('the slots backend', async (t) => {
   t.same(loadConfig({ SLOTS_BACKEND: 'redis', REDIS_URL: 'redis://127.0.0.1:6390', SLOTS_TTL_MS: '5000' }).slots, {
     backend: 'redis', url: 'redis://127.0.0.1:6390', ttlMs: 5000, keyPrefix: 'agent-runner:', timeoutMs: 1000
   })
-  t.match(loadConfig({ SLOTS_BACKEND: 'redis', REDIS_URL: 'redis://127.0.0.1:6390', REDIS_TIMEOUT_MS: '5000' }).slots, { timeoutMs: 5000 })
+  t.match(
+    loadConfig({ SLOTS_BACKEND: 'redis', REDIS_URL: 'redis://127.0.0.1:6390', REDIS_TIMEOUT_MS: '5000' }).slots,
+    { timeoutMs: 5000 }
+  )
   t.throws(() => loadConfig({ SLOTS_BACKEND: 'redis' }), /REDIS_URL is required when SLOTS_BACKEND=redis/)
   t.throws(() => loadConfig({ SLOTS_BACKEND: 'etcd' }), /SLOTS_BACKEND/)
 })
@@ -116,7 +126,9 @@ t.test('a non-loopback HOST is refused without a token, unless told to', async (
   t.throws(() => loadConfig({ HOST: '192.168.1.10' }), /API_TOKENS/)
   t.doesNotThrow(() => loadConfig({ HOST: '0.0.0.0', API_TOKENS: 'a-token' }))
   t.doesNotThrow(() => loadConfig({ HOST: '0.0.0.0', ALLOW_UNAUTHENTICATED: 'true' }))
-  for (const host of ['127.0.0.1', '127.1.2.3', 'localhost', '::1']) t.doesNotThrow(() => loadConfig({ HOST: host }), host)
+  for (const host of ['127.0.0.1', '127.1.2.3', 'localhost', '::1']) {
+    t.doesNotThrow(() => loadConfig({ HOST: host }), host)
+  }
 })
 
 t.test('logs: pino JSON, pretty only on a terminal', async (t) => {
@@ -126,7 +138,10 @@ t.test('logs: pino JSON, pretty only on a terminal', async (t) => {
     process.stdout.isTTY = wasTTY
   })
   process.stdout.isTTY = false
-  t.same(loggerOptions(config), { level: 'debug', redact: ['req.headers.authorization'] }, 'JSON lines for files and collectors')
+  t.same(
+    loggerOptions(config), { level: 'debug', redact: ['req.headers.authorization'] },
+    'JSON lines for files and collectors'
+  )
   process.stdout.isTTY = true
   t.match(loggerOptions(config), { level: 'debug', transport: { target: 'pino-pretty' } }, 'pretty at a terminal')
 })
@@ -136,30 +151,48 @@ t.test('API_TOKENS_FILE and REDIS_URL_FILE: secrets read from files, one source 
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
   writeFileSync(join(dir, 'tokens'), 'studio:s3cret,ci:other\n', { mode: 0o600 })
   writeFileSync(join(dir, 'redis'), 'redis://:pw@127.0.0.1:6390\n', { mode: 0o600 })
-  const config = loadConfig({ API_TOKENS_FILE: join(dir, 'tokens'), SLOTS_BACKEND: 'redis', REDIS_URL_FILE: join(dir, 'redis'), ALLOW_SHARED_AGENT_USER: 'true' })
+  const config = loadConfig({
+    API_TOKENS_FILE: join(dir, 'tokens'),
+    SLOTS_BACKEND: 'redis',
+    REDIS_URL_FILE: join(dir, 'redis'),
+    ALLOW_SHARED_AGENT_USER: 'true'
+  })
   t.same(config.apiTokens, [{ name: 'studio', secret: 's3cret' }, { name: 'ci', secret: 'other' }])
   t.match(config.slots, { backend: 'redis', url: 'redis://:pw@127.0.0.1:6390' })
-  t.throws(() => loadConfig({ API_TOKENS: 'x', API_TOKENS_FILE: join(dir, 'tokens') }), /API_TOKENS and API_TOKENS_FILE are both set/)
+  t.throws(
+    () => loadConfig({ API_TOKENS: 'x', API_TOKENS_FILE: join(dir, 'tokens') }),
+    /API_TOKENS and API_TOKENS_FILE are both set/
+  )
   t.throws(() => loadConfig({ API_TOKENS_FILE: join(dir, 'missing') }), /API_TOKENS_FILE=.*missing cannot be read/)
 })
 
-t.test('a secret file every local user may read stops the start with the fix; one a group may read is reported', async (t) => {
+t.test('a secret file every local user may read stops the start with the fix; ' +
+  'one a group may read is reported', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'agent-runner-secrets-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
   const tokens = join(dir, 'tokens')
   writeFileSync(tokens, 'studio:s3cret\n')
   chmodSync(tokens, 0o644)
-  t.throws(() => loadConfig({ API_TOKENS_FILE: tokens }), { message: `${tokens} is readable by every local user, agents included (mode 644): chmod 600 ${tokens}` })
+  t.throws(() => loadConfig({ API_TOKENS_FILE: tokens }), {
+    message: `${tokens} is readable by every local user, agents included (mode 644): chmod 600 ${tokens}`
+  })
   chmodSync(tokens, 0o640)
   const grouped = loadConfig({ API_TOKENS_FILE: tokens })
   t.match(grouped.exposedSecretFiles, [new RegExp(`^${tokens}, readable by group \\d+ \\(mode 640\\): chmod 600`)])
-  t.equal(whatAgentsCanReach(grouped, 'process-group').filter((reach) => reach.startsWith(`a secret file's group: ${tokens}`)).length, 1, 'in /readyz and the start log')
+  t.equal(
+    whatAgentsCanReach(grouped, 'process-group').filter(
+      (reach) => reach.startsWith(`a secret file's group: ${tokens}`)
+    ).length,
+    1, 'in /readyz and the start log'
+  )
   chmodSync(tokens, 0o600)
   t.same(loadConfig({ API_TOKENS_FILE: tokens }).exposedSecretFiles, [])
   const redis = join(dir, 'redis')
   writeFileSync(redis, 'redis://:pw@127.0.0.1:6390\n', { mode: 0o604 })
   chmodSync(redis, 0o604)
-  t.throws(() => loadConfig({ SLOTS_BACKEND: 'redis', REDIS_URL_FILE: redis }), /readable by every local user.*chmod 600/)
+  t.throws(
+    () => loadConfig({ SLOTS_BACKEND: 'redis', REDIS_URL_FILE: redis }), /readable by every local user.*chmod 600/
+  )
 })
 
 t.test('the .env read at start is a secret file too', async (t) => {
@@ -174,14 +207,18 @@ t.test('the .env read at start is a secret file too', async (t) => {
   t.same(loadConfig().apiTokens, [{ name: 'studio', secret: 's3cret' }])
 })
 
-t.test('a secret file AGENT_USER owns is refused, as the real account is looked up', { skip: process.getuid?.() !== 0 && 'AGENT_USER needs root' }, async (t) => {
+t.test('a secret file AGENT_USER owns is refused, ' +
+  'as the real account is looked up', { skip: process.getuid?.() !== 0 && 'AGENT_USER needs root' }, async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'agent-runner-secrets-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
   const tokens = join(dir, 'tokens')
   writeFileSync(tokens, 'studio:s3cret\n', { mode: 0o600 })
   t.same(loadConfig({ API_TOKENS_FILE: tokens, AGENT_USER: 'nobody' }).exposedSecretFiles, [])
   chownSync(tokens, 65534, 0)
-  t.throws(() => loadConfig({ API_TOKENS_FILE: tokens, AGENT_USER: 'nobody' }), /belongs to AGENT_USER, whose agents may read and change it/)
+  t.throws(
+    () => loadConfig({ API_TOKENS_FILE: tokens, AGENT_USER: 'nobody' }),
+    /belongs to AGENT_USER, whose agents may read and change it/
+  )
 })
 
 t.test('a secret file is checked against the agents’ user: its own, or its group’s, is refused', async (t) => {
@@ -196,7 +233,10 @@ t.test('a secret file is checked against the agents’ user: its own, or its gro
 })
 
 t.test('agents run in AGENT_WORKDIR by default, never in the service directory', async (t) => {
-  t.equal(loadConfig({}).agentWorkdir, join(homedir(), 'agent-runner-workspace'), 'under the home of whoever agents run as, out of the shared /tmp')
+  t.equal(
+    loadConfig({}).agentWorkdir, join(homedir(), 'agent-runner-workspace'),
+    'under the home of whoever agents run as, out of the shared /tmp'
+  )
   const workdir = join(mkdtempSync(join(tmpdir(), 'agent-runner-work-')), 'agents')
   t.teardown(() => rmSync(workdir, { recursive: true, force: true }))
   const app = await build(t, { AGENT_WORKDIR: workdir })

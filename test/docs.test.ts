@@ -13,7 +13,10 @@ import { ROOT } from './helpers/root.js'
 // The documentation is checked against the code it describes, so that moving or changing either shows the drift.
 
 const read = (path: string): string => readFileSync(join(ROOT, path), 'utf8')
-const DOCUMENTS = ['README.md', ...readdirSync(join(ROOT, 'docs')).filter((name) => name.endsWith('.md')).sort().map((name) => `docs/${name}`)]
+const DOCUMENTS = [
+  'README.md',
+  ...readdirSync(join(ROOT, 'docs')).filter((name) => name.endsWith('.md')).sort().map((name) => `docs/${name}`)
+]
 
 /** The text between a start marker and the first end marker after it; fails loudly when a marker is gone. */
 function section(text: string, start: string, end: string): string {
@@ -24,16 +27,22 @@ function section(text: string, start: string, end: string): string {
 }
 
 /** The literals of a TypeBox union of literals (StopReason, RunStatus). */
-const literals = (union: { anyOf: Array<{ const?: unknown }> }): string[] => union.anyOf.map((member) => String(member.const))
+const literals = (union: { anyOf: Array<{ const?: unknown }> }): string[] =>
+  union.anyOf.map((member) => String(member.const))
 
-t.test("docs/architecture.md draws a run's phases and says who moves them, exactly as TRANSITIONS allows", async (t) => {
+t.test("docs/architecture.md draws a run's phases and says who moves them, " +
+  'exactly as TRANSITIONS allows', async (t) => {
   const text = read('docs/architecture.md')
-  const allowed = Object.entries(TRANSITIONS).flatMap(([from, targets]) => targets.map((to) => `${from} → ${to}`)).sort()
+  const allowed = Object.entries(TRANSITIONS).flatMap(
+    ([from, targets]) => targets.map((to) => `${from} → ${to}`)
+  ).sort()
   const diagram = section(text, 'stateDiagram-v2', '```')
   const drawn = [...diagram.matchAll(/^ {4}([a-z_]+) --> ([a-z_]+)$/gm)].map(([, from, to]) => `${from} → ${to}`).sort()
   t.same(drawn, allowed, 'the diagram')
   const table = section(text, '| from | to | who | when |', '`finished`, `refused` and `failed` are ends')
-  const rows = [...table.matchAll(/^\| `([a-z_]+)` \| `([a-z_]+)` \|/gm)].map(([, from, to]) => `${from} → ${to}`).sort()
+  const rows = [
+    ...table.matchAll(/^\| `([a-z_]+)` \| `([a-z_]+)` \|/gm)
+  ].map(([, from, to]) => `${from} → ${to}`).sort()
   t.same(rows, allowed, 'the table of who moves a run')
 })
 
@@ -44,13 +53,21 @@ t.test('README stays a short entry point', async (t) => {
 t.test("docs/api.md's error table is the error catalog: every code with its status, and nothing else", async (t) => {
   const table = section(read('docs/api.md'), '| status | code | when |', 'Every response carries `x-request-id`')
   const documented = new Set(
-    [...table.matchAll(/^\| (\d{3}) \| ([^|]+) \|/gm)].flatMap(([, status, codes]) => [...codes!.matchAll(/`([A-Z_]+)`/g)].map(([, code]) => `${status} ${code}`))
+    [...table.matchAll(/^\| (\d{3}) \| ([^|]+) \|/gm)].flatMap(
+      ([, status, codes]) => [...codes!.matchAll(/`([A-Z_]+)`/g)].map(([, code]) => `${status} ${code}`)
+    )
   )
-  const catalog = new Set(Object.entries(ERROR_CODES).flatMap(([status, codes]) => Object.keys(codes).map((code) => `${status} ${code}`)))
+  const catalog = new Set(
+    Object.entries(ERROR_CODES).flatMap(([status, codes]) => Object.keys(codes).map((code) => `${status} ${code}`))
+  )
   // Answered on any unknown route, whether or not the catalog by status lists it (no route's schema can).
   catalog.add('404 ROUTE_NOT_FOUND')
-  t.same([...catalog].filter((entry) => !documented.has(entry)), [], 'every code the service answers with is in docs/api.md')
-  t.same([...documented].filter((entry) => !catalog.has(entry)), [], 'docs/api.md names no code the service does not have')
+  t.same(
+    [...catalog].filter((entry) => !documented.has(entry)), [], 'every code the service answers with is in docs/api.md'
+  )
+  t.same(
+    [...documented].filter((entry) => !catalog.has(entry)), [], 'docs/api.md names no code the service does not have'
+  )
 })
 
 t.test('docs/api.md names every value and schema the API has', async (t) => {
@@ -61,12 +78,16 @@ t.test('docs/api.md names every value and schema the API has', async (t) => {
   for (const status of literals(RunStatus)) t.match(statuses, `\`${status}\``, `run status ${status}`)
   const openapi = section(api, '## OpenAPI', '\n## ')
   for (const schema of sharedSchemas(['crush_run'])) t.match(openapi, `\`${schema.$id}\``, `schema ${schema.$id}`)
-  for (const [, operation] of read('openapi.yaml').matchAll(/^ {6}operationId: (\w+)$/gm)) t.match(openapi, `\`${operation}\``, `operation ${operation}`)
+  for (const [, operation] of read('openapi.yaml').matchAll(/^ {6}operationId: (\w+)$/gm)) {
+    t.match(openapi, `\`${operation}\``, `operation ${operation}`)
+  }
 })
 
 t.test('every variable is in docs/configuration.md with its default, once, and nothing stale', async (t) => {
   // Rows `| \`NAME\` | default | meaning |`: the default as code, `(empty)` for the empty string, `(unset)` for none.
-  const rows = [...read('docs/configuration.md').matchAll(/^\| `([A-Z][A-Z0-9_]+)` \| ([^|]*?) \|/gm)].map(([, name, fallback]) => [name!, fallback!] as const)
+  const rows = [
+    ...read('docs/configuration.md').matchAll(/^\| `([A-Z][A-Z0-9_]+)` \| ([^|]*?) \|/gm)
+  ].map(([, name, fallback]) => [name!, fallback!] as const)
   const documented = new Map(rows)
   t.equal(documented.size, rows.length, 'each variable has one row')
   for (const [variable, schema] of Object.entries(EnvSchema.properties)) {
@@ -81,7 +102,9 @@ t.test('every variable is in docs/configuration.md with its default, once, and n
 t.test('docs/configuration.md lists what each agent inherits beyond AGENT_ENV_ALLOW, as its spec says', async (t) => {
   const table = section(read('docs/configuration.md'), '| agent | also inherits |', '\n\n')
   const documented = new Map(
-    [...table.matchAll(/^\| (\w+) \| (`.+) \|$/gm)].map(([, agent, variables]) => [agent!, [...variables!.matchAll(/`([^`]+)`/g)].map(([, name]) => name!)])
+    [...table.matchAll(/^\| (\w+) \| (`.+) \|$/gm)].map(
+      ([, agent, variables]) => [agent!, [...variables!.matchAll(/`([^`]+)`/g)].map(([, name]) => name!)]
+    )
   )
   t.same([...documented.keys()], BUILT_IN_AGENTS.map((spec) => spec.agent), 'one row per agent, in the catalog’s order')
   for (const spec of BUILT_IN_AGENTS) t.same(documented.get(spec.agent), spec.env, `${spec.agent}’s variables`)
@@ -105,9 +128,12 @@ function anchors(markdown: string): Set<string> {
 const withoutCode = (markdown: string): string =>
   markdown.replace(/^```[\s\S]*?^```/gm, '').replace(/<!--[\s\S]*?-->/g, '').replace(/`[^`\n]*`/g, '')
 
-t.test('every relative link in README.md and docs/ points to a file of the repository (and a heading in it)', async (t) => {
+t.test('every relative link in README.md and docs/ points to a file of the ' +
+  'repository (and a heading in it)', async (t) => {
   for (const document of DOCUMENTS) {
-    const links = [...withoutCode(read(document)).matchAll(/\]\(([^)\s]+)(?:\s+"[^"]*")?\)/g)].map(([, target]) => target!)
+    const links = [
+      ...withoutCode(read(document)).matchAll(/\]\(([^)\s]+)(?:\s+"[^"]*")?\)/g)
+    ].map(([, target]) => target!)
     for (const link of links.filter((target) => !/^[a-z][a-z0-9+.-]*:/i.test(target))) {
       const [path, fragment] = link.split('#') as [string, string | undefined]
       const target = path === '' ? document : relative(ROOT, resolve(ROOT, dirname(document), decodeURIComponent(path)))
@@ -116,7 +142,9 @@ t.test('every relative link in README.md and docs/ points to a file of the repos
         continue
       }
       if (!t.ok(existsSync(join(ROOT, target)), `${document}: ${link} exists`)) continue
-      if (fragment !== undefined && target.endsWith('.md')) t.ok(anchors(read(target)).has(fragment), `${document}: ${link} names a heading of ${target}`)
+      if (fragment !== undefined && target.endsWith('.md')) {
+        t.ok(anchors(read(target)).has(fragment), `${document}: ${link} names a heading of ${target}`)
+      }
     }
   }
 })

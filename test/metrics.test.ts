@@ -3,7 +3,10 @@ import type { FastifyInstance } from 'fastify'
 import { build, cancelRun, createRun, heldAgent, readPidFile, runTool, scenario } from './helpers/index.js'
 
 // Prometheus reads values with Go's ParseFloat, which accepts NaN in any case (prom-client writes "Nan").
-const SAMPLE = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*\})? (-?[0-9.eE+-]+|[Nn][Aa][Nn]|[+-]Inf)$/
+const SAMPLE = new RegExp(
+  String.raw`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*\})?` +
+    String.raw` (-?[0-9.eE+-]+|[Nn][Aa][Nn]|[+-]Inf)$`
+)
 
 /** Every line of the exposition is a comment or a well-formed sample; returns samples keyed by name and labels. */
 async function scrape(t: Test, app: FastifyInstance): Promise<Map<string, number>> {
@@ -43,7 +46,10 @@ t.test('/metrics parses and its counters move after runs and rejections', async 
   held.release()
   await holding
   t.equal((await run('x', {})).statusCode, 401)
-  t.equal((await app.inject({ method: 'POST', url: '/tools/crush_run', payload: { task: '' }, headers: auth })).statusCode, 400)
+  t.equal(
+    (await app.inject({ method: 'POST', url: '/tools/crush_run', payload: { task: '' }, headers: auth })).statusCode,
+    400
+  )
 
   const after = await scrape(t, app)
   t.equal(after.get('agent_runner_runs_total{tool="crush_run",outcome="succeeded"}'), 2)

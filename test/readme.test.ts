@@ -41,7 +41,9 @@ function curlCommands(markdown: string): string[] {
 function requestOf(command: string): string {
   const method = /\s-X\s+([A-Z]+)/.exec(command)?.[1] ?? (/\s-d\s/.test(command) ? 'POST' : 'GET')
   const path = new URL(command.match(/http:\/\/\S+/)![0]).pathname
-  const stream = /'accept: application\/x-ndjson'/i.test(command) ? ' (ndjson)' : /'accept: text\/event-stream'/i.test(command) ? ' (sse)' : ''
+  const stream = /'accept: application\/x-ndjson'/i.test(command)
+    ? ' (ndjson)'
+    : /'accept: text\/event-stream'/i.test(command) ? ' (sse)' : ''
   return `${method} ${path}${stream}`
 }
 
@@ -59,11 +61,14 @@ function expectations(runId: string): Record<string, object | RegExp> {
     'POST /runs': { id: String, tool: 'crush_run', kind: 'async', status: 'running', result: null },
     'GET /runs': { runs: [{ id: String, tool: 'crush_run', kind: 'async', status: String }] },
     'GET /runs/$RUN_ID': { id: runId, status: 'succeeded', result },
-    'GET /runs/$RUN_ID/events': /^event: result\ndata: \{"type":"result","id":\d+,"result":\{"tool":"crush_run","ok":true/m,
+    'GET /runs/$RUN_ID/events':
+      /^event: result\ndata: \{"type":"result","id":\d+,"result":\{"tool":"crush_run","ok":true/m,
     'DELETE /runs/$RUN_ID': { id: runId, status: 'succeeded', result },
     'POST /mcp': /^data: \{"result":\{"tools":\[\{"name":"crush_run"/m,
     'GET /healthz': { status: 'ok' },
-    'GET /readyz': { status: 'ready', agents: [{ tool: 'crush_run', path: String }, { tool: 'claude_run', path: String }] },
+    'GET /readyz': {
+      status: 'ready', agents: [{ tool: 'crush_run', path: String }, { tool: 'claude_run', path: String }]
+    },
     // An async run an earlier example started may still hold its slot.
     'GET /metrics': /^agent_runner_slots_in_use\{tool="crush_run"\} [0-2]$/m,
     'GET /tools': { tools: [{ name: 'crush_run', limit: 2 }, { name: 'claude_run', limit: 2 }] },
@@ -85,7 +90,9 @@ const README_FAMILIES = [
 
 t.test("README's and docs' curl examples run as written against the stand-in agents", async (t) => {
   const examples = DOCUMENTS.flatMap((document) =>
-    curlCommands(readFileSync(fromRoot(document), 'utf8')).map((command) => ({ document, command, request: requestOf(command) }))
+    curlCommands(readFileSync(fromRoot(document), 'utf8')).map(
+      (command) => ({ document, command, request: requestOf(command) })
+    )
   )
   const inReadme = examples.filter((example) => example.document === 'README.md').map((example) => example.request)
   t.same(README_FAMILIES.filter((request) => !inReadme.includes(request)), [], 'README shows every family of routes')
@@ -97,7 +104,9 @@ t.test("README's and docs' curl examples run as written against the stand-in age
   // The run the examples name as $RUN_ID, finished before they read, follow and cancel it.
   const headers = { authorization: `Bearer ${EXAMPLE_TOKEN}` }
   const { id: runId } = await createRun(address, { tool: 'crush_run', task: 'An async run to follow' }, headers)
-  t.match(await settled(address, runId, 10_000, headers), { status: 'succeeded' }, 'the run $RUN_ID stands for has ended')
+  t.match(
+    await settled(address, runId, 10_000, headers), { status: 'succeeded' }, 'the run $RUN_ID stands for has ended'
+  )
   const EXPECTED = expectations(runId)
 
   // Nothing the commands might write lands in the repository.
@@ -107,28 +116,49 @@ t.test("README's and docs' curl examples run as written against the stand-in age
       t.ok(command.includes(DOCUMENTED_ADDRESS), `the example calls ${DOCUMENTED_ADDRESS}`)
       const runnable = command.replaceAll(DOCUMENTED_ADDRESS, `http://127.0.0.1:${port}`)
       // The documents' text run by a shell on purpose: that is how a reader runs it.
-      const { stdout } = await run('sh', ['-c', runnable], { cwd, env: { ...process.env, TOKEN: EXAMPLE_TOKEN, RUN_ID: runId } })
+      const { stdout } = await run('sh', ['-c', runnable], {
+        cwd, env: { ...process.env, TOKEN: EXAMPLE_TOKEN, RUN_ID: runId }
+      })
       const expected = EXPECTED[request]
-      if (expected === undefined) return t.fail(`no expected answer for ${request}: add one to expectations() in test/readme.test.ts`)
-      t.match(expected instanceof RegExp ? stdout : JSON.parse(stdout), expected, `${request} answers as ${document} says`)
+      if (expected === undefined) {
+        return t.fail(`no expected answer for ${request}: add one to expectations() in test/readme.test.ts`)
+      }
+      t.match(
+        expected instanceof RegExp ? stdout : JSON.parse(stdout), expected, `${request} answers as ${document} says`
+      )
       // A reader without tokens sends no empty bearer token (a proxy checking the document refuses one).
       const printArgs = 'curl() { printf "%s\\n" "$@"; }; '
-      const untokened = await run('sh', ['-c', printArgs + runnable], { cwd, env: { ...process.env, TOKEN: '', RUN_ID: runId } })
+      const untokened = await run('sh', ['-c', printArgs + runnable], {
+        cwd, env: { ...process.env, TOKEN: '', RUN_ID: runId }
+      })
       t.notMatch(untokened.stdout, /^authorization:/im, 'no Authorization header when $TOKEN is empty')
     })
   }
 })
 
-t.test("README's and docs' curl examples through Prism, with a token and without: nothing breaks the document", async (t) => {
+t.test("README's and docs' curl examples through Prism, with a token and without: " +
+  'nothing breaks the document', async (t) => {
   const examples = DOCUMENTS.flatMap((document) =>
-    curlCommands(readFileSync(fromRoot(document), 'utf8')).map((command) => ({ document, command, request: requestOf(command) }))
+    curlCommands(readFileSync(fromRoot(document), 'utf8')).map(
+      (command) => ({ document, command, request: requestOf(command) })
+    )
   )
   const tokened = await listen(t, await build(t, { API_TOKENS: EXAMPLE_TOKEN }))
   const open = await listen(t, await build(t))
   const headers = { authorization: `Bearer ${EXAMPLE_TOKEN}` }
   const readers = [
-    { who: 'with $TOKEN', base: await startPrism(t, tokened), token: EXAMPLE_TOKEN, runId: (await createRun(tokened, { tool: 'crush_run', task: 'x' }, headers)).id },
-    { who: 'with an empty $TOKEN', base: await startPrism(t, open), token: '', runId: (await createRun(open, { tool: 'crush_run', task: 'x' })).id }
+    {
+      who: 'with $TOKEN',
+      base: await startPrism(t, tokened),
+      token: EXAMPLE_TOKEN,
+      runId: (await createRun(tokened, { tool: 'crush_run', task: 'x' }, headers)).id
+    },
+    {
+      who: 'with an empty $TOKEN',
+      base: await startPrism(t, open),
+      token: '',
+      runId: (await createRun(open, { tool: 'crush_run', task: 'x' })).id
+    }
   ]
   await Promise.all([settled(tokened, readers[0]!.runId, 10_000, headers), settled(open, readers[1]!.runId, 10_000)])
   const cwd = tempDir(t)
@@ -143,8 +173,13 @@ t.test("README's and docs' curl examples through Prism, with a token and without
       const mediaType = /^content-type: ([^;\r\n]+)/im.exec(answer)?.[1] ?? ''
       const violations = JSON.parse(/^sl-violations: (.*)$/im.exec(answer)?.[1]?.trim() ?? '[]') as Violation[]
       // The document describes the API, not where it is published: its own routes are not in it, which Prism notes.
-      const published = request === 'GET /openapi.json' ? violations.filter((violation) => violation.message !== 'Selected route not found') : violations
-      t.same(violationsOf(published, mediaType, 'both'), [], `${document}: curl ${request}, ${who}: ${status} ${mediaType}, request and response as documented`)
+      const published = request === 'GET /openapi.json'
+        ? violations.filter((violation) => violation.message !== 'Selected route not found')
+        : violations
+      t.same(
+        violationsOf(published, mediaType, 'both'), [],
+        `${document}: curl ${request}, ${who}: ${status} ${mediaType}, request and response as documented`
+      )
       t.ok(status !== undefined && Number(status) < 400, `${document}: curl ${request}, ${who}: answered ${status}`)
     }
   }

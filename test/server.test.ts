@@ -6,24 +6,36 @@ import { connect } from 'node:net'
 import { join } from 'node:path'
 import { BUILT_IN_AGENTS } from '#src/agents/catalog.js'
 import { toolNameOf } from '#src/agents/spec.js'
-import { call, createRun, FIXTURE_BIN, isAlive, readPidFile, runTool, scenario, SERVER, standInEnv, startServer, tempDir, waitFor } from './helpers/index.js'
+import {
+  call, createRun, FIXTURE_BIN, isAlive, readPidFile, runTool, scenario, SERVER, standInEnv, startServer, tempDir,
+  waitFor
+} from './helpers/index.js'
 import { fromRoot } from './helpers/root.js'
 
 const postJson = (base: string, path: string, body: unknown) =>
-  fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })
+  fetch(`${base}${path}`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body)
+  })
 
 // Each test starts a service process of its own, on port 0 with its own data directory: side by side.
 t.jobs = 3
 
-t.test('SIGTERM: stop accepting, stop the agents (synchronous and async runs), answer their requests, exit 0', async (t) => {
+t.test('SIGTERM: stop accepting, stop the agents (synchronous and async runs), answer their requests, ' +
+  'exit 0', async (t) => {
   const pidFile = join(tempDir(t), 'agent.pid')
   const asyncPidFile = join(tempDir(t), 'async.pid')
-  const { child, base, logs } = await startServer(t, { AGENT_KILL_GRACE_MS: '300', LOG_LEVEL: 'info', AGENT_LIMITS: 'off' })
+  const { child, base, logs } = await startServer(t, {
+    AGENT_KILL_GRACE_MS: '300', LOG_LEVEL: 'info', AGENT_LIMITS: 'off'
+  })
   // Logged once the agents have been looked up, just after listening.
-  await waitFor(() => logs.some((entry) => String(entry['msg']).startsWith('agent-runner ready')), 10_000, 'the startup summary')
+  await waitFor(
+    () => logs.some((entry) => String(entry['msg']).startsWith('agent-runner ready')), 10_000, 'the startup summary'
+  )
   const pending = postJson(base, '/tools/crush_run', { task: scenario.writePid(pidFile, 60000) })
   const agent = await readPidFile(pidFile)
-  t.match(await createRun(base, { tool: 'crush_run', task: scenario.writePid(asyncPidFile, 60000) }), { status: 'running' })
+  t.match(
+    await createRun(base, { tool: 'crush_run', task: scenario.writePid(asyncPidFile, 60000) }), { status: 'running' }
+  )
   const asyncAgent = await readPidFile(asyncPidFile)
   // A spare connection that never sends a request (as proxies keep) must not hold the shutdown open.
   const spare = connect(Number(new URL(base).port), '127.0.0.1')
@@ -45,24 +57,40 @@ t.test('SIGTERM: stop accepting, stop the agents (synchronous and async runs), a
   const started = logs.find((entry) => entry['msg'] === 'agent run started' && entry['agent_pid'] === agent)
   const ended = logs.find((entry) => entry['msg'] === 'agent run ended' && entry['agent_pid'] === agent)
   t.match(started, { tool: 'crush_run', agent_pid: agent, reqId: String })
-  t.match(ended, { tool: 'crush_run', agent_pid: agent, reqId: started?.['reqId'], exit_code: 1, duration_ms: Number, stop_reason: 'shutdown' })
+  t.match(ended, {
+    tool: 'crush_run',
+    agent_pid: agent,
+    reqId: started?.['reqId'],
+    exit_code: 1,
+    duration_ms: Number,
+    stop_reason: 'shutdown'
+  })
   t.notOk(JSON.stringify(logs).includes('@write-pid'), 'the task itself is not logged')
   const ready = logs.find((entry) => String(entry['msg']).startsWith('agent-runner ready'))
   // Every agent of the catalog: each has its stand-in on the PATH, at MAX_<AGENT>_AGENTS's default.
   const tools = BUILT_IN_AGENTS.map(toolNameOf)
   t.match(ready, {
     msg: `agent-runner ready: ${tools.join(', ')}`,
-    agents: BUILT_IN_AGENTS.map((spec) => ({ tool: toolNameOf(spec), path: `${FIXTURE_BIN}/${spec.defaultBin}`, version: String })),
+    agents: BUILT_IN_AGENTS.map(
+      (spec) => ({ tool: toolNameOf(spec), path: `${FIXTURE_BIN}/${spec.defaultBin}`, version: String })
+    ),
     limits: Object.fromEntries(tools.map((tool) => [tool, 2])),
     auth: 'none: loopback only, Host and Origin checked',
-    containment: { mode: 'process-group', reason: 'AGENT_CONTAINMENT=process-group', escapes: /clears its environment.*apt-get install tini/, limits: 'none: AGENT_LIMITS=off' },
+    containment: {
+      mode: 'process-group',
+      reason: 'AGENT_CONTAINMENT=process-group',
+      escapes: /clears its environment.*apt-get install tini/,
+      limits: 'none: AGENT_LIMITS=off'
+    },
     docs: /^http:\/\/127\.0\.0\.1:\d+\/docs$/
   }, 'the startup log says what runs, how many, who may call, how contained, and where the docs are')
 })
 
 t.test('a bad configuration value stops the server with a message naming the variable', async (t) => {
   // One process is enough to show how the server stops: test/config.test.ts shows each variable's refusal in-process.
-  const child = spawn(process.execPath, [SERVER], { env: standInEnv({ MAX_CRUSH_AGENTS: '0' }), stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, [SERVER], {
+    env: standInEnv({ MAX_CRUSH_AGENTS: '0' }), stdio: ['ignore', 'pipe', 'pipe']
+  })
   let stderr = ''
   child.stderr.on('data', (chunk) => (stderr += chunk))
   const [code] = await once(child, 'exit')
@@ -85,13 +113,21 @@ t.test('a native module built for another Node stops the start with one line say
   cpSync(fromRoot('node_modules/better-sqlite3/package.json'), join(addon, 'package.json'))
   mkdirSync(join(addon, 'build/Release'), { recursive: true })
   writeFileSync(join(addon, 'build/Release/better_sqlite3.node'), 'not an ELF file')
-  const child = spawn(process.execPath, [join(root, 'dist/server.js')], { env: standInEnv({ PORT: '0', DATA_DIR: join(root, 'data') }), stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, [join(root, 'dist/server.js')], {
+    env: standInEnv({ PORT: '0', DATA_DIR: join(root, 'data') }), stdio: ['ignore', 'pipe', 'pipe']
+  })
   let stderr = ''
   child.stderr.on('data', (chunk) => (stderr += chunk))
   child.stdout.resume()
   const [code] = await once(child, 'exit')
   t.equal(code, 1)
-  t.match(stderr, /^agent-runner: cannot start: better-sqlite3 cannot load in Node v[\d.]+ \(linux-\w+\): .*Run `npm rebuild better-sqlite3` with this Node, or set RUNS_STORE=memory\n$/)
+  t.match(
+    stderr,
+    new RegExp(
+      String.raw`^agent-runner: cannot start: better-sqlite3 cannot load in Node v[\d.]+ \(linux-\w+\): .*` +
+        'Run `npm rebuild better-sqlite3` with this Node, or set RUNS_STORE=memory\\n$'
+    )
+  )
 })
 
 t.test('a descriptor the service was started with (a shell\'s 200>file) never reaches an agent', async (t) => {
@@ -104,7 +140,10 @@ t.test('a descriptor the service was started with (a shell\'s 200>file) never re
   const targets = JSON.parse(output.split('\n').find((line) => line.startsWith('['))!) as string[]
   t.ok(targets.length > 0, `the agent's descriptors: ${targets.join(', ')}`)
   t.notOk(targets.includes(secrets), 'not the file the service inherited')
-  t.ok(logs.some((entry) => entry['msg'] === 'closed descriptors inherited at start: agents get stdio only'), 'the start says so')
+  t.ok(
+    logs.some((entry) => entry['msg'] === 'closed descriptors inherited at start: agents get stdio only'),
+    'the start says so'
+  )
 })
 
 t.test('.env in the working directory is read, under the real environment', async (t) => {

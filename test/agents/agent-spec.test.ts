@@ -50,15 +50,21 @@ t.test('a spec in a list is a whole tool', async (t) => {
 
   const run = await app.inject({ method: 'POST', url: '/tools/echo_run', payload: { task: 'hello there' } })
   t.equal(run.statusCode, 200)
-  t.match(run.json(), { tool: 'echo_run', ok: true, command: ['crush', 'run', '--quiet', '--', 'hello there'] }, 'its binary and extra options from ECHO_*')
+  t.match(
+    run.json(), { tool: 'echo_run', ok: true, command: ['crush', 'run', '--quiet', '--', 'hello there'] },
+    'its binary and extra options from ECHO_*'
+  )
   t.match(run.json().output, /"PROMPT":"HELLO THERE"/, 'its report parser made the answer')
 
-  const printedEnv = async (tool: string): Promise<string> => (await app.inject({ method: 'POST', url: `/tools/${tool}`, payload: { task: scenario.env() } })).json().output
+  const printedEnv = async (tool: string): Promise<string> =>
+    (await app.inject({ method: 'POST', url: `/tools/${tool}`, payload: { task: scenario.env() } })).json().output
   // Its parser upper-cases what the stand-in printed.
   t.match(await printedEnv('echo_run'), /"ECHO_KEY":"ECHO-SECRET"/, 'the variables its spec names reach it')
   t.notMatch(await printedEnv('crush_run'), /ECHO_KEY/, 'and no other agent')
 
-  const tools = (await app.inject({ method: 'GET', url: '/tools' })).json<{ tools: Array<{ name: string; limit: number }> }>()
+  const tools = (await app.inject({ method: 'GET', url: '/tools' })).json<{
+    tools: Array<{ name: string; limit: number }>
+  }>()
   t.same(tools.tools.map((tool) => tool.name), [...BUILT_IN_AGENTS.map((spec) => `${spec.agent}_run`), 'echo_run'])
   t.match(tools.tools.at(-1), { name: 'echo_run', agent: 'echo', limit: 1 }, 'its limit from MAX_ECHO_AGENTS')
 
@@ -67,17 +73,31 @@ t.test('a spec in a list is a whole tool', async (t) => {
   await client.connect(new StreamableHTTPClientTransport(new URL(`${await listen(t, app)}/mcp`)))
   t.teardown(() => client.close())
   const { tools: listed } = await client.listTools()
-  t.same(listed.map((tool) => tool.name), tools.tools.map((tool) => tool.name), 'tools/list: the same tools as GET /tools')
+  t.same(
+    listed.map((tool) => tool.name), tools.tools.map((tool) => tool.name), 'tools/list: the same tools as GET /tools'
+  )
   const echoTool = listed.find((tool) => tool.name === 'echo_run')
   t.match(echoTool, { title: echo.summary, description: echo.description }, 'tools/list: its summary and description')
   t.same(echoTool?.inputSchema, listed[0]?.inputSchema, 'tools/list: the same input as the catalog\'s tools')
   t.match(echoTool?.outputSchema, { anyOf: [{ properties: { tool: { anyOf: [{ const: listed[0]?.name }] } } }] })
   t.ok(JSON.stringify(echoTool?.outputSchema).includes('"const":"echo_run"'), 'its results name it among the tools')
   const called = await client.callTool({ name: 'echo_run', arguments: { task: 'over mcp' } })
-  t.match(called, { isError: false, structuredContent: { tool: 'echo_run', ok: true, command: ['crush', 'run', '--quiet', '--', 'over mcp'] } }, 'tools/call runs it')
+  t.match(
+    called,
+    {
+      isError: false,
+      structuredContent: { tool: 'echo_run', ok: true, command: ['crush', 'run', '--quiet', '--', 'over mcp'] }
+    },
+    'tools/call runs it'
+  )
   t.match(called.content, [{ type: 'text', text: /"PROMPT":"OVER MCP"/ }], 'its report parser made the answer')
-  const followed = await client.callTool({ name: 'echo_run', arguments: { task: 'over mcp' } }, undefined, { onprogress: () => {} })
-  t.match(followed.structuredContent, { ok: true, command: ['crush', 'run', '--quiet', '--', 'over mcp'] }, 'a call with progress runs it the same')
+  const followed = await client.callTool(
+    { name: 'echo_run', arguments: { task: 'over mcp' } }, undefined, { onprogress: () => {} }
+  )
+  t.match(
+    followed.structuredContent, { ok: true, command: ['crush', 'run', '--quiet', '--', 'over mcp'] },
+    'a call with progress runs it the same'
+  )
 
   const created = await app.inject({ method: 'POST', url: '/runs', payload: { tool: 'echo_run', task: 'later' } })
   t.equal(created.statusCode, 202, 'POST /runs takes it')
@@ -85,8 +105,15 @@ t.test('a spec in a list is a whole tool', async (t) => {
   t.match(refused.json(), { statusCode: 400, code: 'VALIDATION_ERROR' }, 'and only the tools there are')
 
   const document = (await app.inject({ method: 'GET', url: '/openapi.json' })).json()
-  t.match(document.paths['/tools/echo_run'].post, { operationId: 'echoRun', summary: echo.summary, description: echo.description })
-  t.ok(document.components.schemas.RunRequest.properties.tool.anyOf.some((option: { enum: string[] }) => option.enum.includes('echo_run')), 'RunRequest names it')
+  t.match(document.paths['/tools/echo_run'].post, {
+    operationId: 'echoRun', summary: echo.summary, description: echo.description
+  })
+  t.ok(
+    document.components.schemas.RunRequest.properties.tool.anyOf.some(
+      (option: { enum: string[] }) => option.enum.includes('echo_run')
+    ),
+    'RunRequest names it'
+  )
   const metrics = (await app.inject({ method: 'GET', url: '/metrics' })).body
   t.match(metrics, /agent_runner_slots_in_use\{tool="echo_run"\} [01]/, 'its metrics label')
 })

@@ -9,7 +9,9 @@ import { credentialFree } from '../helpers/real-agents.js'
 const isRoot = process.getuid?.() === 0
 
 t.test('the real claude reports "Not logged in" and it comes back as a failed run', async (t) => {
-  const app = await build(t, { CLAUDE_BIN: await realClaude(), CLAUDE_PERMISSION_MODE: 'default' }, credentialFree(tempDir(t)))
+  const app = await build(
+    t, { CLAUDE_BIN: await realClaude(), CLAUDE_PERMISSION_MODE: 'default' }, credentialFree(tempDir(t))
+  )
   const result = await runTool(app, 'claude_run', { task: 'say hello', timeout: 60 })
   t.match(result, {
     tool: 'claude_run',
@@ -22,7 +24,8 @@ t.test('the real claude reports "Not logged in" and it comes back as a failed ru
   t.notMatch(result.output, /^\{/, 'output is the text, not the JSON report')
 })
 
-t.test('where claude refuses the permission mode, its own message is the output', { skip: !isRoot && 'claude refuses bypassPermissions only as root' }, async (t) => {
+t.test('where claude refuses the permission mode, ' +
+  'its own message is the output', { skip: !isRoot && 'claude refuses bypassPermissions only as root' }, async (t) => {
   const app = await build(t, { CLAUDE_BIN: await realClaude() }, credentialFree(tempDir(t)))
   const result = await runTool(app, 'claude_run', { task: 'say hello', timeout: 60 })
   t.match(result, { ok: false, exit_code: 1, agent_report: null, output: /cannot be used with root\/sudo privileges/ })
@@ -30,9 +33,13 @@ t.test('where claude refuses the permission mode, its own message is the output'
 })
 
 t.test('followed live (an async run), the real claude prints stream-json and its report is still parsed', async (t) => {
-  const app = await build(t, { CLAUDE_BIN: await realClaude(), CLAUDE_PERMISSION_MODE: 'default' }, credentialFree(tempDir(t)))
+  const app = await build(
+    t, { CLAUDE_BIN: await realClaude(), CLAUDE_PERMISSION_MODE: 'default' }, credentialFree(tempDir(t))
+  )
   const created = await createRun(app, { tool: 'claude_run', task: 'say hello', timeout: 60 })
   const state = await settled(app, created.id, 60_000)
-  t.match(state, { status: 'failed', result: { exit_code: 1, output: /Not logged in/, agent_report: { is_error: true } } })
+  t.match(state, {
+    status: 'failed', result: { exit_code: 1, output: /Not logged in/, agent_report: { is_error: true } }
+  })
   t.ok(state.result?.command.includes('stream-json'))
 })

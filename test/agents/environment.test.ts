@@ -26,10 +26,21 @@ t.test('the agent gets its provider keys and never the service secrets', async (
   }))
   const envOf = async (tool: ToolName) => printedEnv((await runTool(app, tool, { task: scenario.env() }, auth)).output)
   const crush = await envOf('crush_run')
-  t.match(crush, { ANTHROPIC_API_KEY: 'sk-ant-test', OPENAI_API_KEY: 'sk-openai-test', XDG_CONFIG_HOME: '/xdg', LANG: 'fr_FR.UTF-8', PATH: String, HOME: String })
+  t.match(crush, {
+    ANTHROPIC_API_KEY: 'sk-ant-test',
+    OPENAI_API_KEY: 'sk-openai-test',
+    XDG_CONFIG_HOME: '/xdg',
+    LANG: 'fr_FR.UTF-8',
+    PATH: String,
+    HOME: String
+  })
   t.notOk('CLAUDE_CONFIG_DIR' in crush, 'Claude’s settings are Claude’s alone')
   // The last two would let `systemd-run --user` start a process outside the run's containment.
-  for (const name of ['API_TOKENS', 'REDIS_URL', 'SOME_UNRELATED_SECRET', 'XDG_RUNTIME_DIR', 'DBUS_SESSION_BUS_ADDRESS']) t.notOk(name in crush, `${name} is not passed on`)
+  for (const name of [
+    'API_TOKENS', 'REDIS_URL', 'SOME_UNRELATED_SECRET', 'XDG_RUNTIME_DIR', 'DBUS_SESSION_BUS_ADDRESS'
+  ]) {
+    t.notOk(name in crush, `${name} is not passed on`)
+  }
 
   // Each agent gets its own providers' keys, not the others'.
   const claude = await envOf('claude_run')
@@ -37,11 +48,16 @@ t.test('the agent gets its provider keys and never the service secrets', async (
   t.notOk('OPENAI_API_KEY' in claude, 'claude does not see the OpenAI key')
   const codex = await envOf('codex_run')
   t.match(codex, { OPENAI_API_KEY: 'sk-openai-test' })
-  t.notOk('ANTHROPIC_API_KEY' in codex || 'CLAUDE_CONFIG_DIR' in codex, 'codex sees neither Anthropic’s key nor Claude’s settings')
+  t.notOk(
+    'ANTHROPIC_API_KEY' in codex || 'CLAUDE_CONFIG_DIR' in codex,
+    'codex sees neither Anthropic’s key nor Claude’s settings'
+  )
 })
 
 t.test('the allow and deny lists are configurable; deny wins, and API_TOKENS can never be allowed', async (t) => {
-  const app = await build(t, { AGENT_ENV_ALLOW: `${TEST_AGENT_ENV_ALLOW},MY_*,API_TOKENS`, AGENT_ENV_DENY: 'MY_PRIVATE' }, standInEnv({
+  const app = await build(t, {
+    AGENT_ENV_ALLOW: `${TEST_AGENT_ENV_ALLOW},MY_*,API_TOKENS`, AGENT_ENV_DENY: 'MY_PRIVATE'
+  }, standInEnv({
     MY_SETTING: 'yes',
     MY_PRIVATE: 'no',
     API_TOKENS: TOKEN
@@ -53,9 +69,13 @@ t.test('the allow and deny lists are configurable; deny wins, and API_TOKENS can
 })
 
 t.test('on Windows, the variables meant for the distro travel through WSLENV', async (t) => {
-  const app = await build(t, { AGENT_HOST_PLATFORM: 'win32' }, standInEnv({ ANTHROPIC_API_KEY: 'sk-ant-test', WSLENV: 'EXISTING/u' }))
+  const app = await build(
+    t, { AGENT_HOST_PLATFORM: 'win32' }, standInEnv({ ANTHROPIC_API_KEY: 'sk-ant-test', WSLENV: 'EXISTING/u' })
+  )
   const { output } = await runTool(app, 'crush_run', { task: scenario.env(), wsl_distro: 'Ubuntu' })
-  const env = JSON.parse(output.split('\n').find((line) => line.startsWith('{"') && !line.startsWith('{"wsl_argv'))!) as Record<string, string>
+  const env = JSON.parse(
+    output.split('\n').find((line) => line.startsWith('{"') && !line.startsWith('{"wsl_argv'))!
+  ) as Record<string, string>
   const names = env['WSLENV']!.split(':')
   t.ok(names.includes('ANTHROPIC_API_KEY'), 'the provider key crosses into the distro')
   t.ok(names.includes('EXISTING/u'), 'what WSLENV already said is kept')

@@ -4,13 +4,17 @@ import { join } from 'node:path'
 import { versionOf } from '#src/agents/locate.js'
 import { isAlive, readPidFile, tempDir, until } from '../helpers/index.js'
 
-const owner = (signal = new AbortController().signal) => ({ signal, bind: (command: { file: string; args: string[] }) => command })
+const owner = (signal = new AbortController().signal) =>
+  ({ signal, bind: (command: { file: string; args: string[] }) => command })
 
 /** A CLI that, asked its version, starts a second process (as gemini relaunches itself) and never answers. */
 function relaunching(dir: string): { bin: string; pids: string[] } {
   const bin = join(dir, 'relaunches')
   const pids = [join(dir, 'parent.pid'), join(dir, 'child.pid')]
-  writeFileSync(bin, `#!/bin/sh\necho $$ > '${pids[0]}'\nsh -c 'echo $$ > "${pids[1]}"; exec sleep 120' &\nexec sleep 120\n`, { mode: 0o755 })
+  writeFileSync(
+    bin, `#!/bin/sh\necho $$ > '${pids[0]}'\nsh -c 'echo $$ > "${pids[1]}"; exec sleep 120' &\nexec sleep 120\n`,
+    { mode: 0o755 }
+  )
   return { bin, pids }
 }
 

@@ -13,12 +13,15 @@ const OPENCODE_VERSION = '1.18.33'
 // CLI's start: they run side by side.
 t.jobs = 4
 
-t.test('the task on stdin, never quoted as words would be; permissions approved, JSON events asked for; the answer is its text', async (t) => {
+t.test('the task on stdin, never quoted as words would be; permissions approved, JSON events asked for; ' +
+  'the answer is its text', async (t) => {
   const app = await build(t)
   for (const task of ['--model x/y hello', 'run', '"quoted" $(id)', 'two words']) {
     const body = await runTool(app, 'opencode_run', { task })
     t.same(body.command, ['opencode', 'run', '--format', 'json', '--auto'])
-    t.match(body, { tool: 'opencode_run', ok: true, exit_code: 0, agent_report: { is_error: false, session_id: /^ses_/ } })
+    t.match(body, {
+      tool: 'opencode_run', ok: true, exit_code: 0, agent_report: { is_error: false, session_id: /^ses_/ }
+    })
     t.equal(JSON.parse(body.output).prompt, task, `${JSON.stringify(task)} byte for byte`)
   }
   const approved = await runTool(app, 'opencode_run', { task: scenario.needsPermission() })
@@ -27,9 +30,13 @@ t.test('the task on stdin, never quoted as words would be; permissions approved,
 
 t.test('an error event is the run’s report; offline, opencode waits until its deadline stops it', async (t) => {
   const failed = await runTool(await build(t), 'opencode_run', { task: scenario.fail() })
-  t.match(failed, { ok: false, exit_code: 1, output: 'something failed', agent_report: { is_error: true, subtype: 'error' } })
+  t.match(failed, {
+    ok: false, exit_code: 1, output: 'something failed', agent_report: { is_error: true, subtype: 'error' }
+  })
   const { OPENAI_API_KEY: _key, ...offline } = standInEnv()
-  const stuck = await runTool(await build(t, { AGENT_KILL_GRACE_MS: '200' }, offline), 'opencode_run', { task: 'hello', timeout: 1 })
+  const stuck = await runTool(
+    await build(t, { AGENT_KILL_GRACE_MS: '200' }, offline), 'opencode_run', { task: 'hello', timeout: 1 }
+  )
   t.match(stuck, { ok: false, timed_out: true, stop_reason: 'timeout', output: '', agent_report: null })
 })
 
@@ -45,15 +52,25 @@ t.test('the report parser: text parts, errors, or nothing it knows', async (t) =
     )),
     { text: 'one\ntwo', report: { is_error: false, subtype: undefined, session_id: 's1' } }
   )
-  t.same(reportOf(opencode, events({ type: 'error', sessionID: 's2', error: { name: 'ProviderAuthError', data: { message: 'no key' } } })), {
+  t.same(reportOf(
+    opencode,
+    events({ type: 'error', sessionID: 's2', error: { name: 'ProviderAuthError', data: { message: 'no key' } } })
+  ), {
     text: 'no key',
     report: { is_error: true, subtype: 'error', session_id: 's2' }
   })
-  t.match(reportOf(opencode, events({ type: 'error', sessionID: 's3', error: { name: 'APIError' } })), { text: 'APIError' })
+  t.match(
+    reportOf(opencode, events({ type: 'error', sessionID: 's3', error: { name: 'APIError' } })), { text: 'APIError' }
+  )
   t.match(reportOf(opencode, events({ type: 'error', sessionID: 's4' })), { text: 'error' })
-  for (const unknown of ['', 'plain', '{"type":"text"}', '{"type":']) t.equal(reportOf(opencode, unknown), null, JSON.stringify(unknown))
+  for (const unknown of ['', 'plain', '{"type":"text"}', '{"type":']) {
+    t.equal(reportOf(opencode, unknown), null, JSON.stringify(unknown))
+  }
 })
 
-t.test(`the real opencode ${OPENCODE_VERSION}, offline and without credentials: stopped at its deadline, nothing of it left`, async (t) => {
-  await stoppedAtDeadline(t, { name: 'opencode', pkg: 'opencode-ai', version: OPENCODE_VERSION, printsVersion: /^1\.\d+\.\d+/ })
+t.test(`the real opencode ${OPENCODE_VERSION}, offline and without credentials: stopped at its deadline, ` +
+  'nothing of it left', async (t) => {
+  await stoppedAtDeadline(t, {
+    name: 'opencode', pkg: 'opencode-ai', version: OPENCODE_VERSION, printsVersion: /^1\.\d+\.\d+/
+  })
 })

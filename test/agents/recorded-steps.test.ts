@@ -36,11 +36,15 @@ for (const { agent } of structured) {
     t.ok(steps.some((step) => step.kind === 'usage' && (step.input_tokens ?? 0) > 0), 'the tokens it used')
     // The same pass reads its report: the answer, a success, the session its stream named.
     const parsed = reportOf(structured.find((spec) => spec.agent === agent)!, stream.toString())
-    t.match(parsed, { text: 'ALL DONE', report: { is_error: false, session_id: String } }, 'its report, read as it came')
+    t.match(
+      parsed, { text: 'ALL DONE', report: { is_error: false, session_id: String } }, 'its report, read as it came'
+    )
     const noise = stream.toString().split('\n').filter((line) => line.trim() !== '' && !line.startsWith('{')).length
     t.equal(skipped, noise, `${noise} line(s) of noise skipped and counted`)
     for (let trial = 0; trial < 200; trial++) {
-      const cuts = [...new Set(Array.from({ length: 1 + (trial % 12) }, () => 1 + Math.floor(Math.random() * (stream.length - 1))))]
+      const cuts = [
+        ...new Set(Array.from({ length: 1 + (trial % 12) }, () => 1 + Math.floor(Math.random() * (stream.length - 1))))
+      ]
       cuts.sort((a, b) => a - b)
       t.same(read(agent, stream, cuts).steps, steps, `cut at ${cuts.join(',')}`)
     }
@@ -51,7 +55,8 @@ for (const { agent } of structured) {
 // proveClaudeDenials): in dontAsk and default alike a permission_denied line, the error tool_result with its meta
 // saying reject, the denial in the result line; and claude calls the run a success.
 for (const fixture of ['claude-denied', 'claude-denied-default']) {
-  t.test(`${fixture}: the refused command is one denied step, and every call refused makes the run not ok`, async (t) => {
+  t.test(`${fixture}: the refused command is one denied step, ` +
+    'and every call refused makes the run not ok', async (t) => {
     const stream = readFileSync(fromRoot(`test/fixtures/streams/${fixture}.out`))
     const { steps } = readSteps(claudeSteps(), stream)
     t.match(steps.filter((step) => step.kind === 'command'), [
@@ -63,16 +68,25 @@ for (const fixture of ['claude-denied', 'claude-denied-default']) {
     run.push(stream)
     run.end()
     const report = run.report()
-    t.match(report.steps_summary, { commands: [{ command: 'touch made-by-claude', status: 'denied' }], denied: [{ kind: 'command', name: 'touch made-by-claude' }] })
+    t.match(report.steps_summary, {
+      commands: [{ command: 'touch made-by-claude', status: 'denied' }],
+      denied: [{ kind: 'command', name: 'touch made-by-claude' }]
+    })
     t.equal(report.steps_summary?.denied.length, 1, 'one refused call')
     t.equal(report.allDenied, true, 'every call refused: the run is not ok')
 
     // Each of the other two lines alone tells it too: the tool_result's meta, and the result line, which has the last
     // word on a call no line ended.
-    for (const [what, left] of [['the tool_result', /"subtype":"permission_denied"/], ['the result line', /"subtype":"permission_denied"|"type":"tool_result"/]] as const) {
+    for (const [what, left] of [
+      ['the tool_result', /"subtype":"permission_denied"/],
+      ['the result line', /"subtype":"permission_denied"|"type":"tool_result"/]
+    ] as const) {
       const without = stream.toString().split('\n').filter((line) => !left.test(line)).join('\n')
       const ends = readSteps(claudeSteps(), Buffer.from(without)).steps.filter((step) => step.kind === 'command')
-      t.match(ends, [{ phase: 'started' }, { phase: 'completed', command: 'touch made-by-claude', status: 'denied' }], `told by ${what}`)
+      t.match(
+        ends, [{ phase: 'started' }, { phase: 'completed', command: 'touch made-by-claude', status: 'denied' }],
+        `told by ${what}`
+      )
       t.equal(ends.length, 2)
     }
   })

@@ -11,7 +11,9 @@ const opencodeId = 'ses_dce1285f3ffe0xs4bebTgxx2MR'
 t.test('each CLI’s own form, as the real ones print it, and nothing else', async (t) => {
   for (const id of [claudeId, codexId]) t.equal(acceptedSessionId(id, UUID, undefined), id)
   t.equal(acceptedSessionId(opencodeId, OPENCODE_SESSION, undefined), opencodeId)
-  for (const id of ['latest', '1', 'my title', `${claudeId}\n`, claudeId.toUpperCase(), `-${claudeId}`, opencodeId, '']) {
+  for (const id of [
+    'latest', '1', 'my title', `${claudeId}\n`, claudeId.toUpperCase(), `-${claudeId}`, opencodeId, ''
+  ]) {
     t.equal(acceptedSessionId(id, UUID, undefined), null, JSON.stringify(id))
   }
   for (const id of [claudeId, 'ses_', `ses_${'a'.repeat(200)}`, `--session=${opencodeId}`]) {

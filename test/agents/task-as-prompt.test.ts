@@ -51,7 +51,9 @@ t.test('each agent gets the task only where its CLI reads the prompt', async (t)
         const tool = new AgentTool(spec, settings, {}, undefined)
         const invocation = tool.invocation(task)
         const what = `${spec.agent}${settings.extraArgs.length > 0 ? ' with extra args' : ''}, ${JSON.stringify(task)}`
-        t.ok(takesAsPrompt(invocation, task, tool.invocation('an ordinary task')), `${what}: ${JSON.stringify(invocation)}`)
+        t.ok(
+          takesAsPrompt(invocation, task, tool.invocation('an ordinary task')), `${what}: ${JSON.stringify(invocation)}`
+        )
       }
     }
   }
@@ -71,21 +73,30 @@ for (const spec of BUILT_IN_AGENTS) {
   t.test(`${tool}: through the service, each task reaches the stand-in as its prompt`, async (t) => {
     const log = join(tempDir(t), 'starts.log')
     const app = await build(t, {}, standInEnv({ STAND_IN_LOG: log }))
-    const starts = () => (existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter((line) => line.includes('"argv"')).length : 0)
+    const starts = () =>
+      (existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter((line) => line.includes('"argv"')).length : 0)
     for (const task of HOSTILE_TASKS) {
       // Batch: the JSON answer; live: an NDJSON stream. The same argv either way.
       for (const live of [false, true]) {
         const what = `${live ? 'live' : 'batch'}, ${JSON.stringify(task)}`
         const before = starts()
         const response = await app.inject({
-          method: 'POST', url: `/tools/${tool}`, payload: { task }, headers: live ? { accept: 'application/x-ndjson' } : {}
+          method: 'POST',
+          url: `/tools/${tool}`,
+          payload: { task },
+          headers: live ? { accept: 'application/x-ndjson' } : {}
         })
         t.equal(response.statusCode, 200, `${what}: ran`)
-        const result = live ? (parseNdjson(response.body).at(-1) as { result: RunResult }).result : response.json<RunResult>()
+        const result = live
+          ? (parseNdjson(response.body).at(-1) as { result: RunResult }).result
+          : response.json<RunResult>()
         t.equal(result.ok, true, `${what}: its CLI took it`)
         const received = echoed(result)
         t.equal(received.prompt, task, `${what}: the prompt, byte for byte`)
-        t.same(received.argv, new AgentTool(spec, settingsOf(spec), {}, undefined).invocation(task).args, `${what}: the argv the spec builds`)
+        t.same(
+          received.argv, new AgentTool(spec, settingsOf(spec), {}, undefined).invocation(task).args,
+          `${what}: the argv the spec builds`
+        )
         t.equal(starts(), before + 1, `${what}: one agent started`)
       }
     }

@@ -21,7 +21,8 @@ const modes = [
 ]
 
 for (const { mode, uids } of modes) {
-  t.test(`${mode}: a fork bomb holds at most AGENT_MAX_PROCESSES of its token’s user, while another token’s run and /healthz answer`, { skip }, async (t) => {
+  t.test(`${mode}: a fork bomb holds at most AGENT_MAX_PROCESSES of its token’s user, ` +
+    'while another token’s run and /healthz answer', { skip }, async (t) => {
     const app = await build(t, {
       API_TOKENS: 'alice:secret-a,bob:secret-b',
       AGENT_USERS: uids,
@@ -32,8 +33,12 @@ for (const { mode, uids } of modes) {
       DATA_DIR: crossableDataDir(t)
     })
     const readiness = (await app.inject({ method: 'GET', url: '/readyz', headers: ALICE })).json()
-    t.match(readiness.containment, { limits: new RegExp(`^${LIMIT} processes per token \\(RLIMIT_NPROC of its own user\\).*AGENT_LIMITS=rlimits`) })
-    const alice = JSON.parse((await runTool(app, 'crush_run', { task: scenario.whoami() }, ALICE)).output.split('\n')[0]!) as { uid: number }
+    t.match(readiness.containment, {
+      limits: new RegExp(`^${LIMIT} processes per token \\(RLIMIT_NPROC of its own user\\).*AGENT_LIMITS=rlimits`)
+    })
+    const alice = JSON.parse(
+      (await runTool(app, 'crush_run', { task: scenario.whoami() }, ALICE)).output.split('\n')[0]!
+    ) as { uid: number }
     const dir = sharedDir(t)
     // 100 sleepers asked for by a Node script (a shell dies at its first refused fork): those past the limit are
     // refused (EAGAIN), and the count holds still.
@@ -42,17 +47,25 @@ for (const { mode, uids } of modes) {
     writeFileSync(sleepers, [
       "import { spawn } from 'node:child_process'",
       "import { writeFileSync } from 'node:fs'",
-      "const children = Array.from({ length: 100 }, () => spawn('sleep', ['30'], { stdio: 'ignore' }).on('error', () => {}))",
+      'const children = Array.from({ length: 100 }, () => ' +
+        "spawn('sleep', ['30'], { stdio: 'ignore' }).on('error', () => {}))",
       'writeFileSync(process.argv[2], String(children.filter((child) => child.pid !== undefined).length))',
       'setInterval(() => {}, 1000)'
     ].join('\n'), { mode: 0o644 })
     const crowd = runTool(app, 'crush_run', { task: scenario.shell('node', sleepers, started), timeout: 8 }, ALICE)
-    const spawned = Number(await until(() => (existsSync(started) ? readFileSync(started, 'utf8') : ''), Boolean, 30_000, 'the sleepers to be asked for'))
+    const spawned = Number(
+      await until(
+        () => (existsSync(started) ? readFileSync(started, 'utf8') : ''), Boolean, 30_000,
+        'the sleepers to be asked for'
+      )
+    )
     t.ok(spawned < 100, `the limit refused some of the 100 sleepers (${spawned} started)`)
     const held = (await processesOfUid(alice.uid)).length
     t.ok(held <= LIMIT, `never more than ${LIMIT} processes of alice’s user (${held})`)
     t.ok(held > LIMIT / 2, `and they did start up to it (${held} processes)`)
-    t.match(await runTool(app, 'crush_run', { task: 'hello' }, BOB), { ok: true }, 'bob’s user is not counted with alice’s')
+    t.match(
+      await runTool(app, 'crush_run', { task: 'hello' }, BOB), { ok: true }, 'bob’s user is not counted with alice’s'
+    )
     t.match(await crowd, { stop_reason: 'timeout' }, 'the sleepers’ run ended at its deadline')
 
     const bomb = runTool(app, 'crush_run', { task: scenario.forkBomb(dir), timeout: 6 }, ALICE)
@@ -65,8 +78,11 @@ for (const { mode, uids } of modes) {
   })
 }
 
-t.test('AGENT_USER shared with others, or no AGENT_USERS: no per-uid limit, and /readyz says none', { skip }, async (t) => {
+t.test('AGENT_USER shared with others, or no AGENT_USERS: no per-uid limit, ' +
+  'and /readyz says none', { skip }, async (t) => {
   const app = await build(t, { AGENT_LIMITS: 'rlimits' })
-  t.match((await app.inject({ method: 'GET', url: '/readyz' })).json().containment, { limits: 'none: AGENT_LIMITS=rlimits' })
+  t.match((await app.inject({ method: 'GET', url: '/readyz' })).json().containment, {
+    limits: 'none: AGENT_LIMITS=rlimits'
+  })
   t.match(await runTool(app, 'crush_run', { task: 'hello' }), { ok: true })
 })

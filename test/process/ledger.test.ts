@@ -22,7 +22,8 @@ function fill(dir: string): void {
   }
 }
 
-t.test('a run that cannot be recorded (DATA_DIR full) is killed at once: a 503 RUN_NOT_RECORDED, no agent, its slot back', { skip: !asRoot && 'needs root (mount)' }, async (t) => {
+t.test('a run that cannot be recorded (DATA_DIR full) is killed at once: a 503 RUN_NOT_RECORDED, no agent, ' +
+  'its slot back', { skip: !asRoot && 'needs root (mount)' }, async (t) => {
   const dataDir = join(tempDir(t), 'data')
   mkdirSync(dataDir)
   execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=256k', 'tmpfs', dataDir])
@@ -31,20 +32,28 @@ t.test('a run that cannot be recorded (DATA_DIR full) is killed at once: a 503 R
   fill(dataDir)
   const marker = tempDir(t)
   const sync = await post(app, 'crush_run', { task: scenario.sleep(60000, marker) })
-  t.match(sync, { status: 503, body: { code: 'RUN_NOT_RECORDED', message: /The run could not be recorded, so its agent was stopped: ENOSPC/ } })
-  const background = await call(app, 'POST', '/runs', { body: { tool: 'crush_run', task: scenario.sleep(60000, marker) } })
+  t.match(sync, {
+    status: 503,
+    body: { code: 'RUN_NOT_RECORDED', message: /The run could not be recorded, so its agent was stopped: ENOSPC/ }
+  })
+  const background = await call(app, 'POST', '/runs', {
+    body: { tool: 'crush_run', task: scenario.sleep(60000, marker) }
+  })
   t.match(background, { status: 503, body: { code: 'RUN_NOT_RECORDED' } }, 'POST /runs is refused the same way')
   t.same(await processesLeft(marker), [], 'no agent of either run is left')
   t.equal(app.slots.inUse('crush_run'), 0, 'the slot came back')
 })
 
-t.test('the ledger at start: only a recorded group that proves to be one of this service\'s runs is killed', async (t) => {
+t.test('the ledger at start: ' +
+  'only a recorded group that proves to be one of this service\'s runs is killed', async (t) => {
   const dataDir = tempDir(t)
   const ledger = new RunLedger(dataDir)
   const earlier = serviceLife(dataDir, 'earlier')
   const now = { env: { PATH: process.env['PATH'] }, life: serviceLife(dataDir, 'now'), wslBin: 'true' }
   const group = (mark?: string, script = 'sleep 60 & sleep 60; exit 0') => {
-    const child = spawn('sh', ['-c', script], { detached: true, stdio: 'ignore', env: mark === undefined ? {} : { [RUN_MARK_VARIABLE]: mark } })
+    const child = spawn('sh', ['-c', script], {
+      detached: true, stdio: 'ignore', env: mark === undefined ? {} : { [RUN_MARK_VARIABLE]: mark }
+    })
     t.teardown(() => { try { process.kill(-child.pid!, 'SIGKILL') } catch {} })
     return child
   }
@@ -61,9 +70,11 @@ t.test('the ledger at start: only a recorded group that proves to be one of this
   // run of the same earlier life (a daemon of it, leading a group of its own). It carries an earlier life's mark, so
   // only the start time tells it from the group that was recorded.
   const reused = group(runMark(earlier, 'another-run'))
-  ledger.started('reused-pid', { kind: 'host-group', pid: reused.pid!, startTime: String(Number(processStartTime(reused.pid!)) - 1) })
-  // No start time on record (the agent had exited when its run was recorded, leaving a job in its group): nothing proves
-  // that the group under that number now is the one recorded, though it carries an earlier life's mark.
+  ledger.started('reused-pid', {
+    kind: 'host-group', pid: reused.pid!, startTime: String(Number(processStartTime(reused.pid!)) - 1)
+  })
+  // No start time on record (the agent had exited when its run was recorded, leaving a job in its group): nothing
+  // proves that the group under that number now is the one recorded, though it carries an earlier life's mark.
   const jobFile = join(tempDir(t), 'job.pid')
   const unproven = group(runMark(earlier, 'no-start-time'), `sleep 60 & echo $! > '${jobFile}'`)
   await once(unproven, 'exit')
@@ -77,8 +88,13 @@ t.test('the ledger at start: only a recorded group that proves to be one of this
   const ran = join(tempDir(t), 'ran')
   const program = join(tempDir(t), 'program')
   writeFileSync(program, `#!/bin/sh\ntouch ${ran}\n`, { mode: 0o755 })
-  writeFileSync(join(dataDir, 'live', 'planted.json'), JSON.stringify({ kind: 'wsl-group', wslBin: program, distro: 'Ubuntu', runId: 'planted' }))
-  writeFileSync(join(dataDir, 'live', 'option.json'), JSON.stringify({ kind: 'wsl-group', distro: '--exec', runId: 'option' }))
+  writeFileSync(
+    join(dataDir, 'live', 'planted.json'),
+    JSON.stringify({ kind: 'wsl-group', wslBin: program, distro: 'Ubuntu', runId: 'planted' })
+  )
+  writeFileSync(
+    join(dataDir, 'live', 'option.json'), JSON.stringify({ kind: 'wsl-group', distro: '--exec', runId: 'option' })
+  )
   writeFileSync(join(dataDir, 'live', 'everyone.json'), JSON.stringify({ kind: 'host-group', pid: 1, startTime: '1' }))
   const oursEnded = once(ours, 'exit')
   const leftovers = await new RunLedger(dataDir).stopLeftovers(now)

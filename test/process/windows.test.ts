@@ -8,7 +8,9 @@ import cmdShim from 'cmd-shim'
 import { buildAgentEnv } from '#src/agents/environment.js'
 import { searchPath } from '#src/process/search-path.js'
 import { quoteWindowsArg, windowsCommandLine } from '#src/process/windows-command-line.js'
-import { findWindowsExecutable, parseNpmCmdShim, resolveWindowsCommand, UnsafeBatchFile } from '#src/process/windows-executable.js'
+import {
+  findWindowsExecutable, parseNpmCmdShim, resolveWindowsCommand, UnsafeBatchFile
+} from '#src/process/windows-executable.js'
 import { windowsTree } from '#src/process/windows-tree.js'
 import { tempDir, waitFor } from '../helpers/index.js'
 
@@ -38,28 +40,49 @@ t.test('npm .cmd shims are read for what they start', async (t) => {
   await cmdShim(script, join(dir, 'claude'))
   await cmdShim(binary, join(dir, 'native'))
 
-  t.same(parseNpmCmdShim(readFileSync(join(dir, 'claude.cmd'), 'utf8')), { program: 'node', programArgs: [], target: 'node_modules\\agent\\cli.js' })
-  t.same(parseNpmCmdShim(readFileSync(join(dir, 'native.cmd'), 'utf8')), { program: null, programArgs: [], target: 'node_modules\\agent\\agent.exe' })
+  t.same(parseNpmCmdShim(readFileSync(join(dir, 'claude.cmd'), 'utf8')), {
+    program: 'node', programArgs: [], target: 'node_modules\\agent\\cli.js'
+  })
+  t.same(parseNpmCmdShim(readFileSync(join(dir, 'native.cmd'), 'utf8')), {
+    program: null, programArgs: [], target: 'node_modules\\agent\\agent.exe'
+  })
   t.equal(parseNpmCmdShim('@echo off\r\necho %*\r\n'), null, 'a hand-written batch file is no shim')
 
   const env = { PATH: `${join(dir, 'missing')};${dir}`, PATHEXT: '.COM;.EXE;.BAT;.CMD' }
-  t.equal(await findWindowsExecutable('claude', env.PATH, env.PATHEXT, dir), join(dir, 'claude.cmd'), 'PATHEXT finds the shim by its bare name')
+  t.equal(
+    await findWindowsExecutable('claude', env.PATH, env.PATHEXT, dir), join(dir, 'claude.cmd'),
+    'PATHEXT finds the shim by its bare name'
+  )
   t.equal(await findWindowsExecutable('nothing', env.PATH, env.PATHEXT, dir), undefined)
   // A request's cwd holding a claude.cmd of someone's making: PATH decides, never the directory the agent runs in.
   const requestCwd = join(dir, 'project')
   mkdirSync(requestCwd)
   writeFileSync(join(requestCwd, 'claude.cmd'), '@echo off\r\necho planted\r\n')
-  t.equal(await findWindowsExecutable('claude', env.PATH, env.PATHEXT, requestCwd), join(dir, 'claude.cmd'), 'the cwd is not searched')
+  t.equal(
+    await findWindowsExecutable('claude', env.PATH, env.PATHEXT, requestCwd), join(dir, 'claude.cmd'),
+    'the cwd is not searched'
+  )
   writeFileSync(join(requestCwd, 'only-here.cmd'), '@echo off\r\n')
-  t.equal(await findWindowsExecutable('only-here', env.PATH, env.PATHEXT, requestCwd), undefined, 'what only the cwd holds is not found')
+  t.equal(
+    await findWindowsExecutable('only-here', env.PATH, env.PATHEXT, requestCwd), undefined,
+    'what only the cwd holds is not found'
+  )
   t.same(await resolveWindowsCommand('claude', ['-p', '%PATH% & echo'], env, dir), {
     file: 'node',
     args: [join(dir, 'node_modules\\agent\\cli.js'), '-p', '%PATH% & echo']
   }, 'node and the script: the task is an argument of node, never read by cmd.exe')
   writeFileSync(join(dir, 'node.exe'), 'MZ')
-  t.equal((await resolveWindowsCommand('claude', [], env, dir))!.file, join(dir, 'node.exe'), 'node.exe beside the shim wins, as in the shim')
-  t.same(await resolveWindowsCommand('native', ['x'], env, dir), { file: join(dir, 'node_modules\\agent\\agent.exe'), args: ['x'] })
-  t.same(await resolveWindowsCommand(join(dir, 'node.exe'), ['x'], env, dir), { file: join(dir, 'node.exe'), args: ['x'] }, 'an .exe runs as it is')
+  t.equal(
+    (await resolveWindowsCommand('claude', [], env, dir))!.file, join(dir, 'node.exe'),
+    'node.exe beside the shim wins, as in the shim'
+  )
+  t.same(await resolveWindowsCommand('native', ['x'], env, dir), {
+    file: join(dir, 'node_modules\\agent\\agent.exe'), args: ['x']
+  })
+  t.same(
+    await resolveWindowsCommand(join(dir, 'node.exe'), ['x'], env, dir), { file: join(dir, 'node.exe'), args: ['x'] },
+    'an .exe runs as it is'
+  )
   writeFileSync(join(dir, 'plain.bat'), '@echo off\r\necho %*\r\n')
   await t.rejects(resolveWindowsCommand('plain', [], env, dir), UnsafeBatchFile)
   t.equal(await resolveWindowsCommand('nothing', [], env, dir), undefined)
@@ -74,9 +97,13 @@ t.test('windows-tree: stops are taskkill of the whole tree, asked first, then fo
   const containment = windowsTree(taskkill)
   t.equal(containment.mode, 'windows-tree')
   const env = { PATH: `${dir};${process.env['PATH']!.replaceAll(':', ';')}`, PATHEXT: '.EXE' }
-  await t.rejects(containment.launch('no-such-agent', [], { env, cwd: dir, runId: 'r' }), { name: 'AgentSpawnError', errno: 'ENOENT' })
+  await t.rejects(containment.launch('no-such-agent', [], { env, cwd: dir, runId: 'r' }), {
+    name: 'AgentSpawnError', errno: 'ENOENT'
+  })
   writeFileSync(join(dir, 'agent.cmd'), '@echo off\r\necho %*\r\n')
-  await t.rejects(containment.launch('agent.cmd', [], { env, cwd: dir, runId: 'r' }), { name: 'AgentSpawnError', errno: 'EINVAL', message: /not an npm shim/ })
+  await t.rejects(containment.launch('agent.cmd', [], { env, cwd: dir, runId: 'r' }), {
+    name: 'AgentSpawnError', errno: 'EINVAL', message: /not an npm shim/
+  })
 
   const child = spawn('sleep', ['5'], { stdio: 'ignore' })
   const run = containment.control(child, { file: 'sleep', args: ['5'], detached: false })
@@ -85,7 +112,9 @@ t.test('windows-tree: stops are taskkill of the whole tree, asked first, then fo
   await run.signal('SIGTERM')
   await run.signal('SIGKILL')
   await waitFor(() => readFileSync(log, 'utf8').split('\n').length === 4, 2000, 'three taskkill calls')
-  t.same(readFileSync(log, 'utf8').trim().split('\n'), [`/PID ${child.pid} /T`, `/PID ${child.pid} /T`, `/PID ${child.pid} /T /F`])
+  t.same(readFileSync(log, 'utf8').trim().split('\n'), [
+    `/PID ${child.pid} /T`, `/PID ${child.pid} /T`, `/PID ${child.pid} /T /F`
+  ])
   t.same(run.exit(3, null), { exitCode: 3, signal: null })
   await run.sweep()
   child.kill()

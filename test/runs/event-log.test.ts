@@ -7,10 +7,13 @@ import type { RunEvent } from '#src/schemas/events.js'
 import { completeUtf8Length, OutputEvents } from '#src/runs/output-events.js'
 
 /** The events inside SSE frames, as a follower parses them. */
-const decode = (frames: Buffer[]): RunEvent[] => frames.map((frame) => JSON.parse(/^data: (.*)$/m.exec(frame.toString())![1]!) as RunEvent)
+const decode = (frames: Buffer[]): RunEvent[] =>
+  frames.map((frame) => JSON.parse(/^data: (.*)$/m.exec(frame.toString())![1]!) as RunEvent)
 const framesOf = (events: StoredEvent[], position = 0) => withGaps(events, position).frames
-const outputs = (frames: Buffer[]) => decode(frames).filter((event) => event.type === 'output').map((event) => (event as { data: string }).data)
-const gapOf = (frames: Buffer[]) => (decode(frames).find((event) => event.type === 'gap') as { omitted_bytes: number } | undefined)?.omitted_bytes
+const outputs = (frames: Buffer[]) =>
+  decode(frames).filter((event) => event.type === 'output').map((event) => (event as { data: string }).data)
+const gapOf = (frames: Buffer[]) =>
+  (decode(frames).find((event) => event.type === 'gap') as { omitted_bytes: number } | undefined)?.omitted_bytes
 
 /** Feeds the log as the registry does: raw chunks through OutputEvents. */
 function write(log: RunEventLog, output: OutputEvents, chunks: string[]): void {
@@ -36,7 +39,8 @@ t.test('within the limit every event is kept; an id is where its output ends, so
   t.equal(log.dropped(), undefined, 'nothing dropped')
 })
 
-t.test('many small events past the limit: head and tail kept by their frames\' bytes, a gap between, memory compacted', async (t) => {
+t.test('many small events past the limit: head and tail kept by their frames\' bytes, a gap between, ' +
+  'memory compacted', async (t) => {
   const limit = 20_000
   const log = new RunEventLog(limit)
   const output = new OutputEvents()
@@ -49,10 +53,16 @@ t.test('many small events past the limit: head and tail kept by their frames\' b
   const frameBytes = kept.reduce((sum, event) => sum + event.frame.length, 0)
   const oneFrame = kept[0]!.frame.length
   // 30,000 one-byte writes once kept 29,061 events: bounded by output bytes, each costing a frame of some sixty.
-  t.ok(frameBytes <= limit + oneFrame, `${String(kept.length)} events kept, ${String(frameBytes)} bytes of frames: within the limit`)
+  t.ok(
+    frameBytes <= limit + oneFrame,
+    `${String(kept.length)} events kept, ${String(frameBytes)} bytes of frames: within the limit`
+  )
   const head = kept.findIndex((event, index) => event.id !== index + 1)
   const headBytes = kept.slice(0, head).reduce((sum, event) => sum + event.frame.length, 0)
-  t.ok(headBytes >= limit / 2 && headBytes < limit / 2 + oneFrame + 10, `the first half: the first ${String(head)} events, ${String(headBytes)} bytes of frames`)
+  t.ok(
+    headBytes >= limit / 2 && headBytes < limit / 2 + oneFrame + 10,
+    `the first half: the first ${String(head)} events, ${String(headBytes)} bytes of frames`
+  )
   t.equal(kept.at(-1)!.id, 30_000, 'the latest half: up to the last')
   t.equal(gapOf(framesOf(kept)), 30_000 - kept.length, 'the gap counts what was dropped')
   t.same(log.dropped(), { after: head, before: kept[head]!.id }, 'the dropped ids lie between the head and the tail')
@@ -108,7 +118,8 @@ t.test('a character split across chunks is never split across events, and ids co
 const message = (text: string): Step => ({ kind: 'message', text, truncated: false })
 const labels = (events: StoredEvent[]) => events.map((event) => /^id: (.*)$/m.exec(event.frame.toString())![1])
 
-t.test('steps sort after the output read before them: ids name the bytes and the rank, and resume exactly', async (t) => {
+t.test('steps sort after the output read before them: ids name the bytes and the rank, ' +
+  'and resume exactly', async (t) => {
   const log = new RunEventLog(1 << 20)
   const output = new OutputEvents()
   log.appendStep(message('before any output'))
@@ -119,9 +130,16 @@ t.test('steps sort after the output read before them: ids name the bytes and the
   log.close(output.closing({ tool: 'claude_run' } as RunResult))
   const all = log.after(0)
   t.same(labels(all), ['0.1', '2', '2.1', '2.2', '3', '4'], 'SSE ids: an output’s end, a step’s output-before and rank')
-  t.ok(all.every((event, index) => index === 0 || event.id > all[index - 1]!.id), 'the numbers they are kept by only grow')
-  t.same(decode(framesOf(all)).filter((event) => event.type === 'step').map((event) => (event as { id: string }).id), ['0.1', '2.1', '2.2'], 'the data carries the id too')
-  t.same(labels(log.after(parseEventId('2.1')!)), ['2.2', '3', '4'], 'resuming after a step: the next step, then the output')
+  t.ok(
+    all.every((event, index) => index === 0 || event.id > all[index - 1]!.id), 'the numbers they are kept by only grow'
+  )
+  t.same(
+    decode(framesOf(all)).filter((event) => event.type === 'step').map((event) => (event as { id: string }).id),
+    ['0.1', '2.1', '2.2'], 'the data carries the id too'
+  )
+  t.same(
+    labels(log.after(parseEventId('2.1')!)), ['2.2', '3', '4'], 'resuming after a step: the next step, then the output'
+  )
   t.same(labels(log.after(parseEventId('2')!)), ['2.1', '2.2', '3', '4'], 'after an output: its steps first')
   t.equal(gapOf(framesOf(log.after(parseEventId('2.2')!), 2)), undefined, 'a step carries no bytes: no gap')
 })
@@ -130,10 +148,13 @@ t.test('Last-Event-ID: only the ids this log gives', async (t) => {
   t.equal(parseEventId('0'), 0)
   t.equal(parseEventId('17.3'), 17 + 3 / 4096)
   t.equal(parseEventId('17.9999'), 17 + 4095 / 4096, 'a rank past the last one is after every step there')
-  for (const bad of ['', '-1', '1.', '.1', '1.2.3', '1e3', ' 1', '1234567890123456']) t.equal(parseEventId(bad), undefined, JSON.stringify(bad))
+  for (const bad of ['', '-1', '1.', '.1', '1.2.3', '1e3', ' 1', '1234567890123456']) {
+    t.equal(parseEventId(bad), undefined, JSON.stringify(bad))
+  }
 })
 
-t.test('thousands of steps with no output between them: the log keeps the first 4095, never an id out of order', async (t) => {
+t.test('thousands of steps with no output between them: the log keeps the first 4095, ' +
+  'never an id out of order', async (t) => {
   const log = new RunEventLog(1 << 30)
   for (let index = 0; index < 5000; index++) log.appendStep(message(String(index)))
   const kept = log.after(0)
@@ -147,7 +168,10 @@ t.test('steps past the limit are dropped like output: the store is told, even wh
   const dropped = log.dropped()
   t.ok(dropped !== undefined, 'a dropped range')
   const kept = log.after(0)
-  t.ok(kept.some((event) => event.id <= dropped!.after) && kept.some((event) => event.id >= dropped!.before), 'head and tail kept around it')
+  t.ok(
+    kept.some((event) => event.id <= dropped!.after) && kept.some((event) => event.id >= dropped!.before),
+    'head and tail kept around it'
+  )
   t.notOk(kept.some((event) => event.id > dropped!.after && event.id < dropped!.before), 'nothing kept inside it')
 })
 
@@ -160,11 +184,15 @@ t.test('a follower chooses steps, output or both: the result ends every choice',
   log.close(output.closing({ tool: 'claude_run' } as RunResult))
   const kinds = async (choice: EventsChoice, lastId = 0) => {
     const frames: Buffer[] = []
-    for await (const batch of follow(logSource(log), lastId, choice, new AbortController().signal)) frames.push(...batch)
+    for await (const batch of follow(logSource(log), lastId, choice, new AbortController().signal)) {
+      frames.push(...batch)
+    }
     return decode(frames).map((event) => event.type)
   }
   t.same(await kinds('both'), ['output', 'step', 'output', 'result'])
   t.same(await kinds('steps'), ['step', 'result'])
   t.same(await kinds('output'), ['output', 'output', 'result'])
-  t.same(await kinds('steps', parseEventId('2.1')), ['result'], 'resumed after its last step: what follows, still chosen')
+  t.same(
+    await kinds('steps', parseEventId('2.1')), ['result'], 'resumed after its last step: what follows, still chosen'
+  )
 })

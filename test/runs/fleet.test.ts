@@ -1,7 +1,10 @@
 import t from 'tap'
 import { once } from 'node:events'
 import { join } from 'node:path'
-import { build, call, cancelRun, createRun, echoed, heldAgent, isAlive, listen, outputText, parseSse, readPidFile, readUntil, refused, runTool, scenario, settled, startServer, tempDir } from '../helpers/index.js'
+import {
+  build, call, cancelRun, createRun, echoed, heldAgent, isAlive, listen, outputText, parseSse, readPidFile, readUntil,
+  refused, runTool, scenario, settled, startServer, tempDir
+} from '../helpers/index.js'
 import { NO_REDIS, redisEnv, startRedis } from '../helpers/redis.js'
 
 // Two real service processes on one real redis-server: any replica answers for any run.
@@ -22,23 +25,41 @@ t.test('a fleet on Redis', { skip: NO_REDIS, jobs: 2 }, async (t) => {
     const { id } = await createRun(a.base, { tool: 'crush_run', task }, ALICE)
     const agent = await readPidFile(pidFile)
 
-    t.match(await call(b.base, 'GET', `/runs/${id}`, { headers: ALICE }), { status: 200, body: { id, kind: 'async', status: 'running', result: null } }, 'B knows the run A runs')
+    t.match(
+      await call(b.base, 'GET', `/runs/${id}`, { headers: ALICE }),
+      { status: 200, body: { id, kind: 'async', status: 'running', result: null } }, 'B knows the run A runs'
+    )
     const following = await fetch(`${b.base}/runs/${id}/events`, { headers: ALICE })
     t.equal(following.status, 200)
     const seen = await readUntil(following, /tick 3\\n/)
-    t.match(seen, /^id: \d+\nevent: output\ndata: \{"type":"output","id":\d+,"offset":0,"data":"tick 1\\n/, 'from the start…')
+    t.match(
+      seen, /^id: \d+\nevent: output\ndata: \{"type":"output","id":\d+,"offset":0,"data":"tick 1\\n/, 'from the start…'
+    )
     t.match(seen, /tick 3/, '…and live, as A writes it')
 
-    t.match(await call(b.base, 'GET', `/runs/${id}`, { headers: BOB }), { status: 404, body: { code: 'RUN_NOT_FOUND' } }, 'another token: no such run')
+    t.match(
+      await call(b.base, 'GET', `/runs/${id}`, { headers: BOB }), { status: 404, body: { code: 'RUN_NOT_FOUND' } },
+      'another token: no such run'
+    )
     t.same((await call(b.base, 'GET', '/runs', { headers: BOB })).body, { runs: [] }, 'and an empty list')
-    t.match(await call(b.base, 'GET', '/runs', { headers: ALICE }), { body: { runs: [{ id, status: 'running', caller: 'alice', task, deadline: String }] } }, 'B lists it as A does: what a console on any replica shows')
+    t.match(
+      await call(b.base, 'GET', '/runs', { headers: ALICE }),
+      { body: { runs: [{ id, status: 'running', caller: 'alice', task, deadline: String }] } },
+      'B lists it as A does: what a console on any replica shows'
+    )
 
-    t.match(await cancelRun(b.base, id, ALICE), { id, status: 'cancelled', result: { stop_reason: 'cancelled' } }, 'B answers with the end A recorded')
+    t.match(
+      await cancelRun(b.base, id, ALICE), { id, status: 'cancelled', result: { stop_reason: 'cancelled' } },
+      'B answers with the end A recorded'
+    )
     t.notOk(isAlive(agent), 'the agent on A is gone')
-    t.match(await call(a.base, 'GET', `/runs/${id}`, { headers: ALICE }), { body: { status: 'cancelled' } }, 'A says the same')
+    t.match(
+      await call(a.base, 'GET', `/runs/${id}`, { headers: ALICE }), { body: { status: 'cancelled' } }, 'A says the same'
+    )
   })
 
-  t.test('a session one replica’s run reported is continued on another, by its owner only, one run at a time', async (t) => {
+  t.test('a session one replica’s run reported is continued on another, by its owner only, ' +
+    'one run at a time', async (t) => {
     const { url } = await startRedis(t)
     const env = redisEnv(url, { API_TOKENS: TOKENS })
     const [a, b] = await Promise.all([startServer(t, env), startServer(t, env)])
@@ -47,12 +68,20 @@ t.test('a fleet on Redis', { skip: NO_REDIS, jobs: 2 }, async (t) => {
     const held = heldAgent(t)
     const continuing = runTool(b.base, 'codex_run', { task: held.task, resume: first.session_id! }, ALICE)
     await readPidFile(held.pidFile)
-    t.match(await refused(a.base, 'codex_run', { task: 'me too', resume: first.session_id }, ALICE), { status: 409, body: { code: 'SESSION_BUSY' } }, 'A sees B’s claim')
-    t.match(await refused(a.base, 'codex_run', { task: 'mine?', resume: first.session_id }, BOB), { status: 404, body: { code: 'SESSION_NOT_FOUND' } })
+    t.match(
+      await refused(a.base, 'codex_run', { task: 'me too', resume: first.session_id }, ALICE),
+      { status: 409, body: { code: 'SESSION_BUSY' } }, 'A sees B’s claim'
+    )
+    t.match(await refused(a.base, 'codex_run', { task: 'mine?', resume: first.session_id }, BOB), {
+      status: 404, body: { code: 'SESSION_NOT_FOUND' }
+    })
     held.release()
     t.match(await continuing, { ok: true, session_id: first.session_id })
     const third = await runTool(b.base, 'codex_run', { task: 'third on B', resume: first.session_id! }, ALICE)
-    t.same((echoed(third) as ReturnType<typeof echoed> & { earlier: string[] }).earlier, ['first on A', held.task], 'B’s runs were given A’s conversation')
+    t.same(
+      (echoed(third) as ReturnType<typeof echoed> & { earlier: string[] }).earlier, ['first on A', held.task],
+      'B’s runs were given A’s conversation'
+    )
   })
 
   t.test('kill -9 A: after the TTL, B reports A’s run lost, with the events A had saved', async (t) => {
@@ -76,15 +105,22 @@ t.test('a fleet on Redis', { skip: NO_REDIS, jobs: 2 }, async (t) => {
     t.notMatch(kept, /event: result/)
   })
 
-  t.test('in one process pair: B follows A’s run live to its end and DELETE of a finished run answers it as it is', async (t) => {
+  t.test('in one process pair: ' +
+    'B follows A’s run live to its end and DELETE of a finished run answers it as it is', async (t) => {
     const { url } = await startRedis(t)
     const env = redisEnv(url)
     const a = await build(t, env)
     const b = await build(t, env)
     const { id } = await createRun(a, { tool: 'crush_run', task: scenario.drip(5, 100) })
     const followed = await (await fetch(`${await listen(t, b)}/runs/${id}/events`)).text()
-    t.equal(outputText(parseSse(followed).map((frame) => frame.data)), 'tick 1\ntick 2\ntick 3\ntick 4\ntick 5\ndripped\n', 'every byte of output, as A saved it while it ran')
-    t.match(followed, /event: result\ndata: \{"type":"result","id":\d+,"result":\{"tool":"crush_run","ok":true/, 'then the result')
+    t.equal(
+      outputText(parseSse(followed).map((frame) => frame.data)), 'tick 1\ntick 2\ntick 3\ntick 4\ntick 5\ndripped\n',
+      'every byte of output, as A saved it while it ran'
+    )
+    t.match(
+      followed, /event: result\ndata: \{"type":"result","id":\d+,"result":\{"tool":"crush_run","ok":true/,
+      'then the result'
+    )
     t.match(await cancelRun(b, id), { id, status: 'succeeded' }, 'a finished run is answered as it is')
   })
 
@@ -96,7 +132,9 @@ t.test('a fleet on Redis', { skip: NO_REDIS, jobs: 2 }, async (t) => {
     const pidFile = join(tempDir(t), 'agent.pid')
     const { id } = await createRun(a, { tool: 'crush_run', task: scenario.grandchild(pidFile, { stubborn: true }) })
     const grandchild = await readPidFile(pidFile)
-    t.match(await cancelRun(b, id), { id, status: 'cancelled', finished_at: String, result: { stop_reason: 'cancelled' } })
+    t.match(await cancelRun(b, id), {
+      id, status: 'cancelled', finished_at: String, result: { stop_reason: 'cancelled' }
+    })
     t.notOk(isAlive(grandchild), 'the stubborn grandchild on A is gone too')
   })
 })

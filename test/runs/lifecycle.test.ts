@@ -3,7 +3,10 @@ import { randomUUID } from 'node:crypto'
 import { existsSync, writeFileSync } from 'node:fs'
 import { request } from 'node:http'
 import { join } from 'node:path'
-import { build, call, FIXTURE_BIN, isAlive, listen, processesMatching, readPidFile, runTool, scenario, standInEnv, tempDir, until } from '../helpers/index.js'
+import {
+  build, call, FIXTURE_BIN, isAlive, listen, processesMatching, readPidFile, runTool, scenario, standInEnv, tempDir,
+  until
+} from '../helpers/index.js'
 
 // How a run ends when it does not end by itself (src/process/agent-process.ts, src/runs/registry.ts): its deadline,
 // the stop escalation SIGINT → SIGTERM → SIGKILL a grace apart, its client leaving, the service closing.
@@ -17,7 +20,8 @@ t.jobs = 3
 t.test('at the deadline the whole group stops: SIGINT lets crush wind down, then its orphans are killed', async (t) => {
   const pidFile = join(tempDir(t), 'grandchild.pid')
   const app = await build(t, { AGENT_KILL_GRACE_MS: '300' })
-  // 3 s: the stand-in must have set up its SIGINT handler and its grandchild before the deadline, even on a busy machine.
+  // 3 s: the stand-in must have set up its SIGINT handler and its grandchild before the deadline, even on a busy
+  // machine.
   const result = await runTool(app, 'crush_run', { task: scenario.grandchild(pidFile), timeout: 3 })
   t.match(result, { ok: false, timed_out: true, stop_reason: 'timeout', exit_code: 1, signal: null })
   t.match(result.output, /ERROR context canceled/, 'crush handled SIGINT itself')
@@ -65,20 +69,37 @@ t.test('a client that disconnects stops its agent and frees the slot', async (t)
   const agent = await readPidFile(pidFile)
   t.ok(isAlive(agent), 'the agent runs')
   client.destroy()
-  const after = await until(() => ({ alive: isAlive(agent), slots: app.slots.inUse('crush_run') }), (state) => !state.alive && state.slots === 0, 5000, 'the agent to stop and its slot to come back')
+  const after = await until(
+    () => ({ alive: isAlive(agent), slots: app.slots.inUse('crush_run') }),
+    (state) => !state.alive && state.slots === 0, 5000, 'the agent to stop and its slot to come back'
+  )
   t.same(after, { alive: false, slots: 0 }, 'the agent stopped and its slot came back')
-  t.equal((await call(base, 'POST', '/tools/crush_run', { body: { task: 'next' } })).status, 200, 'the slot serves the next caller')
+  t.equal(
+    (await call(base, 'POST', '/tools/crush_run', { body: { task: 'next' } })).status, 200,
+    'the slot serves the next caller'
+  )
 })
 
-t.test('a client that leaves before its agent starts: nothing starts, its slot comes back, the 499 is counted', async (t) => {
+t.test('a client that leaves before its agent starts: nothing starts, its slot comes back, ' +
+  'the 499 is counted', async (t) => {
   const dir = tempDir(t)
   const starts = join(dir, 'starts.log')
   const probes = join(dir, 'probes.log')
   // A sudo whose probe lasts until the test lets it end: the request waits for it, its slot already taken, its agent
   // not started yet. A fixed sleep here lost the race on a loaded machine (the agent started before the client left).
   const release = `${probes}.release`
-  writeFileSync(join(dir, 'sudo'), '#!/bin/sh\necho probe >> "$SUDO_STAND_IN_LOG"\nwhile [ ! -e "$SUDO_STAND_IN_LOG.release" ]; do sleep 0.02; done\nexit 1\n', { mode: 0o755 })
-  const app = await build(t, { MAX_CRUSH_AGENTS: '1' }, standInEnv({ PATH: `${dir}:${FIXTURE_BIN}:${process.env['PATH'] ?? ''}`, STAND_IN_LOG: starts, SUDO_STAND_IN_LOG: probes }))
+  writeFileSync(
+    join(dir, 'sudo'),
+    '#!/bin/sh\necho probe >> "$SUDO_STAND_IN_LOG"\n' +
+      'while [ ! -e "$SUDO_STAND_IN_LOG.release" ]; do sleep 0.02; done\nexit 1\n',
+    { mode: 0o755 }
+  )
+  const app = await build(
+    t, { MAX_CRUSH_AGENTS: '1' },
+    standInEnv({
+      PATH: `${dir}:${FIXTURE_BIN}:${process.env['PATH'] ?? ''}`, STAND_IN_LOG: starts, SUDO_STAND_IN_LOG: probes
+    })
+  )
   // Teardowns run last first: released before the app closes, which would wait for the probe.
   t.teardown(() => writeFileSync(release, ''))
   const base = await listen(t, app)
@@ -87,12 +108,18 @@ t.test('a client that leaves before its agent starts: nothing starts, its slot c
   client.end(JSON.stringify({ task: 'never starts' }))
   await until(() => existsSync(probes), (probing) => probing, 5000, 'the sudo probe')
   client.destroy()
-  const connections = () => new Promise<number>((resolve, reject) => app.server.getConnections((error, count) => error ? reject(error) : resolve(count)))
+  const connections = () =>
+    new Promise<number>(
+      (resolve, reject) => app.server.getConnections((error, count) => error ? reject(error) : resolve(count))
+    )
   await until(connections, (count) => count === 0, 5000, 'the service to see its client leave')
   writeFileSync(release, '')
   const rejected = async () => (await app.inject({ method: 'GET', url: '/metrics' })).body
   // Answered (to nobody) once the probe is over and the run finds its client gone.
-  t.match(await until(rejected, (text) => text.includes('CLIENT_CLOSED_REQUEST'), 5000, 'the run to be abandoned'), /^agent_runner_rejections_total\{tool="crush_run",reason="CLIENT_CLOSED_REQUEST"\} 1$/m)
+  t.match(
+    await until(rejected, (text) => text.includes('CLIENT_CLOSED_REQUEST'), 5000, 'the run to be abandoned'),
+    /^agent_runner_rejections_total\{tool="crush_run",reason="CLIENT_CLOSED_REQUEST"\} 1$/m
+  )
   t.equal(app.slots.inUse('crush_run'), 0, 'its slot came back')
   t.notOk(existsSync(starts), 'no agent started')
 })
@@ -107,7 +134,8 @@ t.test('closing the app stops running agents and still answers their requests', 
   t.notOk(isAlive(agent))
 })
 
-t.test('no idle timer can cut a long run short; only receiving the request is bounded (http/connections.test.ts shows both)', async (t) => {
+t.test('no idle timer can cut a long run short; ' +
+  'only receiving the request is bounded (http/connections.test.ts shows both)', async (t) => {
   const app = await build(t, { REQUEST_TIMEOUT_MS: '4000' })
   await listen(t, app)
   t.equal(app.server.timeout, 0, 'no idle timeout on the socket')

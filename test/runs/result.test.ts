@@ -1,7 +1,10 @@
 import t from 'tap'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
-import { build, call, echoed, linesIn, listen, ndjson, openStream, refused, releaseStep, runTool, scenario, tempDir, type RunEvent } from '../helpers/index.js'
+import {
+  build, call, echoed, linesIn, listen, ndjson, openStream, refused, releaseStep, runTool, scenario, tempDir,
+  type RunEvent
+} from '../helpers/index.js'
 
 const hostileTasks = [
   '--help',
@@ -16,15 +19,26 @@ const hostileTasks = [
   '*  ?  [a-z]  ~  $HOME  %PATH%  !'
 ]
 
-t.test('the task reaches each agent byte for byte, never as a flag: crush as one argv element, claude on its stdin', async (t) => {
-  const app = await build(t, { MAX_CRUSH_AGENTS: String(hostileTasks.length), MAX_CLAUDE_AGENTS: String(hostileTasks.length) })
+t.test('the task reaches each agent byte for byte, never as a flag: crush as one argv element, ' +
+  'claude on its stdin', async (t) => {
+  const app = await build(t, {
+    MAX_CRUSH_AGENTS: String(hostileTasks.length), MAX_CLAUDE_AGENTS: String(hostileTasks.length)
+  })
   // All at once: each run is its own process, and nothing here depends on their order.
-  const [crush, claude] = await Promise.all((['crush_run', 'claude_run'] as const).map((tool) => Promise.all(hostileTasks.map((task) => runTool(app, tool, { task })))))
+  const [crush, claude] = await Promise.all(
+    (['crush_run', 'claude_run'] as const).map(
+      (tool) => Promise.all(hostileTasks.map((task) => runTool(app, tool, { task })))
+    )
+  )
   hostileTasks.forEach((task, index) => {
     t.same(echoed(crush![index]!).argv, ['run', '--', task], `crush argv for ${JSON.stringify(task)}`)
     t.equal(echoed(crush![index]!).prompt, task)
     t.same(crush![index]!.command, ['crush', 'run', '--', task])
-    t.same(echoed(claude![index]!).argv, ['-p', '--output-format', 'stream-json', '--verbose', '--permission-mode', 'bypassPermissions'], `claude argv for ${JSON.stringify(task)}: no task in it`)
+    t.same(
+      echoed(claude![index]!).argv,
+      ['-p', '--output-format', 'stream-json', '--verbose', '--permission-mode', 'bypassPermissions'],
+      `claude argv for ${JSON.stringify(task)}: no task in it`
+    )
     t.equal(echoed(claude![index]!).prompt, task)
   })
   t.notOk(existsSync('/tmp/agent-runner-pwned'), 'no shell ran the task')
@@ -74,7 +88,9 @@ t.test('stdout and stderr are merged in arrival order', async (t) => {
   const base = await listen(t, app)
   // Each write waits until the one before has come out of the service: their order of arrival is known.
   const steps = tempDir(t)
-  const response = await openStream(base, 'crush_run', { task: scenario.gated(steps, 'out:out-1', 'err:err-2', 'out:out-3') })
+  const response = await openStream(base, 'crush_run', {
+    task: scenario.gated(steps, 'out:out-1', 'err:err-2', 'out:out-3')
+  })
   const events: RunEvent[] = []
   for await (const event of ndjson(response.body!)) {
     events.push(event)
@@ -111,7 +127,14 @@ t.test('claude: the answer text becomes output and the report its own object', a
   t.match(body, {
     ok: true,
     exit_code: 0,
-    agent_report: { is_error: false, subtype: 'success', session_id: /^[0-9a-f-]{36}$/, num_turns: 2, total_cost_usd: 0.0123, duration_ms: Number }
+    agent_report: {
+      is_error: false,
+      subtype: 'success',
+      session_id: /^[0-9a-f-]{36}$/,
+      num_turns: 2,
+      total_cost_usd: 0.0123,
+      duration_ms: Number
+    }
   })
 })
 
@@ -151,13 +174,17 @@ t.test('a binary that cannot be executed answers 503 AGENT_SPAWN_FAILED', async 
   t.equal(app.slots.inUse('crush_run'), 0)
 })
 
-t.test('an answer longer than the output a run keeps comes back whole: read as the output came, not from what was kept', async (t) => {
+t.test('an answer longer than the output a run keeps comes back whole: read as the output came, ' +
+  'not from what was kept', async (t) => {
   const app = await build(t, { AGENT_OUTPUT_LIMIT_BYTES: '65536' })
   const chars = 200_000
   for (const tool of ['claude_run', 'codex_run', 'gemini_run', 'opencode_run'] as const) {
     const result = await runTool(app, tool, { task: scenario.longAnswer(chars) })
     t.match(result, { ok: true, output_truncated: true }, `${tool}: its raw output was cut in the middle`)
     t.equal(result.output.length, chars, `${tool}: the answer, whole`)
-    t.ok(result.output.startsWith('ANSWER-HEAD-') && result.output.endsWith('-ANSWER-TAIL'), `${tool}: from its start to its end`)
+    t.ok(
+      result.output.startsWith('ANSWER-HEAD-') && result.output.endsWith('-ANSWER-TAIL'),
+      `${tool}: from its start to its end`
+    )
   }
 })

@@ -20,7 +20,9 @@ t.test('the table: every phase reachable from opened, every path reaches an end,
 
 t.test('the moves nextPhase allows are exactly the ones docs/architecture.md draws', async (t) => {
   // Rows `| \`from\` | \`to\` | who | when |`: the table a reader trusts, held to the code.
-  const drawn = new Set([...readFileSync(fromRoot('docs/architecture.md'), 'utf8').matchAll(/^\| `([a-z_]+)` \| `([a-z_]+)` \|/gm)]
+  const drawn = new Set([
+    ...readFileSync(fromRoot('docs/architecture.md'), 'utf8').matchAll(/^\| `([a-z_]+)` \| `([a-z_]+)` \|/gm)
+  ]
     .map(([, from, to]) => `${from} → ${to}`))
   t.ok(drawn.size > 0, 'the table is there')
   const allowed = new Set<string>()
@@ -36,9 +38,11 @@ t.test('the moves nextPhase allows are exactly the ones docs/architecture.md dra
   t.same([...allowed].sort(), [...drawn].sort())
 })
 
-const opening = (kind: RunKind) => ({ kind, tool: 'crush_run' as const, caller: 'anonymous', params: { task: 'x', timeout: 60 } })
+const opening = (kind: RunKind) =>
+  ({ kind, tool: 'crush_run' as const, caller: 'anonymous', params: { task: 'x', timeout: 60 } })
 
-t.test('a Run moves only as the table allows, tells each phase once and each event in order, settles at its end', async (t) => {
+t.test('a Run moves only as the table allows, tells each phase once and each event in order, ' +
+  'settles at its end', async (t) => {
   const run = new Run(opening('sync'))
   const seen: string[] = []
   run.on('phase', (from) => seen.push(`${from} → ${run.phase}`))

@@ -17,8 +17,11 @@ t.test('an excerpt counts characters, not UTF-16 units: an emoji is never split'
   t.notOk(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])/.test(excerpt), 'no lone high surrogate')
 })
 
-t.test('a run holds its excerpt from its opening, and its deadline from its agent’s start plus its timeout', async (t) => {
-  const run = new Run({ kind: 'async', tool: 'crush_run', caller: 'alice', params: { task: 'a'.repeat(300), timeout: 90 } })
+t.test('a run holds its excerpt from its opening, ' +
+  'and its deadline from its agent’s start plus its timeout', async (t) => {
+  const run = new Run({
+    kind: 'async', tool: 'crush_run', caller: 'alice', params: { task: 'a'.repeat(300), timeout: 90 }
+  })
   t.equal(run.snapshot().task, `${'a'.repeat(TASK_EXCERPT_CHARS)}…`, 'the excerpt, before anything started')
   t.equal(run.snapshot().deadline, undefined, 'no deadline before its agent starts')
   for (const next of ['placed', 'waiting_for_slot', 'starting'] as const) run.advance(next)

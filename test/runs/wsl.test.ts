@@ -14,50 +14,88 @@ import { processStartTime } from '#src/process/posix-signals.js'
 import { serviceLife } from '#src/process/run-marks.js'
 import { windowsCommandLine } from '#src/process/windows-command-line.js'
 import { commandLineToArgv, parseWslCommandLine } from '#fixtures/agents/wsl-command-line.mjs'
-import { build, cancelRun, createRun, echoed, FIXTURE_BIN, isAlive, listen, post, processesLeft, processesMatching, refused, runTool, scenario, standInEnv, tempDir, until, waitFor } from '../helpers/index.js'
+import {
+  build, cancelRun, createRun, echoed, FIXTURE_BIN, isAlive, listen, post, processesLeft, processesMatching, refused,
+  runTool, scenario, standInEnv, tempDir, until, waitFor
+} from '../helpers/index.js'
 
 const WINDOWS = { AGENT_HOST_PLATFORM: 'win32' }
 
 /** The launches the stand-in wsl recorded: the argv it got and the command line Windows would have handed it. */
 function wslLaunches(log: string): Array<{ wsl_argv: string[]; command_line: string }> {
   if (!existsSync(log)) return []
-  return readFileSync(log, 'utf8').split('\n').filter((line) => line.startsWith('{"wsl_argv"')).map((line) => JSON.parse(line))
+  return readFileSync(log, 'utf8').split('\n').filter(
+    (line) => line.startsWith('{"wsl_argv"')
+  ).map((line) => JSON.parse(line))
 }
 const agentStarts = (log: string): string[][] =>
-  existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter((line) => line.startsWith('{"pid"')).map((line) => JSON.parse(line).argv) : []
+  existsSync(log)
+    ? readFileSync(log, 'utf8').split('\n').filter((line) => line.startsWith('{"pid"'))
+      .map((line) => JSON.parse(line).argv)
+    : []
 
 /** What placeRun needs besides the host and the request. */
-const PLACEMENT = { agentBin: 'crush', agent: { args: ['run', '--', 'task'], input: undefined }, wslBin: 'wsl.exe', hostContainment: processGroup(), runId: 'r1', env: { PATH: '/bin', ANTHROPIC_API_KEY: 'k' }, defaultCwd: '/agents' }
+const PLACEMENT = {
+  agentBin: 'crush',
+  agent: { args: ['run', '--', 'task'], input: undefined },
+  wslBin: 'wsl.exe',
+  hostContainment: processGroup(),
+  runId: 'r1',
+  env: { PATH: '/bin', ANTHROPIC_API_KEY: 'k' },
+  defaultCwd: '/agents'
+}
 
 t.test('placeRun: the WSL shape, once per run', async (t) => {
   const base = PLACEMENT
-  const wsl = placeRun({ ...base, hostPlatform: 'win32', params: { wsl_distro: 'Ubuntu', wsl_user: 'dev', cwd: '/src' } })
+  const wsl = placeRun({
+    ...base, hostPlatform: 'win32', params: { wsl_distro: 'Ubuntu', wsl_user: 'dev', cwd: '/src' }
+  })
   t.equal(wsl.where, 'wsl')
   t.same(wsl.command.file, 'wsl.exe')
   t.same(wsl.command.args.slice(0, 7), ['-d', 'Ubuntu', '-u', 'dev', '--cd', '/src', '--exec'])
-  t.same(wsl.command.args.slice(-5), ['r1', 'crush', 'run', '--', 'task'], 'the agent argv comes last, as positional parameters')
+  t.same(
+    wsl.command.args.slice(-5), ['r1', 'crush', 'run', '--', 'task'],
+    'the agent argv comes last, as positional parameters'
+  )
   t.equal(wsl.command.cwd, undefined)
   t.equal(wsl.containment.mode, 'wsl-process-group')
   t.same(wsl.sudo, { kind: 'wsl', wslBin: 'wsl.exe', distro: 'Ubuntu', user: 'dev' })
   t.equal(wsl.env['WSL_UTF8'], '1', "wsl.exe's own messages in UTF-8")
   t.equal(wsl.env['WSLENV'], 'ANTHROPIC_API_KEY', 'provider keys cross into the distro, WSL_UTF8 does not')
-  t.ok(wsl.command.args.indexOf('--exec') < wsl.command.args.indexOf('--'), 'the agent after --exec, never after `--` (the distro shell)')
+  t.ok(
+    wsl.command.args.indexOf('--exec') < wsl.command.args.indexOf('--'),
+    'the agent after --exec, never after `--` (the distro shell)'
+  )
 
   const native = placeRun({ ...base, hostPlatform: 'win32', params: { cwd: 'C:\\src' } })
-  t.same(native.command, { file: 'crush', args: ['run', '--', 'task'], cwd: 'C:\\src' }, 'a Windows host without wsl_distro runs the agent directly')
-  t.throws(() => placeRun({ ...base, hostPlatform: 'linux', params: { wsl_distro: 'Ubuntu', wsl_user: 'dev', cwd: '/src' } }), { code: 'WSL_NOT_AVAILABLE' }, 'another host refuses a distro rather than run on itself')
+  t.same(
+    native.command, { file: 'crush', args: ['run', '--', 'task'], cwd: 'C:\\src' },
+    'a Windows host without wsl_distro runs the agent directly'
+  )
+  t.throws(
+    () => placeRun({ ...base, hostPlatform: 'linux', params: { wsl_distro: 'Ubuntu', wsl_user: 'dev', cwd: '/src' } }),
+    { code: 'WSL_NOT_AVAILABLE' }, 'another host refuses a distro rather than run on itself'
+  )
   const linux = placeRun({ ...base, hostPlatform: 'linux', params: { cwd: '/src' } })
   t.same(linux.command, { file: 'crush', args: ['run', '--', 'task'], cwd: '/src' })
   t.equal(linux.containment, PLACEMENT.hostContainment, 'the host containment')
-  t.equal(placeRun({ ...base, hostPlatform: 'linux', params: {} }).command.cwd, '/agents', 'no cwd: AGENT_WORKDIR, never the service’s own directory')
-  t.same(placeRun({ ...base, hostPlatform: 'win32', params: { wsl_distro: 'Ubuntu' } }).command.args.slice(0, 4), ['-d', 'Ubuntu', '--cd', '~'], 'no cwd in WSL: the distro user’s home, not the Windows directory of the service')
+  t.equal(
+    placeRun({ ...base, hostPlatform: 'linux', params: {} }).command.cwd, '/agents',
+    'no cwd: AGENT_WORKDIR, never the service’s own directory'
+  )
+  t.same(
+    placeRun({ ...base, hostPlatform: 'win32', params: { wsl_distro: 'Ubuntu' } }).command.args.slice(0, 4),
+    ['-d', 'Ubuntu', '--cd', '~'], 'no cwd in WSL: the distro user’s home, not the Windows directory of the service'
+  )
 })
 
-t.test('a task full of quotes, backslashes and shell syntax reaches the agent byte for byte through wsl.exe', async (t) => {
+t.test('a task full of quotes, ' +
+  'backslashes and shell syntax reaches the agent byte for byte through wsl.exe', async (t) => {
   const dir = tempDir(t)
   const log = join(dir, 'log')
   const marker = join(dir, 'pwned')
-  const task = `$(touch ${marker}) \`touch ${marker}\`; touch ${marker} "quoted \\"inner\\" \\\\" C:\\path\\ 'single' %PATH% ^& | ! trailing\\`
+  const task = `$(touch ${marker}) \`touch ${marker}\`; touch ${marker} ` +
+    `"quoted \\"inner\\" \\\\" C:\\path\\ 'single' %PATH% ^& | ! trailing\\`
   const app = await build(t, WINDOWS, standInEnv({ STAND_IN_LOG: log }))
   const body = await runTool(app, 'crush_run', { task, wsl_distro: 'Ubuntu-22.04', wsl_user: 'dev', cwd: dir })
   t.equal(echoed(body).prompt, task, 'the prompt crush received is the task')
@@ -71,12 +109,15 @@ t.test('a task full of quotes, backslashes and shell syntax reaches the agent by
   const claude = await runTool(app, 'claude_run', { task, wsl_distro: 'Debian' })
   t.match(claude, { ok: true, agent_report: { is_error: false } }, "claude's report is parsed through wsl")
   t.equal(JSON.parse(claude.output).prompt, task, 'the prompt claude received is the task')
-  const claudeLaunch = wslLaunches(log).find((entry) => entry.wsl_argv.includes('setsid') && entry.wsl_argv.includes('claude'))
+  const claudeLaunch = wslLaunches(log).find(
+    (entry) => entry.wsl_argv.includes('setsid') && entry.wsl_argv.includes('claude')
+  )
   t.notOk(claudeLaunch!.command_line.includes('trailing'), 'and no command line carried it')
   t.notOk(existsSync(marker), 'nothing in it was executed')
 })
 
-t.test('the stand-in wsl would expose a command built with `--`, and a killed wsl leaves its Linux process running', async (t) => {
+t.test('the stand-in wsl would expose a command built with `--`, ' +
+  'and a killed wsl leaves its Linux process running', async (t) => {
   // Guards the guards: what the service avoids does go wrong with this stand-in, as it would on Windows.
   const dir = tempDir(t)
   const marker = join(dir, 'pwned')
@@ -84,7 +125,9 @@ t.test('the stand-in wsl would expose a command built with `--`, and a killed ws
   t.ok(existsSync(marker), 'after `--` the distro shell ran $(…)')
 
   const token = randomUUID()
-  const wsl = spawn(join(FIXTURE_BIN, 'wsl'), ['-d', 'Ubuntu', '--exec', 'sh', '-c', 'sleep 60; exit 0', token], { stdio: 'ignore' })
+  const wsl = spawn(
+    join(FIXTURE_BIN, 'wsl'), ['-d', 'Ubuntu', '--exec', 'sh', '-c', 'sleep 60; exit 0', token], { stdio: 'ignore' }
+  )
   const linuxProcess = () => processesMatching(token).filter((line) => !line.includes('wsl.mjs'))
   await waitFor(() => linuxProcess().length === 1, 5000, 'the Linux process')
   wsl.kill('SIGKILL')
@@ -96,11 +139,16 @@ t.test('the stand-in wsl would expose a command built with `--`, and a killed ws
 const BATCH = 8
 const pathChars = fc.constantFrom('a', ' ', '"', '\\', '\t', "'", '$', '-', '=', '%', '^', '&', '!', '~')
 const names = fc.array(pathChars, { minLength: 1, maxLength: 8 }).map((chars) => chars.join(''))
-const tasks = fc.string({ unit: fc.constantFrom('a', ' ', '"', '\\', '\t', "'", '$', '(', ')', '`', '\n', '%', '^', '-'), minLength: 1, maxLength: 20 })
+const tasks = fc.string({
+  unit: fc.constantFrom('a', ' ', '"', '\\', '\t', "'", '$', '(', ')', '`', '\n', '%', '^', '-'),
+  minLength: 1,
+  maxLength: 20
+})
   // A task of blanks only is refused before anything runs (validation.test.ts).
   .filter((task) => /\S/.test(task))
 
-t.test("wsl.exe's own parser cannot be steered: cwd reaches the distro as given, or the request is refused", async (t) => {
+t.test("wsl.exe's own parser cannot be steered: cwd reaches the distro as given, " +
+  'or the request is refused', async (t) => {
   t.match(wslCwdProblem('/x" --unregister Ubuntu "'), /cannot contain `"`/)
   t.match(wslCwdProblem('/a"b'), /cannot contain `"`/)
   t.match(wslCwdProblem('/with space\\'), /cannot end with `\\`/)
@@ -120,10 +168,17 @@ t.test("wsl.exe's own parser cannot be steered: cwd reaches the distro as given,
     fc.property(names, tasks, (name, task) => {
       const cwd = join('/srv', name)
       if (wslCwdProblem(cwd) !== null) return true
-      const { command } = placeRun({ ...PLACEMENT, agent: { args: ['run', '--', task], input: undefined }, hostPlatform: 'win32', params: { wsl_distro: 'Ubuntu', cwd } })
+      const { command } = placeRun({
+        ...PLACEMENT,
+        agent: { args: ['run', '--', task], input: undefined },
+        hostPlatform: 'win32',
+        params: { wsl_distro: 'Ubuntu', cwd }
+      })
       const { options, line } = parseWslCommandLine(windowsCommandLine('wsl', command.args), ['Ubuntu'])
       const argv = commandLineToArgv(line)
-      return options.cwd === cwd && options.exec && JSON.stringify(argv) === JSON.stringify(command.args.slice(command.args.indexOf('--exec') + 1)) && argv.at(-1) === task
+      return options.cwd === cwd && options.exec && JSON.stringify(argv) === JSON.stringify(
+        command.args.slice(command.args.indexOf('--exec') + 1)
+      ) && argv.at(-1) === task
     }),
     { numRuns: 1000 }
   )
@@ -135,10 +190,14 @@ t.test("wsl.exe's own parser cannot be steered: cwd reaches the distro as given,
     mkdirSync(cwd, { recursive: true })
     const { status, body } = await post(app, 'crush_run', { task, wsl_distro: 'Ubuntu', cwd })
     if (wslCwdProblem(cwd) !== null) return status === 400 && 'code' in body && body.code === 'WSL_ARGUMENT_UNSAFE'
-    return status === 200 && 'output' in body && echoed(body).cwd === cwd && echoed(body).prompt === task && echoed(body).argv.at(-1) === task
+    return status === 200 && 'output' in body && echoed(body).cwd === cwd && echoed(body).prompt === task &&
+      echoed(body).argv.at(-1) === task
   }
   await fc.assert(
-    fc.asyncProperty(fc.array(fc.tuple(names, tasks), { minLength: BATCH, maxLength: BATCH }), async (cases) => (await Promise.all(cases.map(arrives))).every(Boolean)),
+    fc.asyncProperty(
+      fc.array(fc.tuple(names, tasks), { minLength: BATCH, maxLength: BATCH }),
+      async (cases) => (await Promise.all(cases.map(arrives))).every(Boolean)
+    ),
     { numRuns: 1 }
   )
 })
@@ -156,7 +215,10 @@ t.test('a distro that does not exist is a 400 naming it, before anything runs', 
   })
   t.same(agentStarts(log), [], 'no agent started')
   t.equal(app.slots.inUse('crush_run'), 0)
-  t.equal((await post(app, 'crush_run', { task: 'x', wsl_distro: 'ubuntu' })).status, 200, 'names compare case-insensitively, as wsl.exe does')
+  t.equal(
+    (await post(app, 'crush_run', { task: 'x', wsl_distro: 'ubuntu' })).status, 200,
+    'names compare case-insensitively, as wsl.exe does'
+  )
 })
 
 t.test("a user that does not exist: wsl.exe's own message, readable (UTF-8), as the run's output", async (t) => {
@@ -170,13 +232,21 @@ t.test('a command line longer than Windows carries is a 400, not a failed spawn'
   // 20,000 characters, each a quote that Node escapes as \": 40,000 on the command line.
   const { status, body } = await refused(app, 'crush_run', { task: '"'.repeat(20_000), wsl_distro: 'Ubuntu' })
   t.equal(status, 400)
-  t.match(body, { code: 'COMMAND_LINE_TOO_LONG', message: /body\/task: the command line would be 4\d{4} characters, over the 32766/ })
+  t.match(body, {
+    code: 'COMMAND_LINE_TOO_LONG', message: /body\/task: the command line would be 4\d{4} characters, over the 32766/
+  })
   const native = await post(app, 'crush_run', { task: '\\"'.repeat(11_000) })
   t.match(native, { status: 400, body: { code: 'COMMAND_LINE_TOO_LONG' } }, 'without WSL too')
-  t.equal((await post(app, 'crush_run', { task: 'x'.repeat(30_000), wsl_distro: 'Ubuntu' })).status, 200, 'the longest plain task fits')
+  t.equal(
+    (await post(app, 'crush_run', { task: 'x'.repeat(30_000), wsl_distro: 'Ubuntu' })).status, 200,
+    'the longest plain task fits'
+  )
 })
 
-/** Every end of a WSL run stops the agent inside the distro, not just wsl.exe. The ends side by side, on one service. */
+/**
+ * Every end of a WSL run stops the agent inside the distro, not just wsl.exe. The ends side by side, on one
+ * service.
+ */
 t.test('every end of a WSL run stops the Linux process tree inside the distro', { jobs: 5 }, async (t) => {
   const app = await build(t, { ...WINDOWS, MAX_CRUSH_AGENTS: '4', AGENT_KILL_GRACE_MS: '300' })
   const base = await listen(t, app)
@@ -188,14 +258,20 @@ t.test('every end of a WSL run stops the Linux process tree inside the distro', 
   const ends = [
     t.test('deadline', async (t) => {
       const token = randomUUID()
-      const result = await runTool(app, 'crush_run', { task: scenario.grandchild(join(tempDir(t), 'pid'), { markers: [token] }), wsl_distro: 'Ubuntu', timeout: 3 })
+      const result = await runTool(app, 'crush_run', {
+        task: scenario.grandchild(join(tempDir(t), 'pid'), { markers: [token] }), wsl_distro: 'Ubuntu', timeout: 3
+      })
       t.match(result, { timed_out: true, stop_reason: 'timeout' })
       t.equal(await alive(token), 0, 'neither the agent nor its grandchild is left in the distro')
     }),
 
     t.test('an agent ignoring SIGINT and SIGTERM: SIGKILL inside the distro', async (t) => {
       const token = randomUUID()
-      const result = await runTool(app, 'crush_run', { task: scenario.grandchild(join(tempDir(t), 'pid'), { stubborn: true, markers: [token] }), wsl_distro: 'Ubuntu', timeout: 3 })
+      const result = await runTool(app, 'crush_run', {
+        task: scenario.grandchild(join(tempDir(t), 'pid'), { stubborn: true, markers: [token] }),
+        wsl_distro: 'Ubuntu',
+        timeout: 3
+      })
       t.match(result, { timed_out: true })
       t.ok(result.duration_ms >= 3000 + 2 * 300, 'after SIGINT and SIGTERM had their grace')
       t.equal(await alive(token), 0)
@@ -203,7 +279,9 @@ t.test('every end of a WSL run stops the Linux process tree inside the distro', 
 
     t.test('DELETE of an async run', async (t) => {
       const token = randomUUID()
-      const created = await createRun(app, { tool: 'crush_run', task: scenario.sleep(60000, token), wsl_distro: 'Ubuntu' })
+      const created = await createRun(app, {
+        tool: 'crush_run', task: scenario.sleep(60000, token), wsl_distro: 'Ubuntu'
+      })
       await waitFor(() => agentRunning(token), 15_000, 'the agent inside the distro')
       t.match(await cancelRun(app, created.id), { status: 'cancelled', result: { stop_reason: 'cancelled' } })
       t.equal(await alive(token), 0)
@@ -211,12 +289,19 @@ t.test('every end of a WSL run stops the Linux process tree inside the distro', 
 
     t.test('the client going away', async (t) => {
       const token = randomUUID()
-      const client = request(`${base}/tools/crush_run`, { method: 'POST', headers: { 'content-type': 'application/json' } })
+      const client = request(`${base}/tools/crush_run`, {
+        method: 'POST', headers: { 'content-type': 'application/json' }
+      })
       client.on('error', () => {})
       client.end(JSON.stringify({ task: scenario.sleep(60000, token), wsl_distro: 'Ubuntu' }))
       await waitFor(() => agentRunning(token), 15_000, 'the agent inside the distro')
       client.destroy()
-      t.equal(await until(() => processesMatching(token).length, (count) => count === 0, 15_000, 'the agent inside the distro to stop'), 0)
+      t.equal(
+        await until(
+          () => processesMatching(token).length, (count) => count === 0, 15_000, 'the agent inside the distro to stop'
+        ),
+        0
+      )
     }),
 
     t.test('shutdown', async (t) => {
@@ -230,7 +315,10 @@ t.test('every end of a WSL run stops the Linux process tree inside the distro', 
     })
   ]
   await Promise.all(ends)
-  t.equal(await until(() => app.slots.inUse('crush_run'), (inUse) => inUse === 0, 10_000, 'the slots to come back'), 0, 'every slot came back')
+  t.equal(
+    await until(() => app.slots.inUse('crush_run'), (inUse) => inUse === 0, 10_000, 'the slots to come back'), 0,
+    'every slot came back'
+  )
 })
 
 t.test('a WSL run left by a killed service is stopped inside the distro at the next start', async (t) => {
@@ -249,12 +337,16 @@ t.test('a WSL run left by a killed service is stopped inside the distro at the n
   const context = { env: standInEnv(), life: serviceLife(dataDir, 'now'), wslBin: target.wslBin }
   const leftovers = await new RunLedger(dataDir).stopLeftovers(context)
   t.match(leftovers, [{ runId, record: { kind: 'wsl-group', distro: 'Ubuntu' }, stopped: true }])
-  t.same(await until(() => processesMatching(token), (left) => left.length === 0, 15_000, 'the leftover to stop'), [], 'it was stopped inside the distro')
+  t.same(
+    await until(() => processesMatching(token), (left) => left.length === 0, 15_000, 'the leftover to stop'), [],
+    'it was stopped inside the distro'
+  )
   t.notOk(existsSync(pidFile), 'its record inside the distro is gone')
   t.same(await new RunLedger(dataDir).stopLeftovers(context), [], 'and it is forgotten')
 })
 
-t.test('a WSL run\'s record inside the distro steers nothing it did not write: another user\'s, a stranger under the pid', async (t) => {
+t.test('a WSL run\'s record inside the distro steers nothing it did not write: another user\'s, ' +
+  'a stranger under the pid', async (t) => {
   const wslBin = join(FIXTURE_BIN, 'wsl')
   const target = { wslBin, distro: 'Ubuntu', user: undefined }
   /** A process group of the test's own, standing for whatever a forged record would aim at. */
@@ -297,5 +389,8 @@ t.test('a WSL run\'s record inside the distro steers nothing it did not write: a
   const recorded = randomUUID()
   plant(recorded, `${planted} ${processStartTime(planted)!}\n`)
   await stop(recorded)
-  t.notOk(await until(() => isAlive(planted), (alive) => !alive, 5000, 'the recorded group to end'), 'the same record, the run user\'s own, is acted on')
+  t.notOk(
+    await until(() => isAlive(planted), (alive) => !alive, 5000, 'the recorded group to end'),
+    'the same record, the run user\'s own, is acted on'
+  )
 })

@@ -6,7 +6,8 @@ import { build, call, heldAgent, post, readPidFile, refused, runTool } from '../
 // Per-tool limits (src/slots/limiter.ts): MAX_<AGENT>_AGENTS live agents per tool, a 429 past it, each slot held for
 // exactly its agent's life.
 
-t.test('N+1 requests while N run: 429 with the French message, limits independent per tool, slots freed after', async (t) => {
+t.test('N+1 requests while N run: 429 with the French message, limits independent per tool, ' +
+  'slots freed after', async (t) => {
   const app = await build(t, { MAX_CRUSH_AGENTS: '2', MAX_CLAUDE_AGENTS: '1' })
   // Held until released: the slots are taken for as long as the test needs.
   const crushAgents = [heldAgent(t), heldAgent(t)]
@@ -32,7 +33,9 @@ t.test('N+1 requests while N run: 429 with the French message, limits independen
   t.equal(claudeRefused.body.message, 'Limite de 1 agent atteinte')
 
   for (const agent of [...crushAgents, claudeAgent]) agent.release()
-  for (const result of await Promise.all([...running, claudeRunning])) t.match(result, { ok: true, output: /^released\n?$/ })
+  for (const result of await Promise.all([...running, claudeRunning])) {
+    t.match(result, { ok: true, output: /^released\n?$/ })
+  }
   t.equal(app.slots.inUse('crush_run'), 0)
   t.equal(app.slots.inUse('claude_run'), 0)
   t.equal((await post(app, 'crush_run', { task: 'after' })).status, 200, 'a freed slot serves again')

@@ -1,7 +1,9 @@
 import t from 'tap'
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { build, call, listen, post, readPidFile, runTool, scenario, startServer, tempDir, until } from '../helpers/index.js'
+import {
+  build, call, listen, post, readPidFile, runTool, scenario, startServer, tempDir, until
+} from '../helpers/index.js'
 import { NO_REDIS, redisEnv, slowAtFirst, startRedis } from '../helpers/redis.js'
 
 // Slots shared by a fleet (src/slots/redis-limiter.ts): one limit across replicas, kept by a live run past its TTL,
@@ -28,7 +30,11 @@ t.test('redis-backed slots', { skip: NO_REDIS, jobs: 2 }, async (t) => {
       const a = await build(t, env)
       const b = await build(t, env)
       const bases = [await listen(t, a), await listen(t, b)]
-      const answers = await Promise.all(Array.from({ length: 40 }, (_, index) => post(bases[index % 2]!, 'crush_run', { task: scenario.record(dir, 300) })))
+      const answers = await Promise.all(
+        Array.from(
+          { length: 40 }, (_, index) => post(bases[index % 2]!, 'crush_run', { task: scenario.record(dir, 300) })
+        )
+      )
       t.same([...new Set(answers.map((answer) => answer.status))].sort(), [200, 429])
       const events = readdirSync(dir)
         .filter((name) => name.endsWith('.start'))
@@ -60,7 +66,8 @@ t.test('redis-backed slots', { skip: NO_REDIS, jobs: 2 }, async (t) => {
       // Two in-process instances for the live run, a service of its own to crash; started side by side.
       const [holder, survivor, crashing] = await Promise.all([build(t, env), build(t, env), startServer(t, env)])
 
-      // A run three TTLs long on one instance; the other asks all along, and is refused all along: the slot was refreshed.
+      // A run three TTLs long on one instance; the other asks all along, and is refused all along: the slot was
+      // refreshed.
       // Who ran when is read from the agents' own records (the monotonic clock every process shares), not from when the
       // answers arrived: the holder's slot comes back before its answer does, so an ask may rightly win it in between.
       const holderDir = join(dir, 'holder')
@@ -68,7 +75,9 @@ t.test('redis-backed slots', { skip: NO_REDIS, jobs: 2 }, async (t) => {
       mkdirSync(holderDir)
       mkdirSync(askDir)
       const longRun = runTool(holder, 'crush_run', { task: scenario.record(holderDir, 3 * ttl) })
-      const [holderStart] = await until(() => recorded(holderDir, 'start'), (starts) => starts.length === 1, 10_000, 'the holder to start')
+      const [holderStart] = await until(
+        () => recorded(holderDir, 'start'), (starts) => starts.length === 1, 10_000, 'the holder to start'
+      )
       const answers: Array<{ status: number; at: bigint }> = []
       let finished = false
       void longRun.finally(() => (finished = true))
@@ -93,7 +102,9 @@ t.test('redis-backed slots', { skip: NO_REDIS, jobs: 2 }, async (t) => {
       t.same(overlapping, [], 'no agent of the other instance started before the holder ended')
 
       // Now the holder crashes mid-run.
-      const inFlight = post(crashing.base, 'crush_run', { task: scenario.writePid(join(dir, 'b.pid'), 60000) }).catch(() => null)
+      const inFlight = post(crashing.base, 'crush_run', {
+        task: scenario.writePid(join(dir, 'b.pid'), 60000)
+      }).catch(() => null)
       const agent = await readPidFile(join(dir, 'b.pid'))
       t.teardown(() => process.kill(-agent, 'SIGKILL'))
       crashing.child.kill('SIGKILL')
@@ -101,7 +112,10 @@ t.test('redis-backed slots', { skip: NO_REDIS, jobs: 2 }, async (t) => {
       const crashedAt = Date.now()
       t.equal((await post(survivor, 'crush_run', { task: 'x' })).status, 429, 'the dead instance still holds it')
       // Polling, as a caller would: the answer turns from 429 to 200 once the TTL has passed.
-      const status = await until(async () => (await post(survivor, 'crush_run', { task: 'x' })).status, (answer) => answer !== 429, 10_000, 'the slot to come back')
+      const status = await until(
+        async () => (await post(survivor, 'crush_run', { task: 'x' })).status, (answer) => answer !== 429, 10_000,
+        'the slot to come back'
+      )
       t.equal(status, 200, 'the slot came back after the TTL')
       t.ok(Date.now() - crashedAt < 10 * ttl, 'within a few TTLs')
     })
@@ -133,14 +147,20 @@ t.test('redis-backed slots', { skip: NO_REDIS, jobs: 2 }, async (t) => {
       t.match(runs.body, { code: 'SLOTS_UNAVAILABLE' })
     })
 
-    t.test('REDIS_TIMEOUT_MS bounds each Redis call: a Redis slower than it is a 503, and given more time the same Redis serves', async (t) => {
+    t.test('REDIS_TIMEOUT_MS bounds each Redis call: a Redis slower than it is a 503, ' +
+      'and given more time the same Redis serves', async (t) => {
       const { url } = await startRedis(t)
       // Answers 600 ms late: within the default bound (1 s), not within 300 ms.
       const impatient = await build(t, redisEnv(await slowAtFirst(t, url, 60_000, 600), { REDIS_TIMEOUT_MS: '300' }))
-      t.match(await post(impatient, 'crush_run', { task: 'x' }), { status: 503, body: { code: 'SLOTS_UNAVAILABLE', message: /Redis/ } })
+      t.match(await post(impatient, 'crush_run', { task: 'x' }), {
+        status: 503, body: { code: 'SLOTS_UNAVAILABLE', message: /Redis/ }
+      })
       // Answers 1.1 s late: past the default bound, well within 5 s.
       const patient = await build(t, redisEnv(await slowAtFirst(t, url, 60_000, 1100), { REDIS_TIMEOUT_MS: '5000' }))
-      t.match(await post(patient, 'crush_run', { task: 'x' }), { status: 200, body: { ok: true } }, 'each call waited for the slow answer')
+      t.match(
+        await post(patient, 'crush_run', { task: 'x' }), { status: 200, body: { ok: true } },
+        'each call waited for the slow answer'
+      )
     })
 
     t.test('Redis restarted mid-run, its data lost: the run ends normally, and the slots work again', async (t) => {
@@ -154,7 +174,13 @@ t.test('redis-backed slots', { skip: NO_REDIS, jobs: 2 }, async (t) => {
       // The run's next refresh finds its slot gone (an empty Redis): it is reported lost, and the run goes on.
       t.match(await inFlight, { ok: true, output: 'done\n' })
       // As a caller would: asked again until the service has reconnected (ioredis backs off up to a second or so).
-      t.equal(await until(async () => (await post(app, 'crush_run', { task: 'x' })).status, (status) => status === 200, 10_000, 'the slots to work again'), 200)
+      t.equal(
+        await until(
+          async () => (await post(app, 'crush_run', { task: 'x' })).status, (status) => status === 200, 10_000,
+          'the slots to work again'
+        ),
+        200
+      )
     })
   })
 })

@@ -1,5 +1,7 @@
 import t, { type Test } from 'tap'
-import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs'
+import {
+  chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, symlinkSync, truncateSync, writeFileSync
+} from 'node:fs'
 import { execFileSync } from 'node:child_process'
 import { userInfo } from 'node:os'
 import { join } from 'node:path'
@@ -14,7 +16,8 @@ const SUDO_DIR = {
 }
 
 /**
- * A PATH holding only the stand-ins, node, and the chosen sudo (or none): the real machine's sudo, if any, never counts.
+ * A PATH holding only the stand-ins, node, and the chosen sudo (or none): the real machine's sudo, if any, never
+ * counts.
  */
 function agentEnvWithSudo(t: Test, sudo: keyof typeof SUDO_DIR | 'absent', extra: NodeJS.ProcessEnv = {}) {
   const dir = tempDir(t)
@@ -39,7 +42,9 @@ function sudoCalls(log: string): Array<{ mode: string; argv: string[]; distro: s
 
 const probes = (calls: ReturnType<typeof sudoCalls>) => calls.filter((call) => call.argv.join(' ') === '-n true')
 
-const STATES = [['passwordless', 'passwordless'], ['password', 'password_required'], ['absent', 'not_installed']] as const
+const STATES = [
+  ['passwordless', 'passwordless'], ['password', 'password_required'], ['absent', 'not_installed']
+] as const
 
 // Each test has its own service, sudo and logs: side by side.
 t.jobs = 3
@@ -62,7 +67,9 @@ t.test('inside WSL the probe runs through wsl as the distro user', async (t) => 
     const app = await build(t, { AGENT_HOST_PLATFORM: 'win32' }, env)
     const body = await runTool(app, 'crush_run', { task: 'hello', wsl_distro: 'Ubuntu', wsl_user: 'dev' })
     t.equal(body.sudo.status, expected, `wsl with sudo ${sudo}`)
-    if (sudo !== 'absent') t.match(probes(calls()), [{ distro: 'Ubuntu', user: 'dev' }], 'probed inside the distro as wsl_user')
+    if (sudo !== 'absent') {
+      t.match(probes(calls()), [{ distro: 'Ubuntu', user: 'dev' }], 'probed inside the distro as wsl_user')
+    }
   }))
 })
 
@@ -73,7 +80,9 @@ t.test('an agent whose sudo needs a password ends at once, and the response says
     const app = await build(t, {}, env)
     for (const tool of ['crush_run', 'claude_run'] as const) {
       const body = await runTool(app, tool, { task: scenario.sudo('apt-get', 'install', '-y', 'ripgrep'), timeout: 60 })
-      t.match(body, { timed_out: false, stop_reason: null, exit_code: 0 }, `${tool} (${lang}): sudo failed instead of waiting`)
+      t.match(
+        body, { timed_out: false, stop_reason: null, exit_code: 0 }, `${tool} (${lang}): sudo failed instead of waiting`
+      )
       t.match(body.output, /sudo exited 1/)
       t.equal(body.sudo.status, 'password_required')
       t.equal(body.sudo.password_needed, true)
@@ -83,16 +92,28 @@ t.test('an agent whose sudo needs a password ends at once, and the response says
   }))
 })
 
-t.test('inside WSL, the shim the start script sets up reports it whatever the CLI prints, naming the distro and the user', async (t) => {
+t.test('inside WSL, the shim the start script sets up reports it whatever the CLI prints, ' +
+  'naming the distro and the user', async (t) => {
   const { env } = agentEnvWithSudo(t, 'password')
   const app = await build(t, { AGENT_HOST_PLATFORM: 'win32' }, env)
   // claude in json mode prints nothing of its tools: only the distro's shim can tell.
   for (const tool of ['crush_run', 'claude_run'] as const) {
-    const named = await runTool(app, tool, { task: scenario.sudo('ls', '/root'), wsl_distro: 'Debian', wsl_user: 'alice' })
-    t.match(named.sudo, { password_needed: true, message: /l’utilisateur « alice » dans la distribution WSL « Debian »/ }, `${tool}: wsl_user`)
+    const named = await runTool(app, tool, {
+      task: scenario.sudo('ls', '/root'), wsl_distro: 'Debian', wsl_user: 'alice'
+    })
+    t.match(
+      named.sudo, { password_needed: true, message: /l’utilisateur « alice » dans la distribution WSL « Debian »/ },
+      `${tool}: wsl_user`
+    )
     // The stand-in distro's default user is whoever runs it here: the shim's askpass names it.
     const byDefault = await runTool(app, tool, { task: scenario.sudo('ls', '/root'), wsl_distro: 'Debian' })
-    t.match(byDefault.sudo, { password_needed: true, message: new RegExp(`l’utilisateur « ${userInfo().username} » dans la distribution WSL`) }, `${tool}: the default user, by name`)
+    t.match(
+      byDefault.sudo,
+      {
+        password_needed: true, message: new RegExp(`l’utilisateur « ${userInfo().username} » dans la distribution WSL`)
+      },
+      `${tool}: the default user, by name`
+    )
   }
 })
 
@@ -102,7 +123,10 @@ t.test('passwordless sudo runs as usual and no message appears', async (t) => {
   const body = await runTool(app, 'crush_run', { task: scenario.sudo('node', '-e', 'process.exit(0)') })
   t.match(body.output, /sudo exited 0/)
   t.same(body.sudo, { status: 'passwordless', password_needed: false, message: null })
-  t.ok(calls().some((call) => call.argv.join(' ') === '-A node -e process.exit(0)'), 'the agent’s sudo call went through the shim (-A: never a prompt)')
+  t.ok(
+    calls().some((call) => call.argv.join(' ') === '-A node -e process.exit(0)'),
+    'the agent’s sudo call went through the shim (-A: never a prompt)'
+  )
 })
 
 t.test('the probe is cached per context', async (t) => {
@@ -143,7 +167,10 @@ t.test('the detector: sudo’s messages in both languages, across chunk boundari
   t.ok(detects('sudo: no tty present and no askpass program specified\n'))
   t.ok(detects('sudo: il est nécessaire de saisir un mot de passe\n'))
   t.ok(detects("sudo: un terminal est requis pour lire le mot de passe; utilisez soit l'option -S\n"))
-  t.ok(detects('[sudo] password for dev: Sorry, try again.\nsudo: 1 incorrect password attempt\n'), 'sudo -S given a wrong password')
+  t.ok(
+    detects('[sudo] password for dev: Sorry, try again.\nsudo: 1 incorrect password attempt\n'),
+    'sudo -S given a wrong password'
+  )
   t.ok(detects('sudo: 3 incorrect password attempts\n'))
   t.ok(detects('sudo: no password was provided\n'), 'sudo -S given none')
   t.ok(detects('sudo: 1 saisie de mot de passe incorrecte\n'))
@@ -172,16 +199,23 @@ t.test('the detector sees a message wherever the chunks split it, after any amou
   }
 })
 
-t.test('a report is the agent’s own writing: only a user name sudo could have asked about is taken from it', async (t) => {
+t.test('a report is the agent’s own writing: ' +
+  'only a user name sudo could have asked about is taken from it', async (t) => {
   t.same(readSudoReport(''), { passwordNeeded: false })
   t.same(readSudoReport('password_required dev\n'), { passwordNeeded: true, user: 'dev' })
-  t.same(readSudoReport('password_required « root » sur l’hôte; rm -rf /\n'), { passwordNeeded: true }, 'a forged name is not repeated')
+  t.same(
+    readSudoReport('password_required « root » sur l’hôte; rm -rf /\n'), { passwordNeeded: true },
+    'a forged name is not repeated'
+  )
 })
 
-t.test('agents of the service’s own user: what one planted in the shim is gone before the next agent starts', async (t) => {
+t.test('agents of the service’s own user: ' +
+  'what one planted in the shim is gone before the next agent starts', async (t) => {
   const { env } = agentEnvWithSudo(t, 'password')
   const app = await build(t, {}, env)
-  const seen = JSON.parse((await runTool(app, 'crush_run', { task: scenario.env() })).output.split('\n')[0]!) as Record<string, string>
+  const seen = JSON.parse(
+    (await runTool(app, 'crush_run', { task: scenario.env() })).output.split('\n')[0]!
+  ) as Record<string, string>
   const shimBin = seen['PATH']!.split(':')[0]!
   t.match(shimBin, /agent-runner-sudo-[^/]+\/bin$/)
   const planted = join(shimBin, 'claude')
@@ -194,15 +228,18 @@ t.test('agents of the service’s own user: what one planted in the shim is gone
 t.test('an agent that puts a FIFO in place of its report: its run still ends, and the service answers', async (t) => {
   const { env } = agentEnvWithSudo(t, 'password')
   const app = await build(t, {}, { ...env, PATH: `${env['PATH']!}:/usr/bin:/bin` })
-  // eslint-disable-next-line no-template-curly-in-string
-  const swap = 'test${IFS}-n${IFS}"$AGENT_RUNNER_SUDO_REPORT"&&rm${IFS}"$AGENT_RUNNER_SUDO_REPORT"&&mkfifo${IFS}"$AGENT_RUNNER_SUDO_REPORT"&&echo${IFS}swapped'
+  /* eslint-disable no-template-curly-in-string */
+  const swap = 'test${IFS}-n${IFS}"$AGENT_RUNNER_SUDO_REPORT"&&rm${IFS}"$AGENT_RUNNER_SUDO_REPORT"&&' +
+    'mkfifo${IFS}"$AGENT_RUNNER_SUDO_REPORT"&&echo${IFS}swapped'
+  /* eslint-enable no-template-curly-in-string */
   const body = await runTool(app, 'crush_run', { task: scenario.shell('sh', '-c', swap), timeout: 60 })
   t.match(body.output, /swapped/, 'the report was a FIFO when the run ended')
   t.match(body, { ok: true, sudo: { password_needed: false } })
   t.equal((await app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200)
 })
 
-t.test('a report is read as a plain file, at most 4 KiB: a FIFO, a link or a huge file in its place holds nothing', async (t) => {
+t.test('a report is read as a plain file, at most 4 KiB: a FIFO, ' +
+  'a link or a huge file in its place holds nothing', async (t) => {
   const dir = tempDir(t)
   const report = join(dir, 'report')
   writeFileSync(report, 'password_required dev\n')
@@ -220,7 +257,8 @@ t.test('a report is read as a plain file, at most 4 KiB: a FIFO, a link or a hug
   t.equal(await readReportFile(join(dir, 'missing')), '')
 })
 
-t.test('the shim is put back before each run: a planted program, a changed script, a directory made a link', async (t) => {
+t.test('the shim is put back before each run: a planted program, a changed script, ' +
+  'a directory made a link', async (t) => {
   const shim = SudoShim.install(tempDir(t))
   t.same(await shim.restore(), [], 'as installed: nothing to do')
   const planted = join(shim.dir, 'bin', 'claude')
