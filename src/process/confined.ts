@@ -85,7 +85,7 @@ export function confined(inner: Containment, layout: CgroupLayout, limits: RunLi
         cgroupOf.set(later, { later: { runId: context.runId, limits: runLimits } })
         return later
       }
-      const cgroup = RunCgroup.create(layout, context.runId, runLimits)
+      const cgroup = await RunCgroup.made(layout, context.runId, runLimits)
       // A PID namespace's chain forks at once (unshare --fork): its first process, root's, puts itself in before.
       // Elsewhere the agent is put in as soon as spawn returns (it has just exec'd its CLI: whether it forked already
       // is looked at then, holdsWholeRun), and spawn's own failures (a missing binary) stay spawn's.

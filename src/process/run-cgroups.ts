@@ -1,6 +1,6 @@
 import { mkdirSync, readFileSync, readdirSync, rmdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { rmdir } from 'node:fs/promises'
+import { mkdir, rmdir, writeFile } from 'node:fs/promises'
 import { setTimeout as sleep } from 'node:timers/promises'
 
 /** What one run may use: its processes (threads count), its memory. */
@@ -143,12 +143,31 @@ export class RunCgroup {
   static create(layout: CgroupLayout, runId: string, limits: RunLimits): RunCgroup {
     const cgroup = new RunCgroup(layout, runId)
     for (const dir of cgroup.#each()) mkdirSync(dir)
-    writeFileSync(join(cgroup.#dirs.pids!, 'pids.max'), String(limits.processes))
-    const memory = layout.version === 1 ? 'memory.limit_in_bytes' : 'memory.max'
-    writeFileSync(join(cgroup.#dirs.memory!, memory), String(limits.memoryBytes))
-    // Without swap to spill into, the limit is the memory it may touch (v1 would need swap accounting for it).
-    if (layout.version === 2) writeFileSync(join(cgroup.#dirs.memory!, 'memory.swap.max'), '0')
+    for (const [file, value] of cgroup.#limitFiles(limits)) writeFileSync(file, value)
     return cgroup
+  }
+
+  /**
+   * The same, made off the event loop: a cgroup's mkdir waits for the kernel's one cgroup lock, which other cgroups
+   * being made and removed hold (here, short runs at c=4: 0.26 ms a run at the median, 7 ms at p90, 40 ms at worst,
+   * every request of the service held up meanwhile).
+   */
+  static async made(layout: CgroupLayout, runId: string, limits: RunLimits): Promise<RunCgroup> {
+    const cgroup = new RunCgroup(layout, runId)
+    await Promise.all([...cgroup.#each()].map((dir) => mkdir(dir)))
+    await Promise.all(cgroup.#limitFiles(limits).map(([file, value]) => writeFile(file, value)))
+    return cgroup
+  }
+
+  /** Where its limits are written, and what. */
+  #limitFiles(limits: RunLimits): Array<[string, string]> {
+    const memory = this.#layout.version === 1 ? 'memory.limit_in_bytes' : 'memory.max'
+    return [
+      [join(this.#dirs.pids!, 'pids.max'), String(limits.processes)],
+      [join(this.#dirs.memory!, memory), String(limits.memoryBytes)],
+      // Without swap to spill into, the limit is the memory it may touch (v1 would need swap accounting for it).
+      ...(this.#layout.version === 2 ? [[join(this.#dirs.memory!, 'memory.swap.max'), '0'] as [string, string]] : [])
+    ]
   }
 
   /** The cgroup a run of an earlier life of the service left. */
