@@ -77,7 +77,7 @@ async function runStore(choice: RunsOptions['store'], replica: string, log: Fast
   if (choice.kind !== 'redis') {
     return choice.kind === 'memory'
       ? new MemoryRunStore(choice.retention)
-      : new SqliteRunStore(choice.dataDir, choice.retention)
+      : new SqliteRunStore(choice.dataDir, choice.retention, replica)
   }
   const { RedisRunStore } = await import('../runs/stores/redis-store.js')
   const { retention, kind: _kind, ...redis } = choice

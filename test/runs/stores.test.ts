@@ -74,7 +74,7 @@ const stores: Record<string, Open> = {
     return store
   },
   sqlite: async (t, retention) => {
-    const store = new SqliteRunStore(tempDir(t), retention)
+    const store = new SqliteRunStore(tempDir(t), retention, REPLICA)
     t.teardown(() => store.close())
     return store
   }
@@ -298,12 +298,12 @@ for (const [kind, open] of Object.entries(stores)) {
 t.test('sqlite: runs a previous life left running are lost at the next start, with their events', async (t) => {
   const dir = tempDir(t)
   const retention = { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100 }
-  const before = new SqliteRunStore(dir, retention)
+  const before = new SqliteRunStore(dir, retention, REPLICA)
   const run = record('alice')
   await before.create(run)
   await before.saveEvents(run.id, [output(0, 'partial')], undefined)
   await before.close()
-  const after = new SqliteRunStore(dir, retention)
+  const after = new SqliteRunStore(dir, retention, REPLICA)
   t.teardown(() => after.close())
   t.same(await after.recover(), [run.id])
   t.match(await after.get(run.id), { status: 'lost', finishedAt: String, result: null })
@@ -328,7 +328,7 @@ t.test('sqlite: a file an older version made gains the task and deadline columns
     JSON.stringify(before.result), before.replica
   )
   old.close()
-  const store = new SqliteRunStore(dir, retention)
+  const store = new SqliteRunStore(dir, retention, REPLICA)
   t.teardown(() => store.close())
   t.same(await store.get(before.id), before)
   const briefed = record('alice', { task: 'Add tests', deadline: new Date().toISOString() })
@@ -341,7 +341,7 @@ t.test('sqlite: pruning stale sessions, on every session saved, reads them by ag
   const dir = tempDir(t)
   const store = new SqliteRunStore(dir, {
     retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100
-  })
+  }, REPLICA)
   await store.close()
   const Database = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3
   const db = new Database(join(dir, 'runs.sqlite'), { readonly: true })

@@ -1,8 +1,10 @@
 import type { StoredEvent } from '../event-log.js'
 import {
-  byNewest, isFreshSession, isRetained, LocalSessionClaims, sessionKey, type RetentionOptions, type RunRecord,
+  byNewest, isFreshSession, isRetained, sessionKey, type RetentionOptions, type RunRecord,
   type RunStore, type SessionRecord
 } from './run-store.js'
+import { LocalClaims } from './local-claims.js'
+import { MemoryOutbox } from './memory-outbox.js'
 
 interface Entry {
   record: RunRecord
@@ -12,13 +14,15 @@ interface Entry {
 /** Runs in this process's memory only: a restart forgets them. For tests, and where nothing may be written to disk. */
 export class MemoryRunStore implements RunStore {
   readonly kind = 'memory'
+  readonly outbox: MemoryOutbox
   readonly #entries = new Map<string, Entry>()
   readonly #retention: RetentionOptions
   readonly #sessions = new Map<string, SessionRecord>()
-  readonly #claims = new LocalSessionClaims()
+  readonly #claims = new LocalClaims()
 
   constructor(retention: RetentionOptions) {
     this.#retention = retention
+    this.outbox = new MemoryOutbox(retention.retentionMs)
   }
 
   async saveSession(session: SessionRecord): Promise<boolean> {
@@ -46,11 +50,11 @@ export class MemoryRunStore implements RunStore {
   }
 
   async claimSession(tool: string, id: string, holder: string, ttlMs: number): Promise<boolean> {
-    return this.#claims.claim(tool, id, holder, ttlMs)
+    return this.#claims.claim(sessionKey(tool, id), holder, ttlMs)
   }
 
   async releaseSession(tool: string, id: string, holder: string): Promise<void> {
-    this.#claims.release(tool, id, holder)
+    this.#claims.release(sessionKey(tool, id), holder)
   }
 
   async recover(): Promise<string[]> {

@@ -5,7 +5,9 @@ import type { Redis } from 'ioredis'
 import { serviceError } from '../../errors.js'
 import { createRedis, whenConnected } from '../../redis-client.js'
 import { RunResult, resultFromStore, TIMEOUT_MAX_SECONDS } from '../../schemas/run.js'
+import { MAX_RETRY_DELAY_MS } from '../../webhooks/schedule.js'
 import type { StoredEvent } from '../event-log.js'
+import { RedisOutbox } from './redis-outbox.js'
 import {
   isFreshSession, RunRecordHead, SessionRecord, sessionKey, type RetentionOptions, type RunRecord, type RunStore
 } from './run-store.js'
@@ -109,6 +111,7 @@ const RESUBSCRIBE_DELAY_MS = 1000
  */
 export class RedisRunStore implements RunStore {
   readonly kind = 'redis'
+  readonly outbox: RedisOutbox
   readonly #redis: Redis
   readonly #options: RedisRunStoreOptions
   #subscriber: Redis | undefined
@@ -118,6 +121,18 @@ export class RedisRunStore implements RunStore {
   constructor(options: RedisRunStoreOptions) {
     this.#options = options
     this.#redis = createRedis(options.url, options.log, options.timeoutMs)
+    this.outbox = new RedisOutbox({
+      redis: this.#redis,
+      keyPrefix: options.keyPrefix,
+      // Each write keeps an armed delivery past its run, a pending one past the longest wait between two attempts,
+      // and both then as long as a run is kept: the fleet may be down a while meanwhile.
+      keepPendingMs: this.#runningTtlMs + MAX_RETRY_DELAY_MS,
+      retentionMs: options.retentionMs,
+      // A replica's runs and its armed deliveries are lost alike, once this key is gone.
+      replicaKey: (replica) => this.#replicaKey(replica),
+      call: (operation) => this.#call(operation),
+      log: options.log
+    })
     const beat = (): void => {
       this.#redis
         .set(this.#replicaKey(options.replica), '1', 'PX', options.ttlMs)

@@ -1,6 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox'
 import type { RunResult } from '../../schemas/run.js'
 import { RunStatus } from '../../schemas/runs.js'
+import type { WebhookOutbox } from '../../webhooks/outbox.js'
 import type { StoredEvent } from '../event-log.js'
 
 /**
@@ -57,24 +58,6 @@ export interface SessionStore {
   releaseSession(tool: string, id: string, holder: string): Promise<void>
 }
 
-/** One service per store file or memory: its claims live in its memory, and lapse with it. */
-export class LocalSessionClaims {
-  readonly #held = new Map<string, { holder: string; until: number }>()
-
-  claim(tool: string, id: string, holder: string, ttlMs: number): boolean {
-    const key = sessionKey(tool, id)
-    const held = this.#held.get(key)
-    if (held !== undefined && held.holder !== holder && held.until > Date.now()) return false
-    this.#held.set(key, { holder, until: Date.now() + ttlMs })
-    return true
-  }
-
-  release(tool: string, id: string, holder: string): void {
-    const key = sessionKey(tool, id)
-    if (this.#held.get(key)?.holder === holder) this.#held.delete(key)
-  }
-}
-
 export const sessionKey = (tool: string, id: string): string => `${tool}:${id}`
 
 /** A session is kept while its last run is recent enough. */
@@ -85,6 +68,8 @@ export const isFreshSession = (session: SessionRecord, retentionMs: number, now 
 export interface RunStore extends SessionStore {
   /** What 'auto' chose, for the startup log and /readyz. */
   readonly kind: 'memory' | 'sqlite' | 'redis'
+  /** The runs' webhook deliveries, kept with them: what keeps the runs keeps the deliveries. */
+  readonly outbox: WebhookOutbox
   /**
    * Runs that a previous life of this replica left running can no longer be finished: they become `lost`, with the
    * events they had saved. Returns their ids.

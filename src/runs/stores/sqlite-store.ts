@@ -4,9 +4,9 @@ import { createRequire } from 'node:module'
 import { join } from 'node:path'
 import { resultFromStore } from '../../schemas/run.js'
 import type { StoredEvent } from '../event-log.js'
-import {
-  LocalSessionClaims, type RetentionOptions, type RunRecord, type RunStore, type SessionRecord
-} from './run-store.js'
+import { LocalClaims } from './local-claims.js'
+import { sessionKey, type RetentionOptions, type RunRecord, type RunStore, type SessionRecord } from './run-store.js'
+import { SqliteOutbox } from './sqlite-outbox.js'
 
 const SCHEMA = `
   CREATE TABLE IF NOT EXISTS runs (
@@ -124,12 +124,14 @@ const toRow = (record: RunRecord): RunRow => ({
  */
 export class SqliteRunStore implements RunStore {
   readonly kind = 'sqlite'
+  readonly outbox: SqliteOutbox
   readonly #db: BetterSqlite3.Database
   readonly #retention: RetentionOptions
   readonly #statements
-  readonly #claims = new LocalSessionClaims()
+  readonly #claims = new LocalClaims()
 
-  constructor(dataDir: string, retention: RetentionOptions) {
+  /** `replica`: this life of the service, whose runs' webhook deliveries an earlier life's are not. */
+  constructor(dataDir: string, retention: RetentionOptions, replica: string) {
     mkdirSync(dataDir, { recursive: true, mode: 0o700 })
     const file = join(dataDir, 'runs.sqlite')
     // Tasks and outputs are the callers' own: SQLite gives its -wal and -shm files the database file's mode.
@@ -142,6 +144,7 @@ export class SqliteRunStore implements RunStore {
     this.#db.exec(SCHEMA)
     addMissingColumns(this.#db)
     this.#retention = retention
+    this.outbox = new SqliteOutbox(this.#db, { replica, retentionMs: retention.retentionMs })
     const db = this.#db
     this.#statements = {
       insertRun: db.prepare(
@@ -206,11 +209,11 @@ export class SqliteRunStore implements RunStore {
   }
 
   async claimSession(tool: string, id: string, holder: string, ttlMs: number): Promise<boolean> {
-    return this.#claims.claim(tool, id, holder, ttlMs)
+    return this.#claims.claim(sessionKey(tool, id), holder, ttlMs)
   }
 
   async releaseSession(tool: string, id: string, holder: string): Promise<void> {
-    this.#claims.release(tool, id, holder)
+    this.#claims.release(sessionKey(tool, id), holder)
   }
 
   async recover(): Promise<string[]> {
