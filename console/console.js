@@ -286,6 +286,7 @@ async function select(id) {
     return
   }
   renderFacts(run)
+  void renderDeliveries(run)
   $('run-title').focus()
   if (run.kind === 'async') void follow(id)
   else $('run-note').textContent = 'A synchronous or streamed run’s output goes to its own caller: only its state shows here.'
@@ -306,7 +307,36 @@ function renderFacts(run, now = Date.now()) {
 /** The listing moved on: the run pane shows the run's new state. */
 function syncSelected() {
   const run = state.runs.find((listed) => listed.id === state.selected)
-  if (run !== undefined) renderFacts(run)
+  if (run === undefined) return
+  renderFacts(run)
+  void renderDeliveries(run)
+}
+
+/** One delivery as a line: its event, where it stands, and its last attempt's answer. */
+function deliveryText(delivery) {
+  const last = delivery.attempts.at(-1)
+  const answer = last === undefined ? '' : `, last: ${last.status ?? last.error} at ${clock(last.at)}`
+  const next = delivery.next_attempt_at === null ? '' : `, next at ${clock(delivery.next_attempt_at)}`
+  const tries = `${delivery.attempts.length} attempt${delivery.attempts.length === 1 ? '' : 's'}`
+  return `${delivery.type}: ${delivery.state.replace('_', ' ')} (${tries}${answer}${next})`
+}
+
+/** A run with a webhook: each event's delivery to its URL (GET /runs/{id}/deliveries). */
+async function renderDeliveries(run) {
+  const shown = run.webhook !== undefined
+  $('deliveries-title').hidden = !shown
+  $('deliveries').hidden = !shown
+  if (!shown) return $('deliveries').replaceChildren()
+  $('deliveries-title').textContent = `Webhook to ${run.webhook.url}`
+  let deliveries
+  try {
+    ({ deliveries } = await json('GET', `/runs/${encodeURIComponent(run.id)}/deliveries`))
+  } catch {
+    return
+  }
+  if (state.selected !== run.id) return
+  $('deliveries').replaceChildren(...deliveries.map((delivery) =>
+    element('li', { dataset: { state: delivery.state } }, deliveryText(delivery))))
 }
 
 function unfollow() {

@@ -12,6 +12,9 @@ import { CONTAINMENT_SETTINGS, type ContainmentSetting } from './process/host-co
 import { parseUidRange, type UidRange } from './process/token-users.js'
 import type { RunLimits } from './process/run-cgroups.js'
 import { checkSecretFiles } from './secret-files.js'
+import { parseAllowList } from './webhooks/address-policy.js'
+import type { WebhookSettings } from './webhooks/policy.js'
+import { parseWebhookSecrets } from './webhooks/secrets.js'
 
 /** The platforms whose argv shape differs: only Windows hosts wrap the agent in wsl.exe. */
 const HOST_PLATFORMS = [
@@ -96,6 +99,12 @@ const ServiceSchema = Type.Object({
     { default: 'auto' }
   ),
   SUDO_PROBE_TTL_MS: Type.Integer({ default: 300_000, minimum: 1, maximum: 86_400_000 }),
+  WEBHOOK_SECRET: Type.String({ default: '' }),
+  WEBHOOK_SECRETS: Type.String({ default: '' }),
+  WEBHOOK_SECRETS_FILE: Type.Optional(Type.String({ minLength: 1 })),
+  WEBHOOK_ALLOW_HOSTS: Type.String({ default: '' }),
+  WEBHOOK_RETRY_BASE_MS: Type.Integer({ default: 5000, minimum: 10, maximum: 3_600_000 }),
+  WEBHOOK_RETRY_FOR_MS: Type.Integer({ default: 86_400_000, minimum: 1000, maximum: 7 * 86_400_000 }),
 })
 
 export const EnvSchema = envSchemaFor(BUILT_IN_AGENTS)
@@ -148,13 +157,15 @@ export interface Config {
   runsStore: 'sqlite' | 'memory' | 'redis'
   agentEnvRule: AgentEnvRule
   /**
-   * Files holding secrets (API_TOKENS_FILE, REDIS_URL_FILE, the .env read at start): files an agent of the same user
-   * could read too.
+   * Files holding secrets (API_TOKENS_FILE, REDIS_URL_FILE, WEBHOOK_SECRETS_FILE, the .env read at start): files an
+   * agent of the same user could read too.
    */
   secretFiles: string[]
   /** Those a group may read (none an agent is known to: the service refuses to start on those). */
   exposedSecretFiles: string[]
   wslBin: string
+  /** Who signs each token's webhooks, what they may reach besides public addresses, how long they are retried. */
+  webhooks: WebhookSettings
   /** The agents to run, each with its settings. */
   agents: Array<{ spec: AgentSpec; settings: AgentSettings }>
 }
@@ -174,7 +185,8 @@ export function loadConfig(
   const agentUser = env.AGENT_USER === '' ? undefined : resolveAgentUser(env.AGENT_USER)
   const dotenvFile = resolve('.env')
   const secretFiles = [
-    env.API_TOKENS_FILE, env.REDIS_URL_FILE, source === undefined && existsSync(dotenvFile) ? dotenvFile : undefined
+    env.API_TOKENS_FILE, env.REDIS_URL_FILE, env.WEBHOOK_SECRETS_FILE,
+    source === undefined && existsSync(dotenvFile) ? dotenvFile : undefined
   ].filter((file) => file !== undefined)
   // Out of the shared temporary directory, where any local user could make it first.
   const config: Config = {
@@ -213,6 +225,12 @@ export function loadConfig(
     runsStore: runsStore(env),
     agentEnvRule: { allow: splitList(env.AGENT_ENV_ALLOW), deny: splitList(env.AGENT_ENV_DENY) },
     wslBin: env.WSL_BIN,
+    webhooks: {
+      secrets: parseWebhookSecrets(env.WEBHOOK_SECRET, splitList(secretValue(env, 'WEBHOOK_SECRETS'))),
+      allow: parseAllowList(splitList(env.WEBHOOK_ALLOW_HOSTS)),
+      retryBaseMs: env.WEBHOOK_RETRY_BASE_MS,
+      retryForMs: env.WEBHOOK_RETRY_FOR_MS
+    },
     secretFiles,
     exposedSecretFiles: checkSecretFiles(secretFiles, agentUser).exposed,
     agents: agents.map((spec) => ({ spec, settings: agentSettings(spec, env) }))
@@ -255,7 +273,7 @@ function assertSeparateTokens(config: Config, allowShared: boolean): void {
  * A secret given directly, or as `<NAME>_FILE`, the path of a file holding it (Docker and Kubernetes secrets): then it
  * is in no environment an agent or a crash report could show. One of the two, not both.
  */
-function secretValue(env: RawEnv, name: 'API_TOKENS' | 'REDIS_URL'): string {
+function secretValue(env: RawEnv, name: 'API_TOKENS' | 'REDIS_URL' | 'WEBHOOK_SECRETS'): string {
   const file = env[`${name}_FILE`]
   if (file === undefined) return env[name]
   if (env[name] !== '') throw new Error(`${name} and ${name}_FILE are both set: keep one`)

@@ -71,6 +71,20 @@ export const ERROR_CATALOG = {
       `body/${field}: the session ran with ${field} ${sessionValue}, not ${value}; leave it out to continue there`,
     example: ['cwd', '/srv/other', '/srv/project']
   },
+  WEBHOOKS_NOT_CONFIGURED: {
+    status: 400,
+    when: '`webhook` asked for, but neither WEBHOOK_SECRET nor WEBHOOK_SECRETS gives this token a secret to sign with.',
+    message: () => 'body/webhook: webhooks are not configured for this token (WEBHOOK_SECRET or WEBHOOK_SECRETS)',
+    example: []
+  },
+  WEBHOOK_URL_NOT_ALLOWED: {
+    status: 400,
+    when:
+      '`webhook.url` is not an http(s) URL of a public address (a loopback, private, link-local or other special ' +
+      'address, or a name resolving to one), unless WEBHOOK_ALLOW_HOSTS names it; or it carries credentials.',
+    message: (reason: string) => `body/webhook/url: not a URL webhooks may reach: ${reason}`,
+    example: ['10.0.0.5 is not a public address']
+  },
   CWD_NOT_FOUND: {
     status: 400,
     when: '`cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.',

@@ -19,6 +19,8 @@ export class Metrics {
   readonly #runs: Counter<'tool' | 'outcome'>
   readonly #duration: Histogram<'tool'>
   readonly #rejections: Counter<'tool' | 'reason'>
+  readonly #webhookAttempts: Counter<'outcome'>
+  #pendingDeliveries: (() => Promise<number>) | undefined
   #phases: (() => RunPhase[]) | undefined
 
   constructor(tools: readonly string[], slots: SlotLimiter) {
@@ -42,6 +44,22 @@ export class Metrics {
       help: 'Run requests answered without running an agent, by tool and error code',
       labelNames: ['tool', 'reason'],
       registers
+    })
+    this.#webhookAttempts = new Counter({
+      name: 'agent_runner_webhook_deliveries_total',
+      help: 'Webhook delivery attempts, by outcome: delivered, failed (to be retried), gone (410), given_up',
+      labelNames: ['outcome'],
+      registers
+    })
+    const pendingDeliveries = (): Promise<number> => this.#pendingDeliveries?.() ?? Promise.resolve(0)
+    // eslint-disable-next-line no-new -- registered on construction; its collect() asks the store at each scrape
+    new Gauge({
+      name: 'agent_runner_webhook_deliveries_pending',
+      help: 'Webhook deliveries due or waiting for a retry, in the run store (fleet-wide with Redis)',
+      registers,
+      async collect() {
+        this.set(await pendingDeliveries().catch(() => 0))
+      }
     })
     const phases = (): RunPhase[] => this.#phases?.() ?? []
     // eslint-disable-next-line no-new -- registered on construction; its collect() reads the runs at each scrape
@@ -77,6 +95,15 @@ export class Metrics {
   observeRun(result: RunResult): void {
     this.#runs.inc({ tool: result.tool, outcome: finishedStatus(result) })
     this.#duration.observe({ tool: result.tool }, result.duration_ms / 1000)
+  }
+
+  observeWebhookAttempt(outcome: string): void {
+    this.#webhookAttempts.inc({ outcome })
+  }
+
+  /** Where the pending deliveries are counted: read at each scrape. */
+  countPendingDeliveries(pending: () => Promise<number>): void {
+    this.#pendingDeliveries = pending
   }
 
   observeRejection(tool: string, code: string): void {

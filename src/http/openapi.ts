@@ -5,6 +5,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { stringify } from 'yaml'
 import { ERROR_CODES } from '../schemas/error.js'
 import { forCallers } from '../schemas/for-callers.js'
+import { WEBHOOKS } from '../schemas/webhook-event.js'
 import { version } from '../version.js'
 
 const errorTable = Object.entries(ERROR_CODES)
@@ -67,6 +68,8 @@ export async function registerOpenApi(
           }
         }
       },
+      // What the service calls: each run's webhook events (OpenAPI 3.1's `webhooks`).
+      webhooks: WEBHOOKS,
       // A bearer token where API_TOKENS is set; none on a loopback deployment without tokens. Health routes opt out.
       security: [{ bearerAuth: [] }, {}],
       tags: [

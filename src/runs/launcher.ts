@@ -12,6 +12,7 @@ import type { RunParams, RunResult } from '../schemas/run.js'
 import type { SlotLimiter } from '../slots/limiter.js'
 import type { SudoProbe } from '../sudo/probe.js'
 import type { SudoShim } from '../sudo/shim.js'
+import { webhookRefusal, type WebhookSettings } from '../webhooks/policy.js'
 import { runPlacedAgent, type AgentRunParts } from './agent-run.js'
 import { placeRun, type Placement } from './placement.js'
 import type { Run } from './run.js'
@@ -44,6 +45,8 @@ export interface LauncherDeps {
   sessions: SessionStore
   /** AGENT_USERS: each token's agents as a user of its own; absent, every token's are AGENT_USER (or the service). */
   tokenUsers: TokenUsers | undefined
+  /** Who may ask for a webhook, and which URLs it may reach. */
+  webhooks: Pick<WebhookSettings, 'secrets' | 'allow'>
 }
 
 /** A continued session stays claimed past its run's deadline by the stop's grace periods, and a margin. */
@@ -82,6 +85,7 @@ export class RunLauncher {
   async #launch(run: Run, request: RunParams, log: FastifyBaseLogger, sink?: OutputSink): Promise<RunResult> {
     const { slots, sessions } = this.#deps
     const tool = this.#deps.tools[run.tool]
+    if (request.webhook !== undefined) await this.#assertWebhook(run.caller, request.webhook.url)
     const session = request.resume
     const params = session === undefined ? request : continuedPlace(request, await this.#sessionOf(tool, run, session))
     const identity = await this.#identityOf(run.caller, tool)
@@ -105,6 +109,15 @@ export class RunLauncher {
     } finally {
       if (claimed) await sessions.releaseSession(run.tool, session, run.id).catch(() => undefined)
     }
+  }
+
+  /** A webhook the run could never deliver, or should never reach, is refused before anything else is done. */
+  async #assertWebhook(caller: string, url: string): Promise<void> {
+    const refusal = await webhookRefusal(this.#deps.webhooks, caller, url)
+    if (refusal === null) return
+    throw refusal.code === 'WEBHOOKS_NOT_CONFIGURED'
+      ? serviceError('WEBHOOKS_NOT_CONFIGURED')
+      : serviceError('WEBHOOK_URL_NOT_ALLOWED', refusal.reason)
   }
 
   /** The session `id` of this run's caller and tool; 400 for a CLI that cannot continue one, 404 for any other. */

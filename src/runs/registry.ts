@@ -5,11 +5,15 @@ import type { ToolName } from '../agents/catalog.js'
 import type { OutputSink } from '../process/agent-process.js'
 import type { RunParams, RunResult } from '../schemas/run.js'
 import type { RunState, RunSummary } from '../schemas/runs.js'
+import type { ListedWebhook, WebhookDeliveryState } from '../schemas/webhooks.js'
 import { follow, logSource, storeSource, type EventSource, type Feed } from './follow.js'
 import type { RunLauncher } from './launcher.js'
 import { Run, type RunKind } from './run.js'
 import { isEnd, type RunPhase } from './run-phase.js'
 import { RunRecorder } from './run-recorder.js'
+import { stateOf } from './run-state.js'
+import { deliverRunWebhooks } from './run-webhooks.js'
+import { deliveryState } from './delivery-state.js'
 import type { RunRecord, RunStore } from './stores/run-store.js'
 
 /** Who hears what the runs do (the service's metrics): told, never asked, so runs/ imports none of it. */
@@ -31,6 +35,8 @@ export interface RegistryOptions {
   saveEveryMs: number
   /** How long DELETE waits for another replica to stop its run. */
   remoteStopWaitMs: number
+  /** Told when a run's webhook event is in the store's outbox, due now. */
+  webhookDue: () => void
 }
 
 /** Everything a run is asked for with, by every route: the one door into runs/. */
@@ -64,6 +70,8 @@ export class RunRegistry {
   readonly #options: RegistryOptions
   readonly #open = new Map<string, Run>()
   readonly #recorded = new Map<string, RunRecorder>()
+  /** Runs' webhook ends not yet in the outbox: shutdown waits for them, so that no end is lost with the process. */
+  readonly #webhooksPending = new Set<Promise<void>>()
   #shuttingDown = false
 
   constructor(options: RegistryOptions) {
@@ -88,6 +96,7 @@ export class RunRegistry {
     if (this.#shuttingDown) run.stop('shutdown')
     const runLog = kind === 'async' ? log.child({ run: run.id }) : log
     const recorder = kind === 'async' ? this.#record(run, runLog) : undefined
+    if (run.webhook !== undefined) this.#deliverWebhooks(run, run.webhook, runLog)
     const result = Promise.resolve().then(() => this.#options.launcher.launch(run, params, runLog, sink))
     if (recorder !== undefined) {
       result.catch((error: unknown) => {
@@ -105,6 +114,21 @@ export class RunRegistry {
     this.#recorded.set(run.id, recorder)
     void recorder.done.then(() => this.#recorded.delete(run.id))
     return recorder
+  }
+
+  #deliverWebhooks(run: Run, webhook: ListedWebhook, log: FastifyBaseLogger): void {
+    const { store, replica, webhookDue } = this.#options
+    const delivering = deliverRunWebhooks(run, webhook, { outbox: store.outbox, replica, due: webhookDue, log })
+    this.#webhooksPending.add(delivering)
+    void delivering.then(() => this.#webhooksPending.delete(delivering))
+  }
+
+  /** The webhook deliveries of a run of this caller's, oldest first; undefined when there is no such run. */
+  async deliveries(id: string, caller: string): Promise<WebhookDeliveryState[] | undefined> {
+    const deliveries = (await this.#options.store.outbox.deliveriesOf(id)).filter((each) => each.caller === caller)
+    // A run without a webhook has none, but is there all the same; one no longer kept may still have its deliveries.
+    if (deliveries.length === 0 && (await this.state(id, caller)) === undefined) return undefined
+    return deliveries.map(deliveryState)
   }
 
   /** A run of this caller's; undefined for an unknown run and for another caller's alike. */
@@ -167,6 +191,7 @@ export class RunRegistry {
       return run.ended()
     })
     await Promise.all([...stopping, ...[...this.#recorded.values()].map((recorder) => recorder.done)])
+    await Promise.all(this.#webhooksPending)
   }
 
   /**
@@ -199,21 +224,5 @@ export class RunRegistry {
       current = (await this.#options.store.get(record.id)) ?? current
     }
     return current
-  }
-}
-
-/** The one mapping of a run to what the API says of it: a stored record is an async run's. */
-function stateOf(found: Omit<RunRecord, 'replica'> & { kind?: RunKind }): RunState {
-  return {
-    id: found.id,
-    tool: found.tool,
-    kind: found.kind ?? 'async',
-    status: found.status,
-    caller: found.caller,
-    task: found.task ?? null,
-    created_at: found.createdAt,
-    deadline: found.deadline ?? null,
-    finished_at: found.finishedAt,
-    result: found.result
   }
 }

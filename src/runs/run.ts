@@ -5,6 +5,7 @@ import { serviceError } from '../errors.js'
 import type { AgentObserver } from '../process/agent-process.js'
 import type { RunParams, RunResult, StopReason } from '../schemas/run.js'
 import type { Step } from '../schemas/steps.js'
+import { DEFAULT_WEBHOOK_EVENTS, type ListedWebhook } from '../schemas/webhooks.js'
 import { finishedStatus } from './result.js'
 import { hasAgent, isEnd, nextPhase, type RunPhase } from './run-phase.js'
 import type { RunRecord } from './stores/run-store.js'
@@ -34,7 +35,7 @@ export interface RunOpening {
   kind: RunKind
   tool: ToolName
   caller: string
-  params: Pick<RunParams, 'task' | 'timeout'>
+  params: Pick<RunParams, 'task' | 'timeout' | 'webhook'>
 }
 
 /**
@@ -53,6 +54,8 @@ export class Run extends EventEmitter<RunEvents> implements AgentObserver {
   readonly task: string
   /** How long its agent may run, from its start. */
   readonly timeoutMs: number
+  /** Who is told of its start and end. */
+  readonly webhook: ListedWebhook | undefined
   readonly #controller = new AbortController()
   #phase: RunPhase = 'opened'
   #deadline: Date | null = null
@@ -69,6 +72,8 @@ export class Run extends EventEmitter<RunEvents> implements AgentObserver {
     this.caller = caller
     this.task = taskExcerpt(params.task)
     this.timeoutMs = params.timeout * 1000
+    const { webhook } = params
+    this.webhook = webhook && { url: webhook.url, events: webhook.events ?? DEFAULT_WEBHOOK_EVENTS }
     let ended: (() => void) | undefined
     this.#whenEnded = new Promise<void>((resolve) => { ended = resolve })
     this.#ended = ended!
@@ -114,6 +119,7 @@ export class Run extends EventEmitter<RunEvents> implements AgentObserver {
       createdAt: this.createdAt.toISOString(),
       ...(this.#deadline === null ? {} : { deadline: this.#deadline.toISOString() }),
       finishedAt: this.#finishedAt?.toISOString() ?? null,
+      ...(this.webhook === undefined ? {} : { webhook: this.webhook }),
       result
     }
   }

@@ -1,6 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { RunUsage, StepsSummary } from './steps.js'
+import { RunWebhook } from './webhooks.js'
 
 /**
  * Linux refuses a single argv string over 128 KiB (MAX_ARG_STRLEN). A character takes at most 4 bytes in UTF-8, so
@@ -69,7 +70,8 @@ export const RunParams = Type.Object(
           'both. Default: both for streams; for MCP progress, steps when the agent reports them (readable lines), ' +
           'else the output. Async runs choose when they are followed (GET /runs/{id}/events?events=).'
       )
-    )
+    ),
+    webhook: Type.Optional(RunWebhook)
   },
   {
     $id: 'RunParams',

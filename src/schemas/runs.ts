@@ -2,6 +2,7 @@ import { Type, type Static } from '@sinclair/typebox'
 import { ref } from './ref.js'
 import { RunParams, RunResult } from './run.js'
 import { ToolName } from './tool-name.js'
+import { ListedWebhook } from './webhooks.js'
 
 export const RunStatus = Type.Union(
   [
@@ -62,7 +63,8 @@ const runStateProperties = {
     description:
       'When its timeout stops it (its agent’s start plus `timeout`); null for a run stored by an older version.'
   }),
-  finished_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()])
+  finished_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  webhook: Type.Optional(ListedWebhook)
 }
 
 export const RunSummary = Type.Object(

@@ -6,6 +6,8 @@ import { RunParams, RunResult } from './run.js'
 import { runRequestSchema, RunState, RunSummary } from './runs.js'
 import { Step } from './steps.js'
 import { namingTools } from './tool-name.js'
+import { WebhookEvent } from './webhook-event.js'
+import { WebhookDeliveryState } from './webhooks.js'
 
 /**
  * The schemas registered once with app.addSchema: routes point at them by $id, so validation, serialization and the
@@ -19,6 +21,8 @@ export const sharedSchemas = (toolNames: readonly string[]) => [
   runRequestSchema(toolNames),
   namingTools(RunSummary, toolNames),
   namingTools(RunState, toolNames),
+  WebhookDeliveryState,
+  WebhookEvent,
   ErrorResponse
 ] as const
 

@@ -64,7 +64,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     launch: { hostPlatform, wslBin, agentWorkdir, agentUser, killGraceMs, outputLimitBytes },
     sudoProbeTtlMs: config.sudoProbeTtlMs,
     agentEnv,
-    metrics
+    metrics,
+    webhooks: config.webhooks
   })
   await app.after()
   const { platform } = app

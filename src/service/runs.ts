@@ -9,12 +9,18 @@ import { MemoryRunStore } from '../runs/stores/memory-store.js'
 import type { RetentionOptions, RunStore } from '../runs/stores/run-store.js'
 import { SqliteRunStore } from '../runs/stores/sqlite-store.js'
 import { SudoProbe } from '../sudo/probe.js'
+import { version } from '../version.js'
+import { WebhookDispatcher, type AttemptVerdict } from '../webhooks/dispatcher.js'
+import type { WebhookSettings } from '../webhooks/policy.js'
 
 /**
  * How often a running async run's new events reach the store: what a crash may lose, and how far other replicas
  * lag.
  */
 const RUN_SAVE_EVERY_MS = 200
+
+/** How often the outbox is read for retries falling due and what other replicas (or lives) left to deliver. */
+const WEBHOOK_POLL_MS = 1000
 
 export interface RunsOptions {
   tools: Record<ToolName, AgentTool>
@@ -26,7 +32,13 @@ export interface RunsOptions {
   sudoProbeTtlMs: number
   /** What the service's own helpers (sudo probe, wsl --list) inherit: the common variables only. */
   agentEnv: NodeJS.ProcessEnv
-  metrics: RegistryOptions['metrics']
+  metrics: RegistryOptions['metrics'] & {
+    /** Each webhook attempt, by what came of it. */
+    observeWebhookAttempt(verdict: AttemptVerdict): void
+    /** How many deliveries are due or being retried, whenever the metrics ask. */
+    countPendingDeliveries(pending: () => Promise<number>): void
+  }
+  webhooks: WebhookSettings
 }
 
 declare module 'fastify' {
@@ -57,8 +69,20 @@ export const runsPlugin = fp<RunsOptions>(async (app, options) => {
     ledger: platform.ledger,
     wslDistros: new WslDistros(options.launch.wslBin, options.agentEnv),
     sessions: store,
-    tokenUsers: platform.tokenUsers
+    tokenUsers: platform.tokenUsers,
+    webhooks: options.webhooks
   })
+  const dispatcher = new WebhookDispatcher({
+    outbox: store.outbox,
+    settings: options.webhooks,
+    replica: platform.replica,
+    userAgent: `agent-runner/${version}`,
+    log: app.log.child({ component: 'webhooks' }),
+    attempted: (verdict) => options.metrics.observeWebhookAttempt(verdict),
+    // A retry falls due at the backoff's base at the earliest: looked for no less often than that, up to every second.
+    pollMs: Math.min(WEBHOOK_POLL_MS, options.webhooks.retryBaseMs)
+  })
+  options.metrics.countPendingDeliveries(() => store.outbox.pendingDeliveries())
   const runs = new RunRegistry({
     launcher,
     metrics: options.metrics,
@@ -66,10 +90,17 @@ export const runsPlugin = fp<RunsOptions>(async (app, options) => {
     store,
     outputLimitBytes: options.launch.outputLimitBytes,
     saveEveryMs: RUN_SAVE_EVERY_MS,
-    remoteStopWaitMs: 3 * killGraceMs + 5000
+    remoteStopWaitMs: 3 * killGraceMs + 5000,
+    webhookDue: () => dispatcher.wake()
   })
   app.decorate('runs', runs)
-  app.addHook('preClose', async () => { await runs.shutdown() })
+  // What a previous life, or a dead replica, left to deliver goes out from the start.
+  dispatcher.start()
+  // The runs' ends reach the outbox before the dispatcher stops; what it had not sent, a later life sends.
+  app.addHook('preClose', async () => {
+    await runs.shutdown()
+    await dispatcher.close()
+  })
 }, { name: 'runs', dependencies: ['slots', 'platform'] })
 
 /** The store RUNS_STORE names; each is loaded only when chosen (a native module, a Redis client). */

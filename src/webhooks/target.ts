@@ -9,14 +9,17 @@ export interface CheckedTarget {
   family: 4 | 6
 }
 
-class WebhookTargetRefused extends Error {
-  constructor(message: string) {
+export class WebhookTargetRefused extends Error {
+  /** The name gave no address now: maybe for a moment (DNS down), where a refusal is for good. */
+  readonly unresolved: boolean
+  constructor(message: string, unresolved = false) {
     super(message)
     this.name = 'WebhookTargetRefused'
+    this.unresolved = unresolved
   }
 }
 
-type Resolver = (host: string) => Promise<Array<{ address: string; family: number }>>
+export type Resolver = (host: string) => Promise<Array<{ address: string; family: number }>>
 
 const systemResolver: Resolver = async (host) => lookup(host, { all: true, verbatim: true })
 
@@ -39,10 +42,11 @@ export async function checkedTarget(
   try {
     addresses = await resolve(host)
   } catch (error) {
-    throw new WebhookTargetRefused(`${host} does not resolve: ${(error as NodeJS.ErrnoException).code ?? 'error'}`)
+    const code = (error as NodeJS.ErrnoException).code ?? 'error'
+    throw new WebhookTargetRefused(`${host} does not resolve: ${code}`, true)
   }
   const first = addresses[0]
-  if (first === undefined) throw new WebhookTargetRefused(`${host} resolves to no address`)
+  if (first === undefined) throw new WebhookTargetRefused(`${host} resolves to no address`, true)
   if (!allow.hosts.has(host)) {
     const internal = addresses.find(({ address }) => !addressAllowed(address, allow))
     if (internal !== undefined) {

@@ -192,6 +192,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/runs/{id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A run’s webhook deliveries and their attempts
+         * @description Each event of the run’s `webhook`, oldest first, with every attempt made (when, the receiver’s status or the error, how long it took) and the next one planned. Empty for a run without a webhook.
+         */
+        get: operations["listRunDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/mcp": {
         parameters: {
             query?: never;
@@ -281,7 +301,48 @@ export interface paths {
         trace?: never;
     };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    "run.started": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A run’s agent started
+         * @description Signed as [Standard Webhooks](https://www.standardwebhooks.com/) says, with the secret of the token that started the run (WEBHOOK_SECRET or WEBHOOK_SECRETS); verify it with the `standardwebhooks` package or svix’s verifier. Delivered at least once: anything but a 2xx within 10 s is retried (WEBHOOK_RETRY_BASE_MS, WEBHOOK_RETRY_FOR_MS); 410 stops the retries.
+         */
+        post: operations["runStarted"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "run.finished": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A run ended: succeeded, failed, timed_out, cancelled or lost
+         * @description Signed as [Standard Webhooks](https://www.standardwebhooks.com/) says, with the secret of the token that started the run (WEBHOOK_SECRET or WEBHOOK_SECRETS); verify it with the `standardwebhooks` package or svix’s verifier. Delivered at least once: anything but a 2xx within 10 s is retried (WEBHOOK_RETRY_BASE_MS, WEBHOOK_RETRY_FOR_MS); 410 stops the retries.
+         */
+        post: operations["runFinished"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         /**
@@ -311,6 +372,13 @@ export interface components {
             resume?: string;
             /** @description Streamed runs (NDJSON, SSE) and MCP progress: what the stream carries, `step` events, the raw `output` or both. Default: both for streams; for MCP progress, steps when the agent reports them (readable lines), else the output. Async runs choose when they are followed (GET /runs/{id}/events?events=). */
             events?: "both" | "steps" | "output";
+            /** @description Tell a receiver when the run starts or ends, signed (Standard Webhooks) and retried until it answers 2xx: see the `webhooks` of this document. */
+            webhook?: {
+                /** @description Where each event is POSTed: an http or https URL of a public address (others need WEBHOOK_ALLOW_HOSTS), without credentials; redirects are not followed. */
+                url: string;
+                /** @description Which events to deliver; default ["run.finished"]. */
+                events?: ("run.started" | "run.finished")[];
+            };
         };
         /**
          * RunResult
@@ -605,6 +673,13 @@ export interface components {
             wsl_user?: string;
             /** @description Continue the agent’s session with this task: a `session_id` an earlier run of the same tool with the same token answered with. The run takes that session’s place (its `cwd`, WSL distro and user; any given must match) and the agent keeps its conversation. */
             resume?: string;
+            /** @description Tell a receiver when the run starts or ends, signed (Standard Webhooks) and retried until it answers 2xx: see the `webhooks` of this document. */
+            webhook?: {
+                /** @description Where each event is POSTed: an http or https URL of a public address (others need WEBHOOK_ALLOW_HOSTS), without credentials; redirects are not followed. */
+                url: string;
+                /** @description Which events to deliver; default ["run.finished"]. */
+                events?: ("run.started" | "run.finished")[];
+            };
         };
         /**
          * RunSummary
@@ -627,6 +702,11 @@ export interface components {
             /** @description When its timeout stops it (its agent’s start plus `timeout`); null for a run stored by an older version. */
             deadline: string | null;
             finished_at: string | null;
+            /** @description The webhook the run asked for. */
+            webhook?: {
+                url: string;
+                events: ("run.started" | "run.finished")[];
+            };
         };
         /**
          * RunState
@@ -649,8 +729,51 @@ export interface components {
             /** @description When its timeout stops it (its agent’s start plus `timeout`); null for a run stored by an older version. */
             deadline: string | null;
             finished_at: string | null;
+            /** @description The webhook the run asked for. */
+            webhook?: {
+                url: string;
+                events: ("run.started" | "run.finished")[];
+            };
             /** @description Once finished: the same result as the synchronous route. */
             result: components["schemas"]["RunResult"] | null;
+        };
+        /**
+         * WebhookDelivery
+         * @description One event of a run for its receiver.
+         */
+        WebhookDelivery: {
+            /** @description The `webhook-id` of every attempt of this event. */
+            id: string;
+            /** @description run.started: its agent started; run.finished: it ended, however (succeeded, failed, timed_out, cancelled, lost). */
+            type: "run.started" | "run.finished";
+            url: string;
+            /** @description waiting: for the run to end; pending: due at next_attempt_at; delivered: a 2xx came; gone: the receiver answered 410; given_up: no 2xx within WEBHOOK_RETRY_FOR_MS, or the token no longer has a secret. */
+            state: "waiting" | "pending" | "delivered" | "gone" | "given_up";
+            /** Format: date-time */
+            created_at: string;
+            next_attempt_at: string | null;
+            attempts: {
+                /** Format: date-time */
+                at: string;
+                /** @description The receiver’s status code; null when none came (refused, no answer within 10 s, an address refused). */
+                status: number | null;
+                error: string | null;
+                duration_ms: number;
+            }[];
+        };
+        /**
+         * WebhookEvent
+         * @description A run’s event, as POSTed to its webhook’s URL.
+         */
+        WebhookEvent: {
+            /** @description run.started: its agent started; run.finished: it ended, however (succeeded, failed, timed_out, cancelled, lost). */
+            type: "run.started" | "run.finished";
+            /**
+             * Format: date-time
+             * @description When it happened (the same on every attempt).
+             */
+            timestamp: string;
+            data: components["schemas"]["RunState"];
         };
         /**
          * ErrorResponse
@@ -672,7 +795,7 @@ export interface components {
              * @example AGENT_LIMIT_REACHED
              * @enum {string}
              */
-            code: "VALIDATION_ERROR" | "INVALID_JSON" | "INVALID_CONTENT_LENGTH" | "MALFORMED_REQUEST" | "BAD_URL" | "RESUME_NOT_SUPPORTED" | "RESUME_PLACE_MISMATCH" | "CWD_NOT_FOUND" | "CWD_NOT_A_DIRECTORY" | "WSL_NOT_AVAILABLE" | "WSL_DISTRO_NOT_FOUND" | "WSL_ARGUMENT_UNSAFE" | "COMMAND_LINE_TOO_LONG" | "UNAUTHORIZED" | "HOST_NOT_ALLOWED" | "FORBIDDEN_PATH" | "ORIGIN_NOT_ALLOWED" | "ROUTE_NOT_FOUND" | "RUN_NOT_FOUND" | "SESSION_NOT_FOUND" | "METHOD_NOT_ALLOWED" | "REQUEST_TIMEOUT" | "SESSION_BUSY" | "BODY_TOO_LARGE" | "URL_TOO_LONG" | "UNSUPPORTED_MEDIA_TYPE" | "AGENT_LIMIT_REACHED" | "HEADERS_TOO_LARGE" | "INTERNAL_ERROR" | "AGENT_NOT_INSTALLED" | "AGENT_SPAWN_FAILED" | "RUN_NOT_RECORDED" | "SLOTS_UNAVAILABLE" | "RUNS_UNAVAILABLE" | "SHUTTING_DOWN";
+            code: "VALIDATION_ERROR" | "INVALID_JSON" | "INVALID_CONTENT_LENGTH" | "MALFORMED_REQUEST" | "BAD_URL" | "RESUME_NOT_SUPPORTED" | "RESUME_PLACE_MISMATCH" | "WEBHOOKS_NOT_CONFIGURED" | "WEBHOOK_URL_NOT_ALLOWED" | "CWD_NOT_FOUND" | "CWD_NOT_A_DIRECTORY" | "WSL_NOT_AVAILABLE" | "WSL_DISTRO_NOT_FOUND" | "WSL_ARGUMENT_UNSAFE" | "COMMAND_LINE_TOO_LONG" | "UNAUTHORIZED" | "HOST_NOT_ALLOWED" | "FORBIDDEN_PATH" | "ORIGIN_NOT_ALLOWED" | "ROUTE_NOT_FOUND" | "RUN_NOT_FOUND" | "SESSION_NOT_FOUND" | "METHOD_NOT_ALLOWED" | "REQUEST_TIMEOUT" | "SESSION_BUSY" | "BODY_TOO_LARGE" | "URL_TOO_LONG" | "UNSUPPORTED_MEDIA_TYPE" | "AGENT_LIMIT_REACHED" | "HEADERS_TOO_LARGE" | "INTERNAL_ERROR" | "AGENT_NOT_INSTALLED" | "AGENT_SPAWN_FAILED" | "RUN_NOT_RECORDED" | "SLOTS_UNAVAILABLE" | "RUNS_UNAVAILABLE" | "SHUTTING_DOWN";
             /**
              * @description For people: what went wrong, naming the field or value at fault.
              * @example Limite de 2 agents atteinte
@@ -693,6 +816,8 @@ export type RunEvent = components['schemas']['RunEvent'];
 export type RunRequest = components['schemas']['RunRequest'];
 export type RunSummary = components['schemas']['RunSummary'];
 export type RunState = components['schemas']['RunState'];
+export type WebhookDelivery = components['schemas']['WebhookDelivery'];
+export type WebhookEvent = components['schemas']['WebhookEvent'];
 export type ErrorResponse = components['schemas']['ErrorResponse'];
 export type $defs = Record<string, never>;
 export interface operations {
@@ -794,6 +919,8 @@ export interface operations {
              *     - `BAD_URL`: The URL cannot be decoded.
              *     - `RESUME_NOT_SUPPORTED`: `resume` for an agent whose CLI cannot continue a session non-interactively (crush).
              *     - `RESUME_PLACE_MISMATCH`: `resume` with a `cwd`, `wsl_distro` or `wsl_user` other than the session’s: a session continues where it ran (leave them out to use the session’s).
+             *     - `WEBHOOKS_NOT_CONFIGURED`: `webhook` asked for, but neither WEBHOOK_SECRET nor WEBHOOK_SECRETS gives this token a secret to sign with.
+             *     - `WEBHOOK_URL_NOT_ALLOWED`: `webhook.url` is not an http(s) URL of a public address (a loopback, private, link-local or other special address, or a name resolving to one), unless WEBHOOK_ALLOW_HOSTS names it; or it carries credentials.
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
              *     - `WSL_NOT_AVAILABLE`: `wsl_distro` on a host that is not Windows: only a Windows host runs agents inside WSL.
@@ -917,6 +1044,8 @@ export interface operations {
              *     - `BAD_URL`: The URL cannot be decoded.
              *     - `RESUME_NOT_SUPPORTED`: `resume` for an agent whose CLI cannot continue a session non-interactively (crush).
              *     - `RESUME_PLACE_MISMATCH`: `resume` with a `cwd`, `wsl_distro` or `wsl_user` other than the session’s: a session continues where it ran (leave them out to use the session’s).
+             *     - `WEBHOOKS_NOT_CONFIGURED`: `webhook` asked for, but neither WEBHOOK_SECRET nor WEBHOOK_SECRETS gives this token a secret to sign with.
+             *     - `WEBHOOK_URL_NOT_ALLOWED`: `webhook.url` is not an http(s) URL of a public address (a loopback, private, link-local or other special address, or a name resolving to one), unless WEBHOOK_ALLOW_HOSTS names it; or it carries credentials.
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
              *     - `WSL_NOT_AVAILABLE`: `wsl_distro` on a host that is not Windows: only a Windows host runs agents inside WSL.
@@ -1062,6 +1191,8 @@ export interface operations {
              *     - `BAD_URL`: The URL cannot be decoded.
              *     - `RESUME_NOT_SUPPORTED`: `resume` for an agent whose CLI cannot continue a session non-interactively (crush).
              *     - `RESUME_PLACE_MISMATCH`: `resume` with a `cwd`, `wsl_distro` or `wsl_user` other than the session’s: a session continues where it ran (leave them out to use the session’s).
+             *     - `WEBHOOKS_NOT_CONFIGURED`: `webhook` asked for, but neither WEBHOOK_SECRET nor WEBHOOK_SECRETS gives this token a secret to sign with.
+             *     - `WEBHOOK_URL_NOT_ALLOWED`: `webhook.url` is not an http(s) URL of a public address (a loopback, private, link-local or other special address, or a name resolving to one), unless WEBHOOK_ALLOW_HOSTS names it; or it carries credentials.
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
              *     - `WSL_NOT_AVAILABLE`: `wsl_distro` on a host that is not Windows: only a Windows host runs agents inside WSL.
@@ -1207,6 +1338,8 @@ export interface operations {
              *     - `BAD_URL`: The URL cannot be decoded.
              *     - `RESUME_NOT_SUPPORTED`: `resume` for an agent whose CLI cannot continue a session non-interactively (crush).
              *     - `RESUME_PLACE_MISMATCH`: `resume` with a `cwd`, `wsl_distro` or `wsl_user` other than the session’s: a session continues where it ran (leave them out to use the session’s).
+             *     - `WEBHOOKS_NOT_CONFIGURED`: `webhook` asked for, but neither WEBHOOK_SECRET nor WEBHOOK_SECRETS gives this token a secret to sign with.
+             *     - `WEBHOOK_URL_NOT_ALLOWED`: `webhook.url` is not an http(s) URL of a public address (a loopback, private, link-local or other special address, or a name resolving to one), unless WEBHOOK_ALLOW_HOSTS names it; or it carries credentials.
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
              *     - `WSL_NOT_AVAILABLE`: `wsl_distro` on a host that is not Windows: only a Windows host runs agents inside WSL.
@@ -1352,6 +1485,8 @@ export interface operations {
              *     - `BAD_URL`: The URL cannot be decoded.
              *     - `RESUME_NOT_SUPPORTED`: `resume` for an agent whose CLI cannot continue a session non-interactively (crush).
              *     - `RESUME_PLACE_MISMATCH`: `resume` with a `cwd`, `wsl_distro` or `wsl_user` other than the session’s: a session continues where it ran (leave them out to use the session’s).
+             *     - `WEBHOOKS_NOT_CONFIGURED`: `webhook` asked for, but neither WEBHOOK_SECRET nor WEBHOOK_SECRETS gives this token a secret to sign with.
+             *     - `WEBHOOK_URL_NOT_ALLOWED`: `webhook.url` is not an http(s) URL of a public address (a loopback, private, link-local or other special address, or a name resolving to one), unless WEBHOOK_ALLOW_HOSTS names it; or it carries credentials.
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
              *     - `WSL_NOT_AVAILABLE`: `wsl_distro` on a host that is not Windows: only a Windows host runs agents inside WSL.
@@ -1539,6 +1674,8 @@ export interface operations {
              *     - `BAD_URL`: The URL cannot be decoded.
              *     - `RESUME_NOT_SUPPORTED`: `resume` for an agent whose CLI cannot continue a session non-interactively (crush).
              *     - `RESUME_PLACE_MISMATCH`: `resume` with a `cwd`, `wsl_distro` or `wsl_user` other than the session’s: a session continues where it ran (leave them out to use the session’s).
+             *     - `WEBHOOKS_NOT_CONFIGURED`: `webhook` asked for, but neither WEBHOOK_SECRET nor WEBHOOK_SECRETS gives this token a secret to sign with.
+             *     - `WEBHOOK_URL_NOT_ALLOWED`: `webhook.url` is not an http(s) URL of a public address (a loopback, private, link-local or other special address, or a name resolving to one), unless WEBHOOK_ALLOW_HOSTS names it; or it carries credentials.
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
              *     - `WSL_NOT_AVAILABLE`: `wsl_distro` on a host that is not Windows: only a Windows host runs agents inside WSL.
@@ -1803,6 +1940,8 @@ export interface operations {
              *     - `BAD_URL`: The URL cannot be decoded.
              *     - `RESUME_NOT_SUPPORTED`: `resume` for an agent whose CLI cannot continue a session non-interactively (crush).
              *     - `RESUME_PLACE_MISMATCH`: `resume` with a `cwd`, `wsl_distro` or `wsl_user` other than the session’s: a session continues where it ran (leave them out to use the session’s).
+             *     - `WEBHOOKS_NOT_CONFIGURED`: `webhook` asked for, but neither WEBHOOK_SECRET nor WEBHOOK_SECRETS gives this token a secret to sign with.
+             *     - `WEBHOOK_URL_NOT_ALLOWED`: `webhook.url` is not an http(s) URL of a public address (a loopback, private, link-local or other special address, or a name resolving to one), unless WEBHOOK_ALLOW_HOSTS names it; or it carries credentials.
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
              *     - `CWD_NOT_A_DIRECTORY`: `cwd` exists on this host but is not a directory.
              *     - `WSL_NOT_AVAILABLE`: `wsl_distro` on a host that is not Windows: only a Windows host runs agents inside WSL.
@@ -1816,6 +1955,66 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `UNAUTHORIZED`: API_TOKENS is set and the request has no right `Authorization: Bearer <token>`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /**
+             * @description - `HOST_NOT_ALLOWED`: No API_TOKENS, and Host is not one of this service’s names (DNS rebinding).
+             *     - `FORBIDDEN_PATH`: A path that leaves the documentation’s directory (/docs).
+             *     - `ORIGIN_NOT_ALLOWED`: No API_TOKENS, and a browser sent an Origin that is not one of this service’s names.
+             */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /**
+             * @description - `ROUTE_NOT_FOUND`: No route matches the method and path.
+             *     - `RUN_NOT_FOUND`: No such run for this caller: unknown, expired, another token’s, or started on another replica whose runs this one cannot see (they share them with RUNS_STORE=redis).
+             *     - `SESSION_NOT_FOUND`: `resume` names no session this token’s runs of this tool reported: unknown, another caller’s, another tool’s, still in its first run, or past SESSIONS_RETENTION_MS.
+             */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    listRunDeliveries: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The id POST /runs answered with. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deliveries. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        deliveries: components["schemas"]["WebhookDelivery"][];
+                    };
                 };
             };
             /** @description - `UNAUTHORIZED`: API_TOKENS is set and the request has no right `Authorization: Bearer <token>`. */
@@ -2156,6 +2355,92 @@ export interface operations {
                 content: {
                     "text/plain": string;
                 };
+            };
+        };
+    };
+    runStarted: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event’s id, the same on every attempt: a receiver drops a repeat by it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in seconds since 1970: a receiver refuses one too old. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>` with the token’s secret; several, space-separated, during a secret’s rotation. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookEvent"];
+            };
+        };
+        responses: {
+            /** @description Gone: the receiver wants no more of this delivery, which is not retried. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Delivered: no more attempts. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Anything else (and no answer within 10 s): retried later. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    runFinished: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event’s id, the same on every attempt: a receiver drops a repeat by it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in seconds since 1970: a receiver refuses one too old. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>` with the token’s secret; several, space-separated, during a secret’s rotation. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookEvent"];
+            };
+        };
+        responses: {
+            /** @description Gone: the receiver wants no more of this delivery, which is not retried. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Delivered: no more attempts. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Anything else (and no answer within 10 s): retried later. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };

@@ -95,7 +95,8 @@ t.test('the document is valid OpenAPI 3.1 and says what clients need', async (t)
   t.equal(document.openapi, '3.1.0')
   t.same(document.servers.map((server) => server.url), ['http://127.0.0.1:8080'])
   t.same(Object.keys(document.components.schemas).sort(), [
-    'ErrorResponse', 'RunEvent', 'RunParams', 'RunRequest', 'RunResult', 'RunState', 'RunSummary', 'Step'
+    'ErrorResponse', 'RunEvent', 'RunParams', 'RunRequest', 'RunResult', 'RunState', 'RunSummary', 'Step',
+    'WebhookDelivery', 'WebhookEvent'
   ])
   const operationIds: string[] = []
   for (const [path, methods] of Object.entries(document.paths)) {

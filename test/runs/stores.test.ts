@@ -543,6 +543,7 @@ t.test('redis: a run 0.1.0 stored (its caller named `owner`) ' +
   await redis.zadd(`${SLOTS_KEY_PREFIX}runs:owner:alice`, Date.parse(rest.createdAt), rest.id)
   t.match(await store.get(rest.id), { id: rest.id, caller: 'alice', status: 'succeeded' })
   t.same((await store.list('alice')).map((run) => run.caller), ['alice'])
+})
 
 t.test('redis: a session 0.1.0 stored (its caller named `owner`) ' +
   'stays its caller’s alone', { skip: NO_REDIS }, async (t) => {
@@ -571,7 +572,6 @@ t.test('redis: a session 0.1.0 stored (its caller named `owner`) ' +
   )
   t.equal(await store.saveSession({ ...session, caller: 'alice', updatedAt: later }), true, 'its caller continues it')
   t.match(await store.session('claude_run', session.id), { caller: 'alice', updatedAt: later })
-})
 })
 
 t.test('a result stored before processes_may_remain, session_id, usage and steps_summary existed ' +

@@ -8,6 +8,7 @@ import { EVENT_ID_PATTERN, parseEventId } from '../../runs/event-log.js'
 import { EventsChoice } from '../../schemas/run.js'
 import { RunState, RunSummary, type RunRequest } from '../../schemas/runs.js'
 import { ref } from '../../schemas/ref.js'
+import { WebhookDeliveryState } from '../../schemas/webhooks.js'
 import { errorResponses, STREAM_ITEMS } from '../../schemas/shared.js'
 import { EventWriter } from '../event-writer.js'
 
@@ -152,6 +153,31 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { run
       writer.close()
       return reply
     }
+  )
+
+  app.get(
+    '/runs/:id/deliveries',
+    {
+      schema: {
+        operationId: 'listRunDeliveries',
+        tags: ['runs'],
+        summary: 'A run’s webhook deliveries and their attempts',
+        description:
+          'Each event of the run’s `webhook`, oldest first, with every attempt made (when, the receiver’s status or ' +
+          'the error, how long it took) and the next one planned. Empty for a run without a webhook.',
+        params: RunId,
+        response: {
+          200: Type.Object(
+            { deliveries: Type.Array(ref(WebhookDeliveryState)) },
+            { description: 'The deliveries.' }
+          ),
+          ...errorResponses([401, 403, 404])
+        }
+      }
+    },
+    async (request) => ({
+      deliveries: found(request.params.id, await runs.deliveries(request.params.id, request.caller))
+    })
   )
 
   app.delete(

@@ -1,6 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox'
 import type { RunResult } from '../../schemas/run.js'
 import { RunStatus } from '../../schemas/runs.js'
+import { ListedWebhook } from '../../schemas/webhooks.js'
 import type { WebhookOutbox } from '../../webhooks/outbox.js'
 import type { StoredEvent } from '../event-log.js'
 
@@ -18,7 +19,8 @@ export const RunRecordHead = Type.Object({
   replica: Type.String({ description: 'The service process running it: only that one can stop its agent.' }),
   // Absent from what an older version stored.
   task: Type.Optional(Type.String({ description: 'The beginning of its task (task-excerpt.ts).' })),
-  deadline: Type.Optional(Type.String({ description: 'When its timeout stops it.' }))
+  deadline: Type.Optional(Type.String({ description: 'When its timeout stops it.' })),
+  webhook: Type.Optional(ListedWebhook)
 })
 export type RunRecord = Static<typeof RunRecordHead> & { result: RunResult | null }
 

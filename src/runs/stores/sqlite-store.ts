@@ -3,6 +3,7 @@ import { closeSync, mkdirSync, openSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { join } from 'node:path'
 import { resultFromStore } from '../../schemas/run.js'
+import type { ListedWebhook } from '../../schemas/webhooks.js'
 import type { StoredEvent } from '../event-log.js'
 import { LocalClaims } from './local-claims.js'
 import { sessionKey, type RetentionOptions, type RunRecord, type RunStore, type SessionRecord } from './run-store.js'
@@ -19,7 +20,8 @@ const SCHEMA = `
     result TEXT,
     replica TEXT NOT NULL,
     task TEXT,
-    deadline TEXT
+    deadline TEXT,
+    webhook TEXT
   );
   CREATE INDEX IF NOT EXISTS runs_by_owner ON runs (owner, created_at);
   CREATE TABLE IF NOT EXISTS events (
@@ -47,7 +49,7 @@ const SCHEMA = `
 `
 
 /** Columns added since the first schema: a file an older version made gets them, empty for its runs. */
-const ADDED_RUN_COLUMNS = ['task', 'deadline']
+const ADDED_RUN_COLUMNS = ['task', 'deadline', 'webhook']
 
 function addMissingColumns(db: BetterSqlite3.Database): void {
   const present = new Set((db.pragma('table_info(runs)') as Array<{ name: string }>).map((column) => column.name))
@@ -89,6 +91,8 @@ interface RunRow {
   replica: string
   task: string | null
   deadline: string | null
+  /** Its webhook's URL and events, as JSON. */
+  webhook: string | null
 }
 
 const toRecord = (row: RunRow): RunRecord => ({
@@ -101,7 +105,8 @@ const toRecord = (row: RunRow): RunRecord => ({
   result: row.result === null ? null : (resultFromStore(JSON.parse(row.result)) as RunRecord['result']),
   replica: row.replica,
   ...(row.task === null ? {} : { task: row.task }),
-  ...(row.deadline === null ? {} : { deadline: row.deadline })
+  ...(row.deadline === null ? {} : { deadline: row.deadline }),
+  ...(row.webhook === null ? {} : { webhook: JSON.parse(row.webhook) as ListedWebhook })
 })
 
 const toRow = (record: RunRecord): RunRow => ({
@@ -114,7 +119,8 @@ const toRow = (record: RunRecord): RunRow => ({
   result: record.result === null ? null : JSON.stringify(record.result),
   replica: record.replica,
   task: record.task ?? null,
-  deadline: record.deadline ?? null
+  deadline: record.deadline ?? null,
+  webhook: record.webhook === undefined ? null : JSON.stringify(record.webhook)
 })
 
 /**
@@ -148,8 +154,9 @@ export class SqliteRunStore implements RunStore {
     const db = this.#db
     this.#statements = {
       insertRun: db.prepare(
-        'INSERT INTO runs (id, owner, tool, status, created_at, finished_at, result, replica, task, deadline) ' +
-          'VALUES (@id, @owner, @tool, @status, @created_at, @finished_at, @result, @replica, @task, @deadline)'
+        'INSERT INTO runs (id, owner, tool, status, created_at, finished_at, result, replica, task, deadline, ' +
+          'webhook) VALUES (@id, @owner, @tool, @status, @created_at, @finished_at, @result, @replica, @task, ' +
+          '@deadline, @webhook)'
       ),
       updateRun: db.prepare(
         'UPDATE runs SET status = @status, finished_at = @finished_at, result = @result WHERE id = @id'
@@ -158,7 +165,8 @@ export class SqliteRunStore implements RunStore {
         'SELECT * FROM runs WHERE id = ? AND (finished_at IS NULL OR finished_at >= ?)'
       ),
       listRuns: db.prepare<[string, string]>(
-        'SELECT id, owner, tool, status, created_at, finished_at, NULL AS result, replica, task, deadline FROM runs ' +
+        'SELECT id, owner, tool, status, created_at, finished_at, NULL AS result, replica, task, deadline, webhook ' +
+          'FROM runs ' +
           'WHERE owner = ? AND (finished_at IS NULL OR finished_at >= ?) ORDER BY created_at DESC'
       ),
       running: db.prepare<[]>("SELECT id FROM runs WHERE status = 'running'"),
