@@ -3,7 +3,7 @@ import { readdir } from 'node:fs/promises'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 
 /** Every process /proc lists now, by pid; none where there is no /proc (macOS). */
-export async function procPids(): Promise<number[]> {
+async function procPids(): Promise<number[]> {
   let entries: string[]
   try {
     entries = await readdir('/proc')
