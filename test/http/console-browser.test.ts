@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs'
 import puppeteer, { type Browser, type ConsoleMessage, type Page } from 'puppeteer-core'
 import { CONSOLE_CSP } from '#src/http/console.js'
 import { build, createRun, fromRoot, getRun, heldAgent, listen, scenario, settled } from '../helpers/index.js'
+import { webhookReceiver } from '../helpers/webhook-receiver.js'
 
 // The operator console (console/, docs/console.md) in a real browser: Debian's chromium, driven by puppeteer-core,
 // against the service with its stand-in agents. The screenshots in docs/ are this test's.
@@ -17,6 +18,7 @@ const NO_CHROMIUM = !existsSync(CHROMIUM) && `chromium is not installed at ${CHR
 
 const TOKEN = 'secret-a'
 const as = { authorization: `Bearer ${TOKEN}` }
+const WEBHOOK_SECRET = `whsec_${Buffer.alloc(32, 7).toString('base64')}`
 /** A tool call every 300 ms, as claude reports it (steps); and lines of output, as crush writes them. */
 const STEPS_TASK = '@tool-calls 400 300'
 const OUTPUT_TASK = scenario.drip(400, 300)
@@ -36,7 +38,9 @@ const launch = async (): Promise<Browser> => puppeteer.launch({
 })
 
 t.test('the console in chromium', { skip: NO_CHROMIUM }, async (t) => {
-  const app = await build(t, { API_TOKENS: `alice:${TOKEN}`, MAX_CRUSH_AGENTS: '2' })
+  const app = await build(t, {
+    API_TOKENS: `alice:${TOKEN}`, MAX_CRUSH_AGENTS: '2', WEBHOOK_SECRET, WEBHOOK_ALLOW_HOSTS: '127.0.0.1'
+  })
   const base = await listen(t, app)
   const browser = await launch()
   t.teardown(() => browser.close())
@@ -176,6 +180,17 @@ t.test('the console in chromium', { skip: NO_CHROMIUM }, async (t) => {
     await page.waitForSelector('#agents tr[data-tool="claude_run"]', WAIT)
     t.match(await page.$eval('#agents tr[data-tool="claude_run"]', (tr) => tr.textContent), /claude_run\s*\S+/)
     t.match(await page.$eval('#containment', (p) => p.textContent), /process-group/)
+  })
+
+  t.test('a run’s webhook deliveries, with their attempts', async (t) => {
+    const { url } = await webhookReceiver(t, () => 503)
+    const run = await createRun(app, { tool: 'crush_run', task: 'notify me', webhook: { url } }, as)
+    await (await page.waitForSelector(`#runs tr[data-id="${run.id}"] a`, WAIT))!.click()
+    const line = await page.waitForSelector('#deliveries li[data-state="pending"]', WAIT)
+    t.match(
+      await line!.evaluate((item) => item.textContent), /^run\.finished: pending \(1 attempt, last: 503 at .+, next at/
+    )
+    t.match(await page.$eval('#deliveries-title', (title) => title.textContent), `Webhook to ${url}`)
   })
 
   t.test('readable on a phone: nothing wider than the screen', async (t) => {

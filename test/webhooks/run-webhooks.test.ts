@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { Webhook } from 'standardwebhooks'
 import t, { type Test } from 'tap'
 import {
-  build, call, createRun, getRun, heldAgent, listen, post, readPidFile, refused, settled, until
+  build, buildLogged, call, createRun, getRun, heldAgent, listen, post, readPidFile, refused, settled, until
 } from '../helpers/index.js'
 import { runThrough, SURFACES } from '../helpers/surfaces.js'
 import { nthOf, webhookReceiver, type Received } from '../helpers/webhook-receiver.js'
@@ -130,3 +130,23 @@ t.test('every surface takes a webhook: JSON, NDJSON, async runs and MCP tools', 
     t.match(received.at(-1)?.body, { type: 'run.finished', data: { status: 'succeeded', task: `via ${surface}` } })
   }
 })
+
+t.test('a failed attempt is logged with its run, never with the secret; /metrics counts attempts and pending ones',
+  async (t) => {
+    const { app, lines } = await buildLogged(t, { ...WEBHOOKS, WEBHOOK_RETRY_BASE_MS: '60000' })
+    const { url, received } = await receiver(t, [503])
+    const created = await createRun(app, {
+      tool: 'crush_run', task: 'x', webhook: { url: `${url}?token=receivers-own-token` }
+    })
+    await until(() => received.length, (count) => count === 1, 10_000)
+    const failure = await until(
+      () => lines.find((line) => line.includes('webhook attempt failed')), (line) => line !== undefined, 5000
+    )
+    t.match(JSON.parse(failure!), { run: created.id, status: 503, host: new URL(url).host, attempts: 1 })
+    const logged = lines.join('')
+    t.notOk(logged.includes(SECRET.slice('whsec_'.length)), 'the secret is in no log line')
+    t.notOk(logged.includes('receivers-own-token'), 'nor the URL’s query')
+    const metrics = (await app.inject('/metrics')).body
+    t.match(metrics, /^agent_runner_webhook_deliveries_total\{outcome="failed"\} 1$/m)
+    t.match(metrics, /^agent_runner_webhook_deliveries_pending 1$/m, 'due again in a minute')
+  })
