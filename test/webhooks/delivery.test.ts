@@ -117,3 +117,13 @@ t.test('the connection goes to the address that was checked: the name is never l
   t.match(await attemptDelivery({ target, headers, body }), { kind: 'delivered' })
   t.equal(received[0]?.headers.host, named.host, 'the request still names its host')
 })
+
+t.test('a receiver that trickles its answer a byte at a time is cut off at the attempt’s bound', async (t) => {
+  const { url } = await receiver(t, () => (response) => {
+    const socket = response.socket!
+    socket.write('HTTP/1.1 200 OK\r\n')
+    const trickle = setInterval(() => socket.write('x'), 20)
+    socket.once('close', () => clearInterval(trickle))
+  })
+  t.match(await deliver(url, [newSecret()], '{}', 400), { kind: 'failed', status: null, error: /no answer within 400/ })
+})
