@@ -6,6 +6,7 @@ import { execFile, spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, tmpdir, totalmem } from 'node:os'
+import { createInterface } from 'node:readline'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { fileURLToPath } from 'node:url'
@@ -43,6 +44,11 @@ const ONLY_STEPS = process.env.BENCH_ONLY === 'steps'
 const ONLY_REFUSALS = process.env.BENCH_ONLY === 'refusals'
 /** BENCH_ONLY=spawns: only short sync runs against a raw spawn loop at c=4 (issue 37, item 7: per-run costs). */
 const ONLY_SPAWNS = process.env.BENCH_ONLY === 'spawns'
+/** BENCH_ONLY=webhooks: only issue 38's rows (deliveries of finished runs to a local receiver). */
+const ONLY_WEBHOOKS = process.env.BENCH_ONLY === 'webhooks'
+const WEBHOOK_RUNS = Number(process.env.BENCH_WEBHOOK_RUNS ?? 1000)
+const WEBHOOK_BURST_SECONDS = Number(process.env.BENCH_WEBHOOK_BURST_SECONDS ?? 0.5)
+const BENCH_WEBHOOK_SECRET = `whsec_${Buffer.alloc(32, 1).toString('base64')}`
 /** Unrelated processes on the machine while short runs are swept: each sweep reads every one's environment. */
 const IDLE_PROCESSES = Number(process.env.BENCH_IDLE_PROCESSES ?? 400)
 const AGENT_ROUNDS = Number(process.env.BENCH_AGENT_ROUNDS ?? 5)
@@ -54,6 +60,17 @@ const procKb = (pid, field) => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(
 async function probe(script, args) {
   const { stdout } = await execFileP(process.execPath, [`${PROBES}${script}`, ...args.map(String)], { maxBuffer: 1 << 20 })
   return JSON.parse(stdout)
+}
+
+/** `amount` requests, `connections` at a time, each answered 200. */
+async function autocannonAmount(url, body, connections, amount) {
+  const { stdout } = await execFileP(process.execPath, [
+    AUTOCANNON, '--json', '--no-progress', '-c', String(connections), '-a', String(amount),
+    '-m', 'POST', '-H', 'content-type=application/json', '-b', body, url
+  ], { maxBuffer: 64 * 1024 * 1024 })
+  const result = JSON.parse(stdout)
+  const answered = result.statusCodeStats?.['200']?.count ?? 0
+  if (answered !== amount) throw new Error(`${url}: ${answered} of ${amount} requests answered 200`)
 }
 
 /** Requests per second; every answer must have `status` (a run's 200, or the refusal measured). */
@@ -115,6 +132,76 @@ async function startupOf(args) {
   const rssMb = procKb(program.child.pid, 'VmRSS') / 1024
   await program.stop()
   return { ms, rssMb }
+}
+
+/** A webhook receiver in a process of its own (bench/probes/webhook-receiver.mjs), holding or answering 204. */
+async function startReceiver(mode) {
+  const child = spawn(process.execPath, [`${PROBES}webhook-receiver.mjs`, mode], {
+    stdio: ['pipe', 'pipe', 'inherit']
+  })
+  running.add(child)
+  child.once('exit', () => running.delete(child))
+  const lines = createInterface({ input: child.stdout })
+  const next = () => new Promise((resolve) => lines.once('line', (line) => resolve(JSON.parse(line))))
+  const { port: bound } = await next()
+  return {
+    port: bound,
+    counts: () => {
+      const answer = next()
+      child.stdin.write('count\n')
+      return answer
+    },
+    answerAll: () => child.stdin.write('ok\n'),
+    stop: async () => {
+      child.kill('SIGKILL')
+      if (child.exitCode === null) await once(child, 'exit')
+    }
+  }
+}
+
+const metricOf = async (base, name) =>
+  Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(await (await fetch(`${base}/metrics`)).text())?.[1] ?? NaN)
+
+/**
+ * WEBHOOK_RUNS short runs, each with a webhook, end while their receiver holds every request unanswered: the
+ * dispatcher's first attempts (16) wait and every other run.finished waits in the outbox, due. Then the receiver
+ * answers 204, those it held and all that follow: the deliveries per second from its first answer to its last, and
+ * /healthz p99 meanwhile against idle; against a bare Node loop POSTing as many bodies of the same size, 16 at a time,
+ * one connection each, to the same receiver.
+ */
+async function webhookDeliveries() {
+  const receiver = await startReceiver('hold')
+  const url = `http://127.0.0.1:${receiver.port}/hooks`
+  const service = await startService({
+    CRUSH_BIN: INSTANT_AGENT, MAX_CRUSH_AGENTS: '8', WEBHOOK_SECRET: BENCH_WEBHOOK_SECRET, WEBHOOK_ALLOW_HOSTS: '127.0.0.1'
+  })
+  const healthz = `${service.base}/healthz`
+  const idle = await probe('http-latency.mjs', [SECONDS, 'GET', healthz])
+  await autocannonAmount(`${service.base}/tools/crush_run`, JSON.stringify({ task: 'bench', webhook: { url } }), 8, WEBHOOK_RUNS)
+  while (await metricOf(service.base, 'agent_runner_webhook_deliveries_pending') < WEBHOOK_RUNS) await sleep(50)
+  receiver.answerAll()
+  // Over the burst alone (about as long as it lasts here), not the idle seconds after it.
+  const loaded = await probe('http-latency.mjs', [WEBHOOK_BURST_SECONDS, 'GET', healthz])
+  let seen = await receiver.counts()
+  while (seen.count < WEBHOOK_RUNS) {
+    await sleep(200)
+    seen = await receiver.counts()
+  }
+  const deliveredPerSecond = (seen.count - 1) / ((seen.lastMs - seen.firstMs) / 1000)
+  const body = 'x'.repeat(1500)
+  const bare = await probe('post-loop.mjs', [`http://127.0.0.1:${receiver.port}/hooks`, 16, WEBHOOK_RUNS, JSON.stringify({ body })])
+  await receiver.stop()
+  await service.stop()
+  return { deliveredPerSecond, barePerSecond: bare.perSecond, idleP99: idle.p99, loadedP99: loaded.p99 }
+}
+
+async function webhooksOnce() {
+  const measured = await webhookDeliveries()
+  return {
+    ...measured,
+    deliveryRatio: measured.deliveredPerSecond / measured.barePerSecond,
+    webhookHealthRatio: measured.loadedP99 / measured.idleP99
+  }
 }
 
 async function drainBody(response) {
@@ -332,6 +419,7 @@ async function measureOnce() {
   if (ONLY_STEPS) return stepsOnce()
   if (ONLY_REFUSALS) return refusalsOnce()
   if (ONLY_SPAWNS) return spawnsOnce()
+  if (ONLY_WEBHOOKS) return webhooksOnce()
   return { ...(ONLY_AGENTS ? {} : await serviceOnce()), ...await agentsOnce() }
 }
 
@@ -471,7 +559,11 @@ const serviceRows = () => [
   ['idle RSS vs Fastify hello world', `${mid('serviceRss')} vs ${mid('helloRss')} MB`, spread('rssRatio'), '≤ 1.3×', verdict('rssRatio', (v) => v <= 1.3)],
   ...agentRows
 ]
-const rows = ONLY_AGENTS ? agentRows : ONLY_STEPS ? stepsRows() : ONLY_REFUSALS ? refusalRows() : ONLY_SPAWNS ? spawnRows() : serviceRows()
+const webhookRows = () => [
+  [`${WEBHOOK_RUNS} finished runs’ webhook deliveries to a local receiver, per second, vs a bare Node loop POSTing as many (16 at a time)`, `${mid('deliveredPerSecond')} vs ${mid('barePerSecond')} per s`, spread('deliveryRatio'), '', ''],
+  ['… healthz p99 while they are delivered vs idle', `${mid('loadedP99', 2)} vs ${mid('idleP99', 2)} ms`, spread('webhookHealthRatio', 1), '', '']
+]
+const rows = ONLY_AGENTS ? agentRows : ONLY_STEPS ? stepsRows() : ONLY_REFUSALS ? refusalRows() : ONLY_SPAWNS ? spawnRows() : ONLY_WEBHOOKS ? webhookRows() : serviceRows()
 
 const fastifyVersion = JSON.parse(readFileSync(`${ROOT}node_modules/fastify/package.json`, 'utf8')).version
 const table = `# agent-runner benchmark
@@ -489,5 +581,5 @@ ${readFileSync(`${ROOT}bench/findings.md`, 'utf8')}`
 process.stdout.write(table)
 // `npm run bench:node24` writes its own file, beside the machine's Node's; the agents' rows alone, theirs.
 const resultsFile = process.env.BENCH_RESULTS ??
-  (ONLY_AGENTS ? 'bench/results-agents.md' : ONLY_STEPS ? 'bench/results-steps.md' : ONLY_REFUSALS ? 'bench/results-refusals.md' : ONLY_SPAWNS ? 'bench/results-spawns.md' : 'bench/results.md')
+  (ONLY_AGENTS ? 'bench/results-agents.md' : ONLY_STEPS ? 'bench/results-steps.md' : ONLY_REFUSALS ? 'bench/results-refusals.md' : ONLY_SPAWNS ? 'bench/results-spawns.md' : ONLY_WEBHOOKS ? 'bench/results-webhooks.md' : 'bench/results.md')
 writeFileSync(`${ROOT}${resultsFile}`, table)
