@@ -1,6 +1,9 @@
 import { Type, type Static } from '@sinclair/typebox'
 
-export const WebhookEventType = Type.Union([Type.Literal('run.started'), Type.Literal('run.finished')], {
+/** The events a run may be delivered for. */
+export const WEBHOOK_EVENTS = ['run.started', 'run.finished'] as const
+
+export const WebhookEventType = Type.Union([Type.Literal(WEBHOOK_EVENTS[0]), Type.Literal(WEBHOOK_EVENTS[1])], {
   description: 'run.started: its agent started; run.finished: it ended, however (succeeded, failed, timed_out, ' +
     'cancelled, lost).'
 })

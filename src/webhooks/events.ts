@@ -1,4 +1,4 @@
-import type { WebhookEventType } from './outbox.js'
+import type { WebhookEventType } from '../schemas/webhooks.js'
 
 /**
  * One event's body, as signed and sent: its type, when it happened, and the run as GET /runs/{id} answers it (as

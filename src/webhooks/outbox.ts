@@ -1,6 +1,4 @@
-/** The events a run may be delivered for. */
-export const WEBHOOK_EVENTS = ['run.started', 'run.finished'] as const
-export type WebhookEventType = (typeof WEBHOOK_EVENTS)[number]
+import type { WebhookEventType } from '../schemas/webhooks.js'
 
 /** One try at one delivery, as GET /runs/{id}/deliveries lists it. */
 export interface DeliveryAttempt {

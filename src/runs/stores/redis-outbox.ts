@@ -3,9 +3,9 @@ import { Value } from '@sinclair/typebox/value'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Redis } from 'ioredis'
 import { createHash } from 'node:crypto'
-import {
-  WEBHOOK_EVENTS, type AfterAttempt, type DeliveryAttempt, type DeliveryState, type WebhookDelivery,
-  type WebhookOutbox
+import { WEBHOOK_EVENTS } from '../../schemas/webhooks.js'
+import type {
+  AfterAttempt, DeliveryAttempt, DeliveryState, WebhookDelivery, WebhookOutbox
 } from '../../webhooks/outbox.js'
 
 const Nullable = <S extends TSchema>(shape: S) => Type.Union([shape, Type.Null()])
