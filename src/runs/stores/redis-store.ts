@@ -335,7 +335,7 @@ export class RedisRunStore implements RunStore {
     shape: S,
     text: string,
     id: string,
-    upgrade: (stored: unknown) => unknown = (stored) => stored
+    upgrade: (stored: unknown) => unknown
   ): Static<S> | undefined {
     const value = parsedAs(shape, text, upgrade)
     if (value === undefined) {
