@@ -2,8 +2,8 @@ import { execFileSync } from 'node:child_process'
 import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Test } from 'tap'
-import type { GitIdentity } from '#src/workspaces/git.js'
-import { addWorktree, resolveBase, resolveRepository, type Worktree } from '#src/workspaces/worktree.js'
+import { git, type GitIdentity, text } from '#src/workspaces/git.js'
+import { addWorktree, inWorktree, resolveBase, resolveRepository, type Worktree } from '#src/workspaces/worktree.js'
 import { tempDir } from '../helpers/app.js'
 import { asRoot } from '../helpers/users.js'
 
@@ -71,11 +71,29 @@ export function writeFiles(dir: string, files: Record<string, string | Buffer>):
   }
 }
 
+/** What an agent leaves is its user's. */
+export function asAgentLeftIt(worktree: Worktree): void {
+  if (IDENTITY !== undefined) execFileSync('chown', ['-R', `${IDENTITY.uid}:${IDENTITY.gid}`, worktree.path])
+}
+
+/** The agent commits in its worktree, as its own author: its HEAD moves from base. */
+export async function agentCommits(worktree: Worktree, ...paths: string[]): Promise<string> {
+  const call = inWorktree(worktree)
+  const author = { GIT_AUTHOR_NAME: 'agent', GIT_AUTHOR_EMAIL: 'a@x' }
+  const asAgent = {
+    ...call, env: { ...call.env, ...author, GIT_COMMITTER_NAME: 'agent', GIT_COMMITTER_EMAIL: 'a@x' }
+  }
+  await git(['add', ...paths], asAgent)
+  await git(['commit', '-q', '-m', 'the agent\'s'], asAgent)
+  return text(await git(['rev-parse', 'HEAD'], asAgent))
+}
+
 let runs = 0
 export const runId = (): string => `run-${process.pid}-${++runs}`
 
-/** A run's worktree of the scene's repository, at `base`. */
+/** A run's worktree of the scene's repository, at `base`, whatever the caller's git wrote meanwhile. */
 export async function worktreeOf(s: Scene, base = 'HEAD', id = runId()): Promise<Worktree> {
+  shareGitDir(s.repo)
   const repository = await resolveRepository(s.repo, IDENTITY)
   return addWorktree({
     repository,

@@ -25,9 +25,12 @@ t.test('a cwd in no repository, or inside a bare one, is NOT_A_GIT_REPOSITORY', 
   const bare = join(dir, 'bare.git')
   callerGit(dir, 'init', '-q', '--bare', bare)
   await t.rejects(resolveRepository(bare), NotAGitRepository)
-  // a bare repository committed inside a tree, with its own config: never taken for the repository of its cwd
+  // a bare repository committed inside a tree, its config saying its tree is elsewhere: never taken for the
+  // repository of its cwd (safe.bareRepository), or /etc would be the run's repository
   const s = scene(t)
   callerGit(s.repo, 'init', '-q', '--bare', 'embedded')
+  callerGit(join(s.repo, 'embedded'), 'config', 'core.bare', 'false')
+  callerGit(join(s.repo, 'embedded'), 'config', 'core.worktree', '/etc')
   await t.rejects(resolveRepository(join(s.repo, 'embedded'), IDENTITY), NotAGitRepository)
 })
 
