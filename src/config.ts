@@ -11,6 +11,7 @@ import { resolveAgentUser, type AgentUser } from './process/agent-user.js'
 import { CONTAINMENT_SETTINGS, type ContainmentSetting } from './process/host-containment.js'
 import { parseUidRange, type UidRange } from './process/token-users.js'
 import type { RunLimits } from './process/run-cgroups.js'
+import { MODEL_PATTERN } from './schemas/run.js'
 import { checkSecretFiles } from './secret-files.js'
 import { parseAllowList } from './webhooks/address-policy.js'
 import type { WebhookSettings } from './webhooks/policy.js'
@@ -43,6 +44,8 @@ function agentSchemas(agents: readonly AgentSpec[]): Record<string, TSchema> {
         [names.extraArgs, ExtraArgs],
         [names.maxProcesses, Type.Optional(MaxProcesses)],
         [names.maxMemory, Type.Optional(MaxMemoryMb)],
+        [names.models, Type.String({ default: '' })],
+        [names.model, Type.Optional(Type.String({ pattern: MODEL_PATTERN }))],
         ...Object.entries(spec.ownSettings ?? {})
       ]
     })
@@ -302,8 +305,28 @@ function agentSettings(spec: AgentSpec, env: RawEnv): AgentSettings {
       ...(env[names.maxProcesses] === undefined ? {} : { processes: env[names.maxProcesses] as number }),
       ...(env[names.maxMemory] === undefined ? {} : { memoryBytes: (env[names.maxMemory] as number) * 1024 * 1024 })
     },
-    own: Object.fromEntries(Object.keys(spec.ownSettings ?? {}).map((name) => [name, String(env[name])]))
+    own: Object.fromEntries(Object.keys(spec.ownSettings ?? {}).map((name) => [name, String(env[name])])),
+    ...modelSettings(names, env)
   }
+}
+
+/**
+ * <AGENT>_MODELS and <AGENT>_MODEL: each a model RunParams would take (they reach the argv the same way), and a default
+ * the list allows, or no run that names none could start as the operator meant.
+ */
+function modelSettings(names: { models: string; model: string }, env: RawEnv): Pick<AgentSettings, 'models' | 'model'> {
+  const models = splitList(env[names.models] as string)
+  const unfit = models.find((model) => !new RegExp(MODEL_PATTERN).test(model))
+  if (unfit !== undefined) {
+    throw new Error(`${names.models}: ${JSON.stringify(unfit)} is no model name (${MODEL_PATTERN})`)
+  }
+  const model = env[names.model] as string | undefined
+  if (model !== undefined && models.length > 0 && !models.includes(model)) {
+    throw new Error(
+      `${names.model}=${model} is not in ${names.models} (${models.join(', ')}): add it, or pick one of them`
+    )
+  }
+  return { models, model }
 }
 
 /** A fleet (slots in Redis) keeps its runs there too, so that any replica answers for any run. */

@@ -71,6 +71,13 @@ export const ERROR_CATALOG = {
       `body/${field}: the session ran with ${field} ${sessionValue}, not ${value}; leave it out to continue there`,
     example: ['cwd', '/srv/other', '/srv/project']
   },
+  MODEL_NOT_ALLOWED: {
+    status: 400,
+    when: '`model` is not one of the models the operator allows this tool (`<AGENT>_MODELS`).',
+    message: (model: string, tool: string, allowed: readonly string[]) =>
+      `body/model: ${tool} may not use ${model}; the models it allows: ${allowed.join(', ')}`,
+    example: ['opus', 'claude_run', ['sonnet', 'haiku']]
+  },
   WEBHOOKS_NOT_CONFIGURED: {
     status: 400,
     when: '`webhook` asked for, but neither WEBHOOK_SECRET nor WEBHOOK_SECRETS gives this token a secret to sign with.',

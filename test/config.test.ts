@@ -30,7 +30,15 @@ t.test('defaults', async (t) => {
   t.same(
     config.agents.map(({ spec, settings }) => [spec.agent, settings]),
     BUILT_IN_AGENTS.map(
-      (spec) => [spec.agent, { bin: spec.defaultBin, maxAgents: 2, extraArgs: [], limits: {}, own: ownDefaults(spec) }]
+      (spec) => [spec.agent, {
+        bin: spec.defaultBin,
+        maxAgents: 2,
+        extraArgs: [],
+        limits: {},
+        own: ownDefaults(spec),
+        models: [],
+        model: undefined
+      }]
     ),
     'each agent from its own variables'
   )

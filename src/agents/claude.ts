@@ -4,7 +4,8 @@ import type { Step } from '../schemas/steps.js'
 import { isObject, textOf } from './json-values.js'
 import { OpenCalls, startedAndCompleted, type Call } from './steps/calls.js'
 import { failure, message, summarise, usage } from './steps/step-text.js'
-import type { AgentSpec, ParsedReport, StepParser } from './spec.js'
+import { modelOption, type AgentSpec, type ParsedReport, type StepParser } from './spec.js'
+import { modelUsed } from './models.js'
 
 const EDITS = new Set(['Edit', 'MultiEdit', 'NotebookEdit'])
 
@@ -82,6 +83,8 @@ export function claudeSteps(): StepParser {
   }
   let session: string | null = null
   let report: ParsedReport | null = null
+  // The model its `system` `init` line says the session runs with.
+  let announced: string | undefined
   const assistant = (event: Record<string, unknown>): Step[] => {
     const content = isObject(event['message']) ? event['message']['content'] : undefined
     const steps: Step[] = Array.isArray(content)
@@ -124,6 +127,7 @@ export function claudeSteps(): StepParser {
       return end(callId, calls.close(callId, { status: 'denied', output: textOf(event['message']) ?? null }))
     }
     if (event['subtype'] === 'api_retry') return [failure(`API retry: ${textOf(event['error']) ?? 'error'}`, false)]
+    if (event['subtype'] === 'init') announced = textOf(event['model'])
     return []
   }
   /** A denial the result line lists: the call ends denied, unless a line already ended it. */
@@ -145,7 +149,7 @@ export function claudeSteps(): StepParser {
       input: tokens['input_tokens'],
       output: tokens['output_tokens'],
       cost: event['total_cost_usd'],
-      model: models.length === 1 ? models[0] : null
+      model: modelUsed(models, announced)
     }, true)]
     if (event['is_error'] !== true) return steps
     const errors = Array.isArray(event['errors']) ? event['errors'].filter((each) => typeof each === 'string') : []
@@ -192,11 +196,13 @@ export const claude: AgentSpec<'claude'> = {
   // stream-json in every run, followed or not: its tool calls are the result's steps, which json mode's one final
   // report never tells (that report is stream-json's last line, the `result` line parseClaudeReport reads).
   // With no prompt among its words, `claude -p` reads it from standard input, byte for byte (2.1.332).
-  args: (settings, session) => [
+  args: (settings, session, model) => [
     '-p',
     '--output-format', 'stream-json', '--verbose',
     '--permission-mode', settings.own['CLAUDE_PERMISSION_MODE']!,
     ...settings.extraArgs,
+    // After the operator's options: the run's model is the one it asked for.
+    ...modelOption('--model', model),
     // --resume takes an optional value: joined to it, the id is never read as anything else, nor the flag without it.
     ...(session === undefined ? [] : [`--resume=${session}`])
   ],

@@ -4,7 +4,7 @@ import type { Step } from '../schemas/steps.js'
 import { isObject, textOf } from './json-values.js'
 import { completed, started, type Call, type CallEnd } from './steps/calls.js'
 import { count, failure, message, summarise, usage as reportedUsage } from './steps/step-text.js'
-import type { AgentSpec, StepParser } from './spec.js'
+import { modelOption, type AgentSpec, type StepParser } from './spec.js'
 
 type Change = 'created' | 'edited' | 'deleted'
 const CHANGES: Record<string, Change> = { add: 'created', update: 'edited', delete: 'deleted' }
@@ -141,7 +141,7 @@ export const codex: AgentSpec<'codex'> = {
   ownSettings: {
     CODEX_SANDBOX: Type.Union(CODEX_SANDBOXES.map((mode) => Type.Literal(mode)), { default: 'bypass' })
   },
-  args: (settings, session) => {
+  args: (settings, session, model) => {
     const sandbox = settings.own['CODEX_SANDBOX']!
     return [
       'exec',
@@ -153,6 +153,7 @@ export const codex: AgentSpec<'codex'> = {
       '-c', 'allow_login_shell=false',
       ...(sandbox === 'bypass' ? ['--dangerously-bypass-approvals-and-sandbox'] : ['--sandbox', sandbox]),
       ...settings.extraArgs,
+      ...modelOption('--model', model),
       // `exec resume` takes fewer flags than `exec` (no --sandbox, no --color): given to `exec` before it, they hold.
       ...(session === undefined ? [] : ['resume', session]),
       '--', '-'

@@ -1,5 +1,5 @@
 import { message } from './steps/step-text.js'
-import type { AgentSpec, StepParser } from './spec.js'
+import { modelOption, type AgentSpec, type StepParser } from './spec.js'
 
 /**
  * Crush prints plain text, no events: all it says of what it does is its text, read as a message per line as it
@@ -28,7 +28,8 @@ export const crush: AgentSpec<'crush'> = {
   description:
     'Runs `crush run -- <task>` (Crush approves its own tools in `run` mode) in `cwd`, at most `timeout` seconds, ' +
     'and answers with its exit and its output. Waits for the whole run: up to 30 minutes.',
-  args: (settings) => ['run', ...settings.extraArgs],
+  // `crush run --model`: a model, or `provider/model` where providers share a name; before the `--` ending its flags.
+  args: (settings, _session, model) => ['run', ...settings.extraArgs, ...modelOption('--model', model)],
   // crush reads a piped prompt as `<stdin>\n\n<words>`, never byte for byte: the task stays a word, after `--`, which
   // ends cobra's flags (it is the prompt, whatever it starts with).
   taskInArgv: (task) => ['--', task],

@@ -3,7 +3,8 @@ import type { Step } from '../schemas/steps.js'
 import { isObject, textOf } from './json-values.js'
 import { OpenCalls, type Call } from './steps/calls.js'
 import { answerWith, failure, head, message, summarise, usage } from './steps/step-text.js'
-import type { AgentSpec, ParsedReport, StepParser } from './spec.js'
+import { modelOption, type AgentSpec, type ParsedReport, type StepParser } from './spec.js'
+import { modelUsed } from './models.js'
 
 function callOf(name: string, parameters: Record<string, unknown>): Call {
   if (name === 'run_shell_command') return { kind: 'command', command: textOf(parameters['command']) ?? '' }
@@ -27,6 +28,8 @@ export function geminiSteps(): StepParser {
   // Its report: the assistant's deltas joined, and how the last `result` event says it ended.
   let answer = ''
   let ended: Record<string, unknown> | undefined
+  // The model its `init` event says it runs with (`auto…` when it routes each request).
+  let announced: string | undefined
   const flush = (): Step[] => {
     if (text === '') return []
     const merged = message(text)
@@ -52,6 +55,7 @@ export function geminiSteps(): StepParser {
       }
       case 'init':
         session = textOf(event['session_id']) ?? session
+        announced = textOf(event['model'])
         return []
       case 'error':
         return [failure(textOf(event['message']) ?? '', event['severity'] === 'error')]
@@ -60,7 +64,7 @@ export function geminiSteps(): StepParser {
         const stats = isObject(event['stats']) ? event['stats'] : {}
         const models = isObject(stats['models']) ? Object.keys(stats['models']) : []
         const totals = usage({
-          input: stats['input_tokens'], output: stats['output_tokens'], model: models.length === 1 ? models[0] : null
+          input: stats['input_tokens'], output: stats['output_tokens'], model: modelUsed(models, announced)
         }, true)
         if (event['status'] !== 'error') return [totals]
         const error = isObject(event['error']) ? event['error'] : {}
@@ -118,11 +122,12 @@ export const gemini: AgentSpec<'gemini'> = {
     '`timeout` seconds, and answers with its answer as `output` (its error message when it failed) and whether it ' +
     'failed as `agent_report`. Waits for the whole run: up to 30 minutes.',
   // stream-json in every run, followed or not: json mode's one report tells none of the tool calls the steps are.
-  args: (settings, session) => [
+  args: (settings, session, model) => [
     '--output-format', 'stream-json',
     '--approval-mode=yolo',
     '--skip-trust',
     ...settings.extraArgs,
+    ...modelOption('--model', model),
     // Its session by id, joined to the flag: gemini reads a number there as an index, "latest" as the newest. It keeps
     // sessions per directory: a session continues in its own (the launcher holds it there).
     ...(session === undefined ? [] : [`--resume=${session}`])

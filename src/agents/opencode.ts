@@ -3,7 +3,7 @@ import type { Step } from '../schemas/steps.js'
 import { isObject, textOf } from './json-values.js'
 import { startedAndCompleted, type Call, type CallEnd } from './steps/calls.js'
 import { answerWith, count, failure, message, summarise, usage } from './steps/step-text.js'
-import type { AgentSpec, StepParser } from './spec.js'
+import { modelOption, type AgentSpec, type StepParser } from './spec.js'
 
 /** What opencode answers a call a permission rule refused. */
 const DENIED = /rejected permission|rule which prevents/
@@ -104,8 +104,10 @@ export const opencode: AgentSpec<'opencode'> = {
     'seconds, and answers with its text parts as `output` (its errors’ messages when it failed) and whether it ' +
     'failed as `agent_report`. Waits for the whole run: up to 30 minutes.',
   // A session continued from another directory than its own hangs opencode 1.18.33: the launcher holds it there.
-  args: (settings, session) => [
+  args: (settings, session, model) => [
     'run', '--format', 'json', '--auto', ...settings.extraArgs,
+    // opencode names a model `provider/model`.
+    ...modelOption('--model', model),
     ...(session === undefined ? [] : [`--session=${session}`])
   ],
   resumes: { sessionId: OPENCODE_SESSION },

@@ -35,6 +35,10 @@ export interface AgentSettings {
   limits: ToolLimits
   /** Its own settings, by variable name (CLAUDE_PERMISSION_MODE…), as the config schema validated them. */
   own: Record<string, string>
+  /** The models a run may ask for (<AGENT>_MODELS); empty: any. */
+  models: string[]
+  /** The model of a run that names none (<AGENT>_MODEL); undefined: the CLI's own choice. */
+  model: string | undefined
 }
 
 /**
@@ -64,9 +68,10 @@ export interface AgentSpec<Agent extends string = string> {
    * same structured output. `session`, a session its CLI reported earlier (given only to a spec that `resumes`), as
    * the session to continue, never as an option. The task is not in it: it reaches the CLI on its standard input,
    * a pipe only the run holds (a command line is readable by every local user through /proc, and Windows caps its
-   * length), unless the spec says `taskInArgv`.
+   * length), unless the spec says `taskInArgv`. `model`, the model the run asks for (`modelOption` joins it to its
+   * CLI's flag), placed where its CLI reads it.
    */
-  args(settings: AgentSettings, session?: string): string[]
+  args(settings: AgentSettings, session?: string, model?: string): string[]
   /**
    * For a CLI that does not read a piped task byte for byte (crush appends two newlines to it): the words that end
    * its argv with the task as its prompt, never as an option.
@@ -89,6 +94,13 @@ export interface AgentSpec<Agent extends string = string> {
   problem?(settings: AgentSettings, env: NodeJS.ProcessEnv, agentUid: number | undefined): string | null
 }
 
+/**
+ * A model as one argv element, joined to its flag: no parser reads it as an option of its own, whatever it holds (a
+ * model never starts with `-` either: RunParams and the config check it).
+ */
+export const modelOption = (flag: `--${string}`, model: string | undefined): string[] =>
+  model === undefined ? [] : [`${flag}=${model}`]
+
 export const toolNameOf = <Agent extends string>(spec: AgentSpec<Agent>): `${Agent}_run` => `${spec.agent}_run`
 
 /** The variables every agent has, named after it. */
@@ -98,6 +110,8 @@ export function agentVariables(spec: AgentSpec): {
   extraArgs: string
   maxProcesses: string
   maxMemory: string
+  models: string
+  model: string
 } {
   const upper = spec.agent.toUpperCase()
   return {
@@ -105,6 +119,8 @@ export function agentVariables(spec: AgentSpec): {
     max: `MAX_${upper}_AGENTS`,
     extraArgs: `${upper}_EXTRA_ARGS`,
     maxProcesses: `${upper}_MAX_PROCESSES`,
-    maxMemory: `${upper}_MAX_MEMORY_MB`
+    maxMemory: `${upper}_MAX_MEMORY_MB`,
+    models: `${upper}_MODELS`,
+    model: `${upper}_MODEL`
   }
 }

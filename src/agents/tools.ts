@@ -33,13 +33,24 @@ export class AgentTool {
 
   /**
    * How one run hands `task` to its CLI: the argv after the binary, and what it reads on standard input (the task,
-   * unless its spec puts it in the argv). `session`: the session this run continues, when it does.
+   * unless its spec puts it in the argv). `session`: the session this run continues, when it does; `model`: the model
+   * it asks for (`modelOf`).
    */
-  invocation(task: string, session?: string): AgentInvocation {
-    const args = this.spec.args(this.settings, session)
+  invocation(task: string, session?: string, model?: string): AgentInvocation {
+    const args = this.spec.args(this.settings, session, model)
     return this.spec.taskInArgv === undefined
       ? { args, input: task }
       : { args: [...args, ...this.spec.taskInArgv(task)], input: undefined }
+  }
+
+  /**
+   * The model a run asks its CLI for: the one it names, else the operator's default (undefined: the CLI's own choice);
+   * null when the operator's allow-list (<AGENT>_MODELS) lacks the one it names.
+   */
+  modelOf(requested: string | undefined): string | undefined | null {
+    const { models, model } = this.settings
+    if (requested === undefined) return model
+    return models.length === 0 || models.includes(requested) ? requested : null
   }
 
   get resumes(): boolean {

@@ -85,11 +85,12 @@ export class RunLauncher {
   async #launch(run: Run, request: RunParams, log: FastifyBaseLogger, sink?: OutputSink): Promise<RunResult> {
     const { slots, sessions } = this.#deps
     const tool = this.#deps.tools[run.tool]
+    const model = this.#modelOf(tool, request.model)
     if (request.webhook !== undefined) await this.#assertWebhook(run.caller, request.webhook.url)
     const session = request.resume
     const params = session === undefined ? request : continuedPlace(request, await this.#sessionOf(tool, run, session))
     const identity = await this.#identityOf(run.caller, tool)
-    const placement = this.#place(tool, params, run.id, session, identity)
+    const placement = this.#place(tool, params, run.id, { session, model }, identity)
     await this.#assertPlaceable(placement, params)
     const claimed = session !== undefined &&
       await sessions.claimSession(run.tool, session, run.id, run.timeoutMs + CLAIM_MARGIN_MS)
@@ -109,6 +110,13 @@ export class RunLauncher {
     } finally {
       if (claimed) await sessions.releaseSession(run.tool, session, run.id).catch(() => undefined)
     }
+  }
+
+  /** A model the operator does not allow this tool is refused first, before anything is asked of anyone. */
+  #modelOf(tool: AgentTool, requested: string | undefined): string | undefined {
+    const model = tool.modelOf(requested)
+    if (model === null) throw serviceError('MODEL_NOT_ALLOWED', requested!, tool.name, tool.settings.models)
+    return model
   }
 
   /** A webhook the run could never deliver, or should never reach, is refused before anything else is done. */
@@ -170,14 +178,14 @@ export class RunLauncher {
     tool: AgentTool,
     params: RunParams,
     runId: string,
-    session: string | undefined,
+    { session, model }: { session: string | undefined; model: string | undefined },
     identity: TokenIdentity | undefined
   ): Placement {
     const { settings, hostContainment } = this.#deps
     return placeRun({
       params,
       agentBin: tool.settings.bin,
-      agent: tool.invocation(params.task, session),
+      agent: tool.invocation(params.task, session, model),
       hostPlatform: settings.hostPlatform,
       wslBin: settings.wslBin,
       hostContainment,

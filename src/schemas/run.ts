@@ -14,6 +14,12 @@ export const TIMEOUT_MAX_SECONDS = 1800
 const WslName = (description: string) =>
   Type.String({ pattern: '^[a-zA-Z0-9._][a-zA-Z0-9._-]*$', maxLength: 64, description })
 
+/**
+ * A model's name as the CLIs spell them (`sonnet`, `gpt-5.1-codex`, `anthropic/claude-sonnet-4-5`, `name:tag`,
+ * `model@version`), at most 128 characters: never a leading `-`, nor a blank, a quote or anything a shell reads.
+ */
+export const MODEL_PATTERN = '^[A-Za-z0-9._:/@][A-Za-z0-9._:/@-]{0,127}$'
+
 const eventsChoice = (description: string) =>
   Type.Union([Type.Literal('both'), Type.Literal('steps'), Type.Literal('output')], { description })
 
@@ -62,6 +68,16 @@ export const RunParams = Type.Object(
           'Continue the agent’s session with this task: a `session_id` an earlier run of the same tool with the same ' +
           'token answered with. The run takes that session’s place (its `cwd`, WSL distro and user; any given must ' +
           'match) and the agent keeps its conversation.'
+      })
+    ),
+    model: Type.Optional(
+      Type.String({
+        pattern: MODEL_PATTERN,
+        description:
+          'The model the agent uses, given to its CLI joined to its flag (`--model=<model>`): a name or alias the ' +
+          'CLI knows (opencode: `provider/model`; crush: a model or `provider/model`). One of the tool’s ' +
+          '`<AGENT>_MODELS` when the operator set them (else 400 `MODEL_NOT_ALLOWED`); default `<AGENT>_MODEL`, else ' +
+          'the CLI’s own choice. The model the CLI says it used is the result’s `usage.model`.'
       })
     ),
     events: Type.Optional(

@@ -370,6 +370,8 @@ export interface components {
             wsl_user?: string;
             /** @description Continue the agent’s session with this task: a `session_id` an earlier run of the same tool with the same token answered with. The run takes that session’s place (its `cwd`, WSL distro and user; any given must match) and the agent keeps its conversation. */
             resume?: string;
+            /** @description The model the agent uses, given to its CLI joined to its flag (`--model=<model>`): a name or alias the CLI knows (opencode: `provider/model`; crush: a model or `provider/model`). One of the tool’s `<AGENT>_MODELS` when the operator set them (else 400 `MODEL_NOT_ALLOWED`); default `<AGENT>_MODEL`, else the CLI’s own choice. The model the CLI says it used is the result’s `usage.model`. */
+            model?: string;
             /** @description Streamed runs (NDJSON, SSE) and MCP progress: what the stream carries, `step` events, the raw `output` or both. Default: both for streams; for MCP progress, steps when the agent reports them (readable lines), else the output. Async runs choose when they are followed (GET /runs/{id}/events?events=). */
             events?: "both" | "steps" | "output";
             /** @description Tell a receiver when the run starts or ends, signed (Standard Webhooks) and retried until it answers 2xx: see the `webhooks` of this document. */
@@ -673,6 +675,8 @@ export interface components {
             wsl_user?: string;
             /** @description Continue the agent’s session with this task: a `session_id` an earlier run of the same tool with the same token answered with. The run takes that session’s place (its `cwd`, WSL distro and user; any given must match) and the agent keeps its conversation. */
             resume?: string;
+            /** @description The model the agent uses, given to its CLI joined to its flag (`--model=<model>`): a name or alias the CLI knows (opencode: `provider/model`; crush: a model or `provider/model`). One of the tool’s `<AGENT>_MODELS` when the operator set them (else 400 `MODEL_NOT_ALLOWED`); default `<AGENT>_MODEL`, else the CLI’s own choice. The model the CLI says it used is the result’s `usage.model`. */
+            model?: string;
             /** @description Tell a receiver when the run starts or ends, signed (Standard Webhooks) and retried until it answers 2xx: see the `webhooks` of this document. */
             webhook?: {
                 /** @description Where each event is POSTed: an http or https URL of a public address (others need WEBHOOK_ALLOW_HOSTS), without credentials; redirects are not followed. */
@@ -795,7 +799,7 @@ export interface components {
              * @example AGENT_LIMIT_REACHED
              * @enum {string}
              */
-            code: "VALIDATION_ERROR" | "INVALID_JSON" | "INVALID_CONTENT_LENGTH" | "MALFORMED_REQUEST" | "BAD_URL" | "RESUME_NOT_SUPPORTED" | "RESUME_PLACE_MISMATCH" | "WEBHOOKS_NOT_CONFIGURED" | "WEBHOOK_URL_NOT_ALLOWED" | "CWD_NOT_FOUND" | "CWD_NOT_A_DIRECTORY" | "WSL_NOT_AVAILABLE" | "WSL_DISTRO_NOT_FOUND" | "WSL_ARGUMENT_UNSAFE" | "COMMAND_LINE_TOO_LONG" | "UNAUTHORIZED" | "HOST_NOT_ALLOWED" | "FORBIDDEN_PATH" | "ORIGIN_NOT_ALLOWED" | "ROUTE_NOT_FOUND" | "RUN_NOT_FOUND" | "SESSION_NOT_FOUND" | "METHOD_NOT_ALLOWED" | "REQUEST_TIMEOUT" | "SESSION_BUSY" | "BODY_TOO_LARGE" | "URL_TOO_LONG" | "UNSUPPORTED_MEDIA_TYPE" | "AGENT_LIMIT_REACHED" | "HEADERS_TOO_LARGE" | "INTERNAL_ERROR" | "AGENT_NOT_INSTALLED" | "AGENT_SPAWN_FAILED" | "RUN_NOT_RECORDED" | "SLOTS_UNAVAILABLE" | "RUNS_UNAVAILABLE" | "SHUTTING_DOWN";
+            code: "VALIDATION_ERROR" | "INVALID_JSON" | "INVALID_CONTENT_LENGTH" | "MALFORMED_REQUEST" | "BAD_URL" | "RESUME_NOT_SUPPORTED" | "RESUME_PLACE_MISMATCH" | "MODEL_NOT_ALLOWED" | "WEBHOOKS_NOT_CONFIGURED" | "WEBHOOK_URL_NOT_ALLOWED" | "CWD_NOT_FOUND" | "CWD_NOT_A_DIRECTORY" | "WSL_NOT_AVAILABLE" | "WSL_DISTRO_NOT_FOUND" | "WSL_ARGUMENT_UNSAFE" | "COMMAND_LINE_TOO_LONG" | "UNAUTHORIZED" | "HOST_NOT_ALLOWED" | "FORBIDDEN_PATH" | "ORIGIN_NOT_ALLOWED" | "ROUTE_NOT_FOUND" | "RUN_NOT_FOUND" | "SESSION_NOT_FOUND" | "METHOD_NOT_ALLOWED" | "REQUEST_TIMEOUT" | "SESSION_BUSY" | "BODY_TOO_LARGE" | "URL_TOO_LONG" | "UNSUPPORTED_MEDIA_TYPE" | "AGENT_LIMIT_REACHED" | "HEADERS_TOO_LARGE" | "INTERNAL_ERROR" | "AGENT_NOT_INSTALLED" | "AGENT_SPAWN_FAILED" | "RUN_NOT_RECORDED" | "SLOTS_UNAVAILABLE" | "RUNS_UNAVAILABLE" | "SHUTTING_DOWN";
             /**
              * @description For people: what went wrong, naming the field or value at fault.
              * @example Limite de 2 agents atteinte
@@ -919,6 +923,7 @@ export interface operations {
              *     - `BAD_URL`: The URL cannot be decoded.
              *     - `RESUME_NOT_SUPPORTED`: `resume` for an agent whose CLI cannot continue a session non-interactively (crush).
              *     - `RESUME_PLACE_MISMATCH`: `resume` with a `cwd`, `wsl_distro` or `wsl_user` other than the session’s: a session continues where it ran (leave them out to use the session’s).
+             *     - `MODEL_NOT_ALLOWED`: `model` is not one of the models the operator allows this tool (`<AGENT>_MODELS`).
              *     - `WEBHOOKS_NOT_CONFIGURED`: `webhook` asked for, but neither WEBHOOK_SECRET nor WEBHOOK_SECRETS gives this token a secret to sign with.
              *     - `WEBHOOK_URL_NOT_ALLOWED`: `webhook.url` is not an http(s) URL of a public address (a loopback, private, link-local or other special address, or a name resolving to one), unless WEBHOOK_ALLOW_HOSTS names it; or it carries credentials.
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
@@ -1044,6 +1049,7 @@ export interface operations {
              *     - `BAD_URL`: The URL cannot be decoded.
              *     - `RESUME_NOT_SUPPORTED`: `resume` for an agent whose CLI cannot continue a session non-interactively (crush).
              *     - `RESUME_PLACE_MISMATCH`: `resume` with a `cwd`, `wsl_distro` or `wsl_user` other than the session’s: a session continues where it ran (leave them out to use the session’s).
+             *     - `MODEL_NOT_ALLOWED`: `model` is not one of the models the operator allows this tool (`<AGENT>_MODELS`).
              *     - `WEBHOOKS_NOT_CONFIGURED`: `webhook` asked for, but neither WEBHOOK_SECRET nor WEBHOOK_SECRETS gives this token a secret to sign with.
              *     - `WEBHOOK_URL_NOT_ALLOWED`: `webhook.url` is not an http(s) URL of a public address (a loopback, private, link-local or other special address, or a name resolving to one), unless WEBHOOK_ALLOW_HOSTS names it; or it carries credentials.
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
@@ -1191,6 +1197,7 @@ export interface operations {
              *     - `BAD_URL`: The URL cannot be decoded.
              *     - `RESUME_NOT_SUPPORTED`: `resume` for an agent whose CLI cannot continue a session non-interactively (crush).
              *     - `RESUME_PLACE_MISMATCH`: `resume` with a `cwd`, `wsl_distro` or `wsl_user` other than the session’s: a session continues where it ran (leave them out to use the session’s).
+             *     - `MODEL_NOT_ALLOWED`: `model` is not one of the models the operator allows this tool (`<AGENT>_MODELS`).
              *     - `WEBHOOKS_NOT_CONFIGURED`: `webhook` asked for, but neither WEBHOOK_SECRET nor WEBHOOK_SECRETS gives this token a secret to sign with.
              *     - `WEBHOOK_URL_NOT_ALLOWED`: `webhook.url` is not an http(s) URL of a public address (a loopback, private, link-local or other special address, or a name resolving to one), unless WEBHOOK_ALLOW_HOSTS names it; or it carries credentials.
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
@@ -1338,6 +1345,7 @@ export interface operations {
              *     - `BAD_URL`: The URL cannot be decoded.
              *     - `RESUME_NOT_SUPPORTED`: `resume` for an agent whose CLI cannot continue a session non-interactively (crush).
              *     - `RESUME_PLACE_MISMATCH`: `resume` with a `cwd`, `wsl_distro` or `wsl_user` other than the session’s: a session continues where it ran (leave them out to use the session’s).
+             *     - `MODEL_NOT_ALLOWED`: `model` is not one of the models the operator allows this tool (`<AGENT>_MODELS`).
              *     - `WEBHOOKS_NOT_CONFIGURED`: `webhook` asked for, but neither WEBHOOK_SECRET nor WEBHOOK_SECRETS gives this token a secret to sign with.
              *     - `WEBHOOK_URL_NOT_ALLOWED`: `webhook.url` is not an http(s) URL of a public address (a loopback, private, link-local or other special address, or a name resolving to one), unless WEBHOOK_ALLOW_HOSTS names it; or it carries credentials.
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
@@ -1485,6 +1493,7 @@ export interface operations {
              *     - `BAD_URL`: The URL cannot be decoded.
              *     - `RESUME_NOT_SUPPORTED`: `resume` for an agent whose CLI cannot continue a session non-interactively (crush).
              *     - `RESUME_PLACE_MISMATCH`: `resume` with a `cwd`, `wsl_distro` or `wsl_user` other than the session’s: a session continues where it ran (leave them out to use the session’s).
+             *     - `MODEL_NOT_ALLOWED`: `model` is not one of the models the operator allows this tool (`<AGENT>_MODELS`).
              *     - `WEBHOOKS_NOT_CONFIGURED`: `webhook` asked for, but neither WEBHOOK_SECRET nor WEBHOOK_SECRETS gives this token a secret to sign with.
              *     - `WEBHOOK_URL_NOT_ALLOWED`: `webhook.url` is not an http(s) URL of a public address (a loopback, private, link-local or other special address, or a name resolving to one), unless WEBHOOK_ALLOW_HOSTS names it; or it carries credentials.
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
@@ -1674,6 +1683,7 @@ export interface operations {
              *     - `BAD_URL`: The URL cannot be decoded.
              *     - `RESUME_NOT_SUPPORTED`: `resume` for an agent whose CLI cannot continue a session non-interactively (crush).
              *     - `RESUME_PLACE_MISMATCH`: `resume` with a `cwd`, `wsl_distro` or `wsl_user` other than the session’s: a session continues where it ran (leave them out to use the session’s).
+             *     - `MODEL_NOT_ALLOWED`: `model` is not one of the models the operator allows this tool (`<AGENT>_MODELS`).
              *     - `WEBHOOKS_NOT_CONFIGURED`: `webhook` asked for, but neither WEBHOOK_SECRET nor WEBHOOK_SECRETS gives this token a secret to sign with.
              *     - `WEBHOOK_URL_NOT_ALLOWED`: `webhook.url` is not an http(s) URL of a public address (a loopback, private, link-local or other special address, or a name resolving to one), unless WEBHOOK_ALLOW_HOSTS names it; or it carries credentials.
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.
@@ -1940,6 +1950,7 @@ export interface operations {
              *     - `BAD_URL`: The URL cannot be decoded.
              *     - `RESUME_NOT_SUPPORTED`: `resume` for an agent whose CLI cannot continue a session non-interactively (crush).
              *     - `RESUME_PLACE_MISMATCH`: `resume` with a `cwd`, `wsl_distro` or `wsl_user` other than the session’s: a session continues where it ran (leave them out to use the session’s).
+             *     - `MODEL_NOT_ALLOWED`: `model` is not one of the models the operator allows this tool (`<AGENT>_MODELS`).
              *     - `WEBHOOKS_NOT_CONFIGURED`: `webhook` asked for, but neither WEBHOOK_SECRET nor WEBHOOK_SECRETS gives this token a secret to sign with.
              *     - `WEBHOOK_URL_NOT_ALLOWED`: `webhook.url` is not an http(s) URL of a public address (a loopback, private, link-local or other special address, or a name resolving to one), unless WEBHOOK_ALLOW_HOSTS names it; or it carries credentials.
              *     - `CWD_NOT_FOUND`: `cwd` does not exist on this host, or the user agents run as (AGENT_USER) cannot enter it.

@@ -47,7 +47,7 @@ t.test('invalid bodies get a 400 naming the field, start nothing and take no slo
       /wsl_user must match pattern/
     ],
     ['wsl_user without wsl_distro', { task: 'x', wsl_user: 'bob' }, /wsl_distro when property wsl_user is present/],
-    ['unknown field', { task: 'x', model: 'gpt' }, /body\/model is not an accepted field/],
+    ['unknown field', { task: 'x', temperature: 0.2 }, /body\/temperature is not an accepted field/],
     ['a password field', { task: 'x', password: 'hunter2' }, /body\/password is not an accepted field/],
     ['an array body', ['x'], /body must be object/]
   ]
