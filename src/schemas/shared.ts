@@ -76,6 +76,14 @@ const STREAMS_ARE =
 export function runResponse(description: string) {
   return {
     description: `${description} ${STREAMS_ARE}`,
+    headers: {
+      'x-run-id': {
+        type: 'string',
+        description:
+          'The run’s id: what its webhook events carry as `data.id`; while it runs, GET and DELETE /runs/{id} ' +
+          'reach it.'
+      }
+    },
     content: {
       'application/json': { schema: ref(RunResult) },
       'application/x-ndjson': STREAM_ITEMS,

@@ -907,6 +907,8 @@ export interface operations {
             /** @description The run started and ended, whatever its end: `ok` says whether it went well. As NDJSON (`Accept: application/x-ndjson`), one RunEvent per line; as SSE (`Accept: text/event-stream`), one frame per RunEvent: `event: <type>`, `data: <the RunEvent as JSON>`, and `id:` on stored events. The last event is the `result`. The schema of each stream is its items’. */
             200: {
                 headers: {
+                    /** @description The run’s id: what its webhook events carry as `data.id`; while it runs, GET and DELETE /runs/{id} reach it. */
+                    "x-run-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1033,6 +1035,8 @@ export interface operations {
             /** @description The run started and ended, whatever its end: `ok` says whether it went well. As NDJSON (`Accept: application/x-ndjson`), one RunEvent per line; as SSE (`Accept: text/event-stream`), one frame per RunEvent: `event: <type>`, `data: <the RunEvent as JSON>`, and `id:` on stored events. The last event is the `result`. The schema of each stream is its items’. */
             200: {
                 headers: {
+                    /** @description The run’s id: what its webhook events carry as `data.id`; while it runs, GET and DELETE /runs/{id} reach it. */
+                    "x-run-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1181,6 +1185,8 @@ export interface operations {
             /** @description The run started and ended, whatever its end: `ok` says whether it went well. As NDJSON (`Accept: application/x-ndjson`), one RunEvent per line; as SSE (`Accept: text/event-stream`), one frame per RunEvent: `event: <type>`, `data: <the RunEvent as JSON>`, and `id:` on stored events. The last event is the `result`. The schema of each stream is its items’. */
             200: {
                 headers: {
+                    /** @description The run’s id: what its webhook events carry as `data.id`; while it runs, GET and DELETE /runs/{id} reach it. */
+                    "x-run-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1329,6 +1335,8 @@ export interface operations {
             /** @description The run started and ended, whatever its end: `ok` says whether it went well. As NDJSON (`Accept: application/x-ndjson`), one RunEvent per line; as SSE (`Accept: text/event-stream`), one frame per RunEvent: `event: <type>`, `data: <the RunEvent as JSON>`, and `id:` on stored events. The last event is the `result`. The schema of each stream is its items’. */
             200: {
                 headers: {
+                    /** @description The run’s id: what its webhook events carry as `data.id`; while it runs, GET and DELETE /runs/{id} reach it. */
+                    "x-run-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1477,6 +1485,8 @@ export interface operations {
             /** @description The run started and ended, whatever its end: `ok` says whether it went well. As NDJSON (`Accept: application/x-ndjson`), one RunEvent per line; as SSE (`Accept: text/event-stream`), one frame per RunEvent: `event: <type>`, `data: <the RunEvent as JSON>`, and `id:` on stored events. The last event is the `result`. The schema of each stream is its items’. */
             200: {
                 headers: {
+                    /** @description The run’s id: what its webhook events carry as `data.id`; while it runs, GET and DELETE /runs/{id} reach it. */
+                    "x-run-id"?: string;
                     [name: string]: unknown;
                 };
                 content: {

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { Webhook } from 'standardwebhooks'
 import t, { type Test } from 'tap'
 import {
-  build, buildLogged, call, createRun, getRun, heldAgent, listen, post, readPidFile, refused, settled, until
+  build, buildLogged, call, createRun, openStream, getRun, heldAgent, listen, post, readPidFile, refused, settled, until
 } from '../helpers/index.js'
 import { runThrough, SURFACES } from '../helpers/surfaces.js'
 import { nthOf, webhookReceiver, type Received } from '../helpers/webhook-receiver.js'
@@ -50,6 +50,7 @@ t.test('a synchronous run’s run.started and run.finished, signed with the toke
   const [finished] = ofType(received, 'run.finished')
   t.match(started?.body, { data: { kind: 'sync', status: 'running', caller: 'anonymous', tool: 'crush_run' } })
   t.match(finished?.body, { data: { id: started?.body.data.id, status: 'succeeded', result: { ok: true } } })
+  t.equal(answer.headers['x-run-id'], started?.body.data.id, 'the caller knows its run by the id the events carry')
   t.same(finished?.body.data.webhook, { url, events: ['run.started', 'run.finished'] }, 'listed with its webhook')
   t.not(started?.headers['webhook-id'], finished?.headers['webhook-id'], 'one id per event')
   t.match(finished?.headers['user-agent'], /^agent-runner\/\d+\.\d+\.\d+/)
@@ -150,3 +151,16 @@ t.test('a failed attempt is logged with its run, never with the secret; /metrics
     t.match(metrics, /^agent_runner_webhook_deliveries_total\{outcome="failed"\} 1$/m)
     t.match(metrics, /^agent_runner_webhook_deliveries_pending 1$/m, 'due again in a minute')
   })
+
+t.test('a streamed run names its run in x-run-id as its stream opens: the id its webhook events carry', async (t) => {
+  const app = await build(t, WEBHOOKS)
+  const base = await listen(t, app)
+  const { url, received } = await receiver(t)
+  const response = await openStream(base, 'crush_run', { task: 'streamed', webhook: { url } })
+  t.equal(response.status, 200)
+  const id = response.headers.get('x-run-id')
+  await response.text()
+  await until(() => received.length, (count) => count === 1, 10_000)
+  t.equal(received[0]?.body.data.id, id)
+  t.match(received[0]?.body.data, { kind: 'stream', status: 'succeeded' })
+})

@@ -88,7 +88,10 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, opt
         const { run, result } = runs.launch({ ...launch, kind: 'sync' })
         const stopWatching = stopWhenClientLeaves(reply, run)
         try {
-          return await result
+          const answer = await result
+          // Its webhook events name it by this id, as does GET /runs while it runs.
+          void reply.header('x-run-id', run.id)
+          return answer
         } finally {
           stopWatching()
         }
@@ -123,6 +126,7 @@ async function streamed(
   const stopWatching = stopWhenClientLeaves(reply, run)
   run.once('spawn', () => {
     reply.hijack()
+    void reply.header('x-run-id', run.id)
     writer.open(reply.getHeaders())
   })
   if (choice !== 'output') run.on('step', (step) => writer.send({ type: 'step', step }))
