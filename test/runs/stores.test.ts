@@ -527,8 +527,8 @@ t.test('redis: every key expires, a running run\'s too; ' +
   )
 })
 
-t.test('redis: a run 0.1.0 stored (its caller named `owner`) ' +
-  'reads back and lists as its caller’s', { skip: NO_REDIS }, async (t) => {
+/** A Redis store and a plain client to the same Redis, to write what an older version of the service wrote. */
+async function storeWithRawRedis(t: Test) {
   const { url } = await startRedis(t)
   const { REDIS_URL, SLOTS_KEY_PREFIX } = redisEnv(url)
   const options = { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100 }
@@ -538,6 +538,12 @@ t.test('redis: a run 0.1.0 stored (its caller named `owner`) ' +
   t.teardown(() => store.close())
   const redis = new Redis(REDIS_URL)
   t.teardown(() => redis.disconnect())
+  return { store, redis, SLOTS_KEY_PREFIX }
+}
+
+t.test('redis: a run 0.1.0 stored (its caller named `owner`) ' +
+  'reads back and lists as its caller’s', { skip: NO_REDIS }, async (t) => {
+  const { store, redis, SLOTS_KEY_PREFIX } = await storeWithRawRedis(t)
   const { caller, result: _result, ...rest } = finished(record('alice'))
   await redis.set(`${SLOTS_KEY_PREFIX}run:${rest.id}`, JSON.stringify({ ...rest, owner: caller }))
   await redis.zadd(`${SLOTS_KEY_PREFIX}runs:owner:alice`, Date.parse(rest.createdAt), rest.id)
@@ -547,15 +553,7 @@ t.test('redis: a run 0.1.0 stored (its caller named `owner`) ' +
 
 t.test('redis: a session 0.1.0 stored (its caller named `owner`) ' +
   'stays its caller’s alone', { skip: NO_REDIS }, async (t) => {
-  const { url } = await startRedis(t)
-  const { REDIS_URL, SLOTS_KEY_PREFIX } = redisEnv(url)
-  const options = { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100 }
-  const store = new RedisRunStore({
-    ...options, url: REDIS_URL, keyPrefix: SLOTS_KEY_PREFIX, ttlMs: 10_000, replica: REPLICA, log
-  })
-  t.teardown(() => store.close())
-  const redis = new Redis(REDIS_URL)
-  t.teardown(() => redis.disconnect())
+  const { store, redis, SLOTS_KEY_PREFIX } = await storeWithRawRedis(t)
   const session = {
     id: randomUUID(),
     tool: 'claude_run',
