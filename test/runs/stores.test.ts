@@ -9,7 +9,7 @@ import pino from 'pino'
 import { encodeEvent, parseEventId, RunEventLog, type StoredEvent } from '#src/runs/event-log.js'
 import { MemoryRunStore } from '#src/runs/stores/memory-store.js'
 import { RedisRunStore } from '#src/runs/stores/redis-store.js'
-import type { RetentionOptions, RunRecord, RunStore } from '#src/runs/stores/run-store.js'
+import type { RetentionOptions, RunRecord, RunStore, SessionRecord } from '#src/runs/stores/run-store.js'
 import { SqliteRunStore } from '#src/runs/stores/sqlite-store.js'
 import type { RunResult } from '#src/schemas/run.js'
 import { build, processesLeft, scenario, tempDir, until, waitFor } from '../helpers/index.js'
@@ -67,6 +67,18 @@ const resultOf = (tool: string): RunResult => ({
 
 type Open = (t: Test, retention: RetentionOptions) => Promise<RunStore>
 
+/** A session as a run leaves it: claude's, on the host, just now, unless said otherwise. */
+const sessionOf = (caller: string, overrides: Partial<SessionRecord> = {}): SessionRecord => ({
+  id: randomUUID(),
+  tool: 'claude_run',
+  caller,
+  cwd: null,
+  wslDistro: null,
+  wslUser: null,
+  updatedAt: new Date().toISOString(),
+  ...overrides
+})
+
 const stores: Record<string, Open> = {
   memory: async (t, retention) => {
     const store = new MemoryRunStore(retention)
@@ -99,15 +111,7 @@ for (const [kind, open] of Object.entries(stores)) {
       const store = await open(t, {
         retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100
       })
-      const session = {
-        id: randomUUID(),
-        tool: 'claude_run',
-        caller: 'alice',
-        cwd: '/srv/p',
-        wslDistro: null,
-        wslUser: null,
-        updatedAt: new Date().toISOString()
-      }
+      const session = sessionOf('alice', { cwd: '/srv/p' })
       await store.saveSession(session)
       t.same(await store.session('claude_run', session.id), session)
       t.equal(await store.session('codex_run', session.id), undefined, 'another tool’s id space')
@@ -134,15 +138,7 @@ for (const [kind, open] of Object.entries(stores)) {
       const store = await open(t, {
         retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100
       })
-      const bobs = {
-        id: randomUUID(),
-        tool: 'claude_run',
-        caller: 'bob',
-        cwd: '/home/bob/p',
-        wslDistro: null,
-        wslUser: null,
-        updatedAt: new Date().toISOString()
-      }
+      const bobs = sessionOf('bob', { cwd: '/home/bob/p' })
       t.equal(await store.saveSession(bobs), true)
       const forged = {
         ...bobs, caller: 'alice', cwd: '/home/alice', updatedAt: new Date(Date.now() + 1000).toISOString()
@@ -160,15 +156,8 @@ for (const [kind, open] of Object.entries(stores)) {
         retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 3
       })
       const at = (seconds: number): string => new Date(Date.now() - 30_000 + seconds * 1000).toISOString()
-      const session = (owner: string, seconds: number) => ({
-        id: randomUUID(),
-        tool: 'codex_run',
-        caller: owner,
-        cwd: null,
-        wslDistro: null,
-        wslUser: null,
-        updatedAt: at(seconds)
-      })
+      const session = (owner: string, seconds: number) =>
+        sessionOf(owner, { tool: 'codex_run', updatedAt: at(seconds) })
       const bobs = session('bob', 0)
       await store.saveSession(bobs)
       const alices = [1, 2, 3].map((seconds) => session('alice', seconds))
@@ -554,14 +543,7 @@ t.test('redis: a run 0.1.0 stored (its caller named `owner`) ' +
 t.test('redis: a session 0.1.0 stored (its caller named `owner`) ' +
   'stays its caller’s alone', { skip: NO_REDIS }, async (t) => {
   const { store, redis, SLOTS_KEY_PREFIX } = await storeWithRawRedis(t)
-  const session = {
-    id: randomUUID(),
-    tool: 'claude_run',
-    cwd: '/srv/p',
-    wslDistro: null,
-    wslUser: null,
-    updatedAt: new Date().toISOString()
-  }
+  const { caller: _caller, ...session } = sessionOf('alice', { cwd: '/srv/p' })
   await redis.set(`${SLOTS_KEY_PREFIX}session:claude_run:${session.id}`, JSON.stringify({ ...session, owner: 'alice' }))
   t.match(await store.session('claude_run', session.id), { caller: 'alice', cwd: '/srv/p' }, 'read as its caller’s')
   const later = new Date(Date.now() + 1000).toISOString()
