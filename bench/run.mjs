@@ -12,6 +12,7 @@ import { performance } from 'node:perf_hooks'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { realClaudeOverhead } from './real-claude.mjs'
+import { benchRepository, WORKTREE_FILES, worktreesOnce } from './worktrees.mjs'
 
 const execFileP = promisify(execFile)
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
@@ -46,6 +47,8 @@ const ONLY_REFUSALS = process.env.BENCH_ONLY === 'refusals'
 const ONLY_SPAWNS = process.env.BENCH_ONLY === 'spawns'
 /** BENCH_ONLY=webhooks: only issue 38's rows (deliveries of finished runs to a local receiver). */
 const ONLY_WEBHOOKS = process.env.BENCH_ONLY === 'webhooks'
+/** BENCH_ONLY=worktrees: only issue 39's rows (a worktree run's git work on a large repository). */
+const ONLY_WORKTREES = process.env.BENCH_ONLY === 'worktrees'
 const WEBHOOK_RUNS = Number(process.env.BENCH_WEBHOOK_RUNS ?? 1000)
 const WEBHOOK_BURST_SECONDS = Number(process.env.BENCH_WEBHOOK_BURST_SECONDS ?? 0.5)
 const BENCH_WEBHOOK_SECRET = `whsec_${Buffer.alloc(32, 1).toString('base64')}`
@@ -414,12 +417,17 @@ async function agentsOnce() {
   }
 }
 
+/** The large repository issue 39's rows work on, made once for every pass (it takes longer than they do). */
+let madeRepository
+const benchRepo = async () => (madeRepository ??= await benchRepository())
+
 /** One pass over every row; each value is B's cost relative to its yardstick A, measured back to back. */
 async function measureOnce() {
   if (ONLY_STEPS) return stepsOnce()
   if (ONLY_REFUSALS) return refusalsOnce()
   if (ONLY_SPAWNS) return spawnsOnce()
   if (ONLY_WEBHOOKS) return webhooksOnce()
+  if (ONLY_WORKTREES) return worktreesOnce(await benchRepo())
   return { ...(ONLY_AGENTS ? {} : await serviceOnce()), ...await agentsOnce() }
 }
 
@@ -563,7 +571,11 @@ const webhookRows = () => [
   [`${WEBHOOK_RUNS} finished runs’ webhook deliveries to a local receiver, per second, vs a bare Node loop POSTing as many (16 at a time)`, `${mid('deliveredPerSecond')} vs ${mid('barePerSecond')} per s`, spread('deliveryRatio'), '', ''],
   ['… healthz p99 while they are delivered vs idle', `${mid('loadedP99', 2)} vs ${mid('idleP99', 2)} ms`, spread('webhookHealthRatio', 1), '', '']
 ]
-const rows = ONLY_AGENTS ? agentRows : ONLY_STEPS ? stepsRows() : ONLY_REFUSALS ? refusalRows() : ONLY_SPAWNS ? spawnRows() : ONLY_WEBHOOKS ? webhookRows() : serviceRows()
+const worktreeRows = () => [
+  [`a worktree run’s git work (hardened add, a small edit, changeset with its whole diff, removal) on ${WORKTREE_FILES} files vs bare git (worktree add, add -A, diff --cached, remove)`, `${mid('worktreeOursMs')} vs ${mid('worktreeBareMs')} ms`, spread('worktreeRatio'), 'close to 1×', ''],
+  ['… vs copying the tree (cp -r)', `${mid('worktreeOursMs')} vs ${mid('worktreeCopyMs')} ms`, spread('worktreeCopyRatio'), '', '']
+]
+const rows = ONLY_AGENTS ? agentRows : ONLY_STEPS ? stepsRows() : ONLY_REFUSALS ? refusalRows() : ONLY_SPAWNS ? spawnRows() : ONLY_WEBHOOKS ? webhookRows() : ONLY_WORKTREES ? worktreeRows() : serviceRows()
 
 const fastifyVersion = JSON.parse(readFileSync(`${ROOT}node_modules/fastify/package.json`, 'utf8')).version
 const table = `# agent-runner benchmark
@@ -581,5 +593,6 @@ ${readFileSync(`${ROOT}bench/findings.md`, 'utf8')}`
 process.stdout.write(table)
 // `npm run bench:node24` writes its own file, beside the machine's Node's; the agents' rows alone, theirs.
 const resultsFile = process.env.BENCH_RESULTS ??
-  (ONLY_AGENTS ? 'bench/results-agents.md' : ONLY_STEPS ? 'bench/results-steps.md' : ONLY_REFUSALS ? 'bench/results-refusals.md' : ONLY_SPAWNS ? 'bench/results-spawns.md' : ONLY_WEBHOOKS ? 'bench/results-webhooks.md' : 'bench/results.md')
+  (ONLY_AGENTS ? 'bench/results-agents.md' : ONLY_STEPS ? 'bench/results-steps.md' : ONLY_REFUSALS ? 'bench/results-refusals.md' : ONLY_SPAWNS ? 'bench/results-spawns.md' : ONLY_WEBHOOKS ? 'bench/results-webhooks.md' : ONLY_WORKTREES ? 'bench/results-worktrees.md' : 'bench/results.md')
 writeFileSync(`${ROOT}${resultsFile}`, table)
+madeRepository?.remove()

@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
-import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import type { Test } from 'tap'
 import {
@@ -21,6 +21,7 @@ import { OPENCODE_VERSION, opencodeOffline } from '../test/helpers/real-clis/ope
 import { npmTool } from '../test/helpers/npm-tool.js'
 import { runThrough, SURFACES, type Surface } from '../test/helpers/surfaces.js'
 import { directoryOf, realUser, type RealUser } from '../test/helpers/users.js'
+import { callerGit } from '../test/workspaces/repos.js'
 
 /** A real agent CLI as the suite drives it: where it comes from, the model server it speaks to, how it is set up. */
 export interface RealCli {
@@ -74,6 +75,23 @@ function stringsIn(value: unknown): string[] {
   if (typeof value === 'string') return [value]
   if (value === null || typeof value !== 'object') return []
   return Object.values(value).flatMap(stringsIn)
+}
+
+/** Edits in the directory it runs in: a file added, one modified; and says where it ran. */
+const EDIT_SCRIPT: ModelTurn[] = [
+  { run: 'printf "edited by the agent\\n" > notes.txt && echo more >> README.md && pwd' }, { say: 'ALL DONE' }
+]
+
+/** A repository of the caller's, shared with the agents' user as an operator would (its owner here). */
+function callersRepository(t: Test, user: RealUser): string {
+  const repo = join(directoryOf(t, user), 'repo')
+  mkdirSync(repo)
+  callerGit(repo, 'init', '-q', '-b', 'main')
+  writeFileSync(join(repo, 'README.md'), 'hello\n')
+  callerGit(repo, 'add', '-A')
+  callerGit(repo, 'commit', '-q', '-m', 'first')
+  execFileSync('chown', ['-R', `${user.uid}:${user.gid}`, repo])
+  return repo
 }
 
 /** A command the test can find in the process table by a number no other process has: `sleep <seconds>.<random>`. */
@@ -416,6 +434,28 @@ export function provePromises(t: Test, cli: RealCli): void {
     )
     t.match(toldTheModel(service), /^(Output: )?0$[\s\S]*sudo-exit=0/m, 'run as root', { told: toldTheModel(service) })
   })
+
+  t.test('a worktree run: what its tool wrote comes back as the changeset, the caller’s checkout untouched',
+    async (t) => {
+      const user = users().nopasswd
+      const worktrees = join(directoryOf(t, user), 'worktrees')
+      const service = await serviceFor(t, cli, EDIT_SCRIPT, { settings: { WORKTREES_DIR: worktrees } })
+      const repo = callersRepository(t, user)
+      const { result } = await runThrough('json', service.base, service.tool, {
+        task: 'e2e worktree', cwd: repo, timeout: 300, workspace: 'worktree'
+      })
+      t.match(result, { ok: true, output: /ALL DONE/ }, 'the run succeeded', { result })
+      t.same(result.changes?.files, [
+        { path: 'README.md', status: 'modified', additions: 1, deletions: 0, binary: false },
+        { path: 'notes.txt', status: 'added', additions: 1, deletions: 0, binary: false }
+      ], 'the files its tool wrote')
+      t.match(result.changes?.diff, /^\+edited by the agent$/m)
+      t.equal(callerGit(repo, 'status', '--porcelain', '--untracked-files=all'), '', 'the caller’s tree is as it was')
+      // Each of the four CLIs leaves a session to continue: its worktree stays, for a follow-up to continue in.
+      t.match(result, { session_id: String, changes: { worktree: new RegExp(`^${worktrees}/[0-9a-f-]{36}$`) } })
+      t.same(readdirSync(worktrees).map((name) => join(worktrees, name)), [result.changes?.worktree], 'kept for it')
+      t.match(toldTheModel(service), result.changes?.worktree ?? 'no worktree', 'its tool ran in the worktree')
+    })
 
   t.test('a service that is not root runs it the same', async (t) => {
     const service = await serviceFor(t, cli, HELLO_SCRIPT, { nonRootService: true })

@@ -16,6 +16,7 @@ import { checkSecretFiles } from './secret-files.js'
 import { parseAllowList } from './webhooks/address-policy.js'
 import type { WebhookSettings } from './webhooks/policy.js'
 import { parseWebhookSecrets } from './webhooks/secrets.js'
+import { parseAuthor, type Author } from './workspaces/commit.js'
 
 /** The platforms whose argv shape differs: only Windows hosts wrap the agent in wsl.exe. */
 const HOST_PLATFORMS = [
@@ -108,6 +109,9 @@ const ServiceSchema = Type.Object({
   WEBHOOK_ALLOW_HOSTS: Type.String({ default: '' }),
   WEBHOOK_RETRY_BASE_MS: Type.Integer({ default: 5000, minimum: 10, maximum: 3_600_000 }),
   WEBHOOK_RETRY_FOR_MS: Type.Integer({ default: 86_400_000, minimum: 1000, maximum: 7 * 86_400_000 }),
+  WORKTREES_DIR: Type.String({ default: '' }),
+  WORKSPACE_DIFF_LIMIT_BYTES: Type.Integer({ default: 262_144, minimum: 1024, maximum: 64 * 1_048_576 }),
+  WORKSPACE_COMMIT_AUTHOR: Type.String({ default: 'agent-runner <agent-runner@localhost>' }),
 })
 
 export const EnvSchema = envSchemaFor(BUILT_IN_AGENTS)
@@ -169,6 +173,8 @@ export interface Config {
   wslBin: string
   /** Who signs each token's webhooks, what they may reach besides public addresses, how long they are retried. */
   webhooks: WebhookSettings
+  /** Worktree runs: where their worktrees go, how much of a diff a result carries, who commits. */
+  workspaces: { worktreesDir: string; diffLimitBytes: number; author: Author }
   /** The agents to run, each with its settings. */
   agents: Array<{ spec: AgentSpec; settings: AgentSettings }>
 }
@@ -234,6 +240,11 @@ export function loadConfig(
       retryBaseMs: env.WEBHOOK_RETRY_BASE_MS,
       retryForMs: env.WEBHOOK_RETRY_FOR_MS
     },
+    workspaces: {
+      worktreesDir: resolve(env.WORKTREES_DIR === '' ? join(env.DATA_DIR, 'worktrees') : env.WORKTREES_DIR),
+      diffLimitBytes: env.WORKSPACE_DIFF_LIMIT_BYTES,
+      author: commitAuthor(env.WORKSPACE_COMMIT_AUTHOR)
+    },
     secretFiles,
     exposedSecretFiles: checkSecretFiles(secretFiles, agentUser).exposed,
     agents: agents.map((spec) => ({ spec, settings: agentSettings(spec, env) }))
@@ -241,6 +252,14 @@ export function loadConfig(
   assertSafeExposure(config, env.ALLOW_UNAUTHENTICATED)
   assertSeparateTokens(config, env.ALLOW_SHARED_AGENT_USER)
   return config
+}
+
+function commitAuthor(value: string): Author {
+  try {
+    return parseAuthor(value)
+  } catch (error) {
+    throw new Error(`WORKSPACE_COMMIT_AUTHOR: ${(error as Error).message}`)
+  }
 }
 
 /** AGENT_USERS, which needs a service that can switch users (root, on Linux) and replaces AGENT_USER. */

@@ -52,7 +52,7 @@ function readHolder(path: string): Holder | null {
 
 /**
  * Private to the service: agents running as another user must not read its runs' tasks and outputs. `crossed`: the
- * tokens' users go through it to their homes (0711: never listed, every file in it 0600).
+ * agents' users go through it to their homes and worktrees (0711: never listed, every file in it 0600).
  */
 function makePrivate(dir: string, crossed: boolean): string | null {
   const wanted = crossed ? 0o711 : 0o700
@@ -62,7 +62,7 @@ function makePrivate(dir: string, crossed: boolean): string | null {
   if (mode === wanted || (!crossed && (mode & 0o077) === 0)) return null
   chmodSync(dir, wanted)
   return crossed
-    ? `DATA_DIR ${dir} had mode ${mode.toString(8)}: now 0711 (each token's user crosses it to its home)`
+    ? `DATA_DIR ${dir} had mode ${mode.toString(8)}: now 0711 (agents' users cross it to their homes and worktrees)`
     : `DATA_DIR ${dir} was readable by others (mode ${mode.toString(8)}): now 0700`
 }
 

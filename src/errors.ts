@@ -135,6 +135,30 @@ export const ERROR_CATALOG = {
       '(quotes and backslashes in the task count twice)',
     example: [40123, 32766]
   },
+  NOT_A_GIT_REPOSITORY: {
+    status: 400,
+    when: '`workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).',
+    message: (cwd: string) => `body/cwd: ${cwd} is not in a git repository; a worktree run needs one`,
+    example: ['/srv/project']
+  },
+  BASE_NOT_FOUND: {
+    status: 400,
+    when: '`base` names no commit of the repository (always read as a revision, never as an option).',
+    message: (base: string) => `body/base: ${JSON.stringify(base)} names no commit of the repository`,
+    example: ['v9.9']
+  },
+  INVALID_BRANCH_NAME: {
+    status: 400,
+    when: '`commit.branch` is not a valid branch name (`git check-ref-format --branch`).',
+    message: (branch: string) => `body/commit/branch: ${JSON.stringify(branch)} is not a valid branch name`,
+    example: ['feature..x']
+  },
+  WORKSPACE_NOT_SUPPORTED: {
+    status: 400,
+    when: '`workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.',
+    message: (where: string) => `body/workspace: worktree runs are not available ${where}`,
+    example: ['inside a WSL distro']
+  },
   UNAUTHORIZED: {
     status: 401,
     when: 'API_TOKENS is set and the request has no right `Authorization: Bearer <token>`.',
@@ -185,6 +209,14 @@ export const ERROR_CATALOG = {
     message: (id: string) => `body/resume: no session ${id} of yours to continue with this tool`,
     example: ['9f1c…']
   },
+  DIFF_NOT_FOUND: {
+    status: 404,
+    when:
+      'The run has no diff here: not a worktree run, not ended, its diff not kept (an error), or it ran on another ' +
+      'replica (each keeps the diffs of its own runs).',
+    message: (id: string) => `Run ${id} has no diff on this replica`,
+    example: ['0b5e…']
+  },
   METHOD_NOT_ALLOWED: {
     status: 405,
     when: 'GET or DELETE on /mcp: the endpoint is stateless, with no server-initiated stream and no session to end.',
@@ -199,6 +231,12 @@ export const ERROR_CATALOG = {
       'it ends.',
     message: (id: string) => `body/resume: session ${id} is being continued by another run; retry once it ends`,
     example: ['9f1c…']
+  },
+  BRANCH_EXISTS: {
+    status: 409,
+    when: 'The branch `commit` would make exists already: a run never moves a branch it did not make.',
+    message: (branch: string) => `body/commit/branch: branch ${branch} exists already`,
+    example: ['agent-runner/fix-login']
   },
   REQUEST_TIMEOUT: {
     status: 408,
@@ -284,6 +322,22 @@ export const ERROR_CATALOG = {
     when: 'RUNS_STORE=redis and Redis does not answer: the run cannot be stored, read or reached.',
     message: (reason: string) => `The shared run store cannot be reached (Redis): ${reason}`,
     example: ['Connection is closed.'],
+    exposed: true
+  },
+  GIT_NOT_INSTALLED: {
+    status: 503,
+    when: '`workspace: "worktree"`, and git is not on the service’s PATH.',
+    message: () => 'git is not installed here (not found on PATH): worktree runs need it',
+    example: [],
+    exposed: true
+  },
+  WORKTREE_NOT_CREATED: {
+    status: 503,
+    when:
+      'The run’s worktree could not be made (the agent’s user cannot write the repository’s `.git`, a full disk…); ' +
+      'nothing was started.',
+    message: (reason: string) => `The run’s worktree could not be made: ${reason}`,
+    example: ['git worktree: exit 128: fatal: could not create leading directories of \'.git/worktrees\''],
     exposed: true
   },
   SHUTTING_DOWN: {

@@ -22,7 +22,13 @@ t.test('DATA_DIR and every file in it are the service\'s alone: an agent as AGEN
   const app = await build(t, { DATA_DIR: dataDir, AGENT_USER: user.name })
   const { id } = await createRun(app, { tool: 'crush_run', task: 'the-secret-task' })
   await settled(app, id)
-  t.equal(modeOf(dataDir), 0o700, 'DATA_DIR repaired to 0700')
+  // Crossed to reach the worktrees under it, never listed: every file in it is 0600, every directory 0700 (but those).
+  t.equal(modeOf(dataDir), 0o711, 'DATA_DIR repaired to 0711')
+  const listing = spawnSync(
+    'setpriv', ['--reuid', String(user.uid), '--regid', String(user.gid), '--init-groups', '--', 'ls', dataDir],
+    { encoding: 'utf8' }
+  )
+  t.match(listing.stderr, /Permission denied/, 'the agent\'s user cannot list it')
   const files = readdirSync(dataDir).filter((name) => name.startsWith('runs.sqlite'))
   t.ok(files.length >= 2, `the store and its journal: ${files.join(', ')}`)
   for (const name of files) t.equal(modeOf(join(dataDir, name)), 0o600, `${name} is 0600`)

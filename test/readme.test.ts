@@ -5,6 +5,7 @@ import { promisify } from 'node:util'
 import t from 'tap'
 import { build, createRun, fromRoot, listen, settled, tempDir } from './helpers/index.js'
 import { startPrism, violationsOf, type Violation } from './helpers/prism.js'
+import { scene } from './workspaces/repos.js'
 
 const run = promisify(execFile)
 /** README.md and every page under docs/: their curl examples are all run. */
@@ -16,7 +17,7 @@ const DOCUMENTS = [
     .map((name) => `docs/${name}`)
 ]
 const DOCUMENTED_ADDRESS = 'http://127.0.0.1:8080'
-/** The examples read the token from $TOKEN, as a reader would export it. */
+/** The examples read the token from $TOKEN, as a reader would export it, and a repository's path from $REPO. */
 const EXAMPLE_TOKEN = 'readme-example-token'
 
 /** Every curl command in a document's sh blocks, continuation lines included, as a shell would read it. */
@@ -109,15 +110,16 @@ t.test("README's and docs' curl examples run as written against the stand-in age
   )
   const EXPECTED = expectations(runId)
 
-  // Nothing the commands might write lands in the repository.
+  // Nothing the commands might write lands in the repository; a worktree run's is a repository of the test's own.
   const cwd = tempDir(t)
+  const { repo } = scene(t)
   for (const { document, command, request } of examples) {
     t.test(`${document}: curl ${request}`, async (t) => {
       t.ok(command.includes(DOCUMENTED_ADDRESS), `the example calls ${DOCUMENTED_ADDRESS}`)
       const runnable = command.replaceAll(DOCUMENTED_ADDRESS, `http://127.0.0.1:${port}`)
       // The documents' text run by a shell on purpose: that is how a reader runs it.
       const { stdout } = await run('sh', ['-c', runnable], {
-        cwd, env: { ...process.env, TOKEN: EXAMPLE_TOKEN, RUN_ID: runId }
+        cwd, env: { ...process.env, TOKEN: EXAMPLE_TOKEN, RUN_ID: runId, REPO: repo }
       })
       const expected = EXPECTED[request]
       if (expected === undefined) {
@@ -162,12 +164,13 @@ t.test("README's and docs' curl examples through Prism, with a token and without
   ]
   await Promise.all([settled(tokened, readers[0]!.runId, 10_000, headers), settled(open, readers[1]!.runId, 10_000)])
   const cwd = tempDir(t)
+  const { repo } = scene(t)
   for (const { document, command, request } of examples) {
     for (const { who, base, token, runId } of readers) {
       // The response's headers, where Prism writes what it found (sl-violations), beside what the example prints.
       const dump = join(cwd, 'headers')
       const runnable = command.replaceAll(DOCUMENTED_ADDRESS, base).replace(/^curl /, `curl -D ${dump} `)
-      await run('sh', ['-c', runnable], { cwd, env: { ...process.env, TOKEN: token, RUN_ID: runId } })
+      await run('sh', ['-c', runnable], { cwd, env: { ...process.env, TOKEN: token, RUN_ID: runId, REPO: repo } })
       const answer = readFileSync(dump, 'utf8')
       const status = /^HTTP\/[\d.]+ (\d+)/m.exec(answer)?.[1]
       const mediaType = /^content-type: ([^;\r\n]+)/im.exec(answer)?.[1] ?? ''

@@ -17,7 +17,8 @@ import { runPlacedAgent, type AgentRunParts } from './agent-run.js'
 import { placeRun, type Placement } from './placement.js'
 import type { Run } from './run.js'
 import { continuedPlace, sessionLeftBy } from './sessions.js'
-import type { SessionRecord, SessionStore } from './stores/run-store.js'
+import type { RunWorktrees, WorktreePlan } from './run-worktree.js'
+import type { SessionRecord, SessionStore, SessionWorktree } from './stores/run-store.js'
 import { assertRunnableOnWindows } from './windows-checks.js'
 import { assertHostDirectory } from './workspace.js'
 
@@ -47,6 +48,18 @@ export interface LauncherDeps {
   tokenUsers: TokenUsers | undefined
   /** Who may ask for a webhook, and which URLs it may reach. */
   webhooks: Pick<WebhookSettings, 'secrets' | 'allow'>
+  /** Worktree runs' worktrees, changesets and diffs. */
+  worktrees: RunWorktrees
+}
+
+/** A run placed, its slot held: what its agent's part of the launch needs. */
+interface PlacedRun {
+  run: Run
+  tool: AgentTool
+  placement: Placement
+  params: RunParams
+  /** The session it continues. */
+  session: string | undefined
 }
 
 /** A continued session stays claimed past its run's deadline by the stop's grace periods, and a margin. */
@@ -88,10 +101,12 @@ export class RunLauncher {
     const model = this.#modelOf(tool, request.model)
     if (request.webhook !== undefined) await this.#assertWebhook(run.caller, request.webhook.url)
     const session = request.resume
-    const params = session === undefined ? request : continuedPlace(request, await this.#sessionOf(tool, run, session))
+    const continued = session === undefined ? undefined : await this.#sessionOf(tool, run, session)
+    const params = continued === undefined ? request : continuedPlace(request, continued)
     const identity = await this.#identityOf(run.caller, tool)
     const placement = this.#place(tool, params, run.id, { session, model }, identity)
     await this.#assertPlaceable(placement, params)
+    const worktree = await this.#deps.worktrees.plan(params, placement, continued)
     const claimed = session !== undefined &&
       await sessions.claimSession(run.tool, session, run.id, run.timeoutMs + CLAIM_MARGIN_MS)
     if (session !== undefined && !claimed) throw serviceError('SESSION_BUSY', session)
@@ -102,8 +117,11 @@ export class RunLauncher {
       if (lease === null) throw serviceError('AGENT_LIMIT_REACHED', slots.limit(run.tool))
       try {
         run.advance('starting')
+        if (worktree !== undefined) {
+          return await this.#runInWorktree(worktree, { run, tool, placement, params, session }, log, sink)
+        }
         const result = await runPlacedAgent(run, tool, placement, this.#parts, log, sink)
-        return await this.#remember(result, tool, run, params, session, log)
+        return await this.#remember(result, { tool, run, params, resumed: session }, log)
       } finally {
         lease.release()
       }
@@ -139,23 +157,58 @@ export class RunLauncher {
   }
 
   /**
+   * The agent in a worktree of its own, made now that the run holds its slot; what it changed read back once it ends,
+   * before the worktree goes or stays (for the session it left, or for good).
+   */
+  async #runInWorktree(
+    plan: WorktreePlan,
+    { run, tool, placement, params, session }: PlacedRun,
+    log: FastifyBaseLogger,
+    sink: OutputSink | undefined
+  ): Promise<RunResult> {
+    const { worktrees } = this.#deps
+    const open = await worktrees.open(plan, run).catch((error: unknown) => {
+      log.warn({ err: error }, 'the run’s worktree could not be made')
+      throw serviceError('WORKTREE_NOT_CREATED', (error as Error).message)
+    })
+    let result: RunResult
+    try {
+      const inWorktree = { ...placement, command: { ...placement.command, cwd: open.cwd } }
+      result = await runPlacedAgent(run, tool, inWorktree, this.#parts, log, sink)
+    } catch (error) {
+      await worktrees.discard(open)
+      throw error
+    }
+    const changes = await worktrees.changes(open, run)
+    if (changes.error !== undefined) log.warn({ error: changes.error }, 'the run’s changes could not all be read back')
+    const remembered = await this.#remember(
+      { ...result, changes }, { tool, run, params, resumed: session, worktree: worktrees.sessionWorktree(open) }, log
+    )
+    const left = remembered.session_id === null ? null : { tool: run.tool, id: remembered.session_id }
+    const kept = await worktrees.settle(open, left)
+    return { ...remembered, changes: { ...changes, worktree: kept } }
+  }
+
+  /**
    * The session the run leaves, for its owner to continue: only an id its CLI could have issued (the resumed one's,
    * when it continued one) and that is no other caller's; the result names no other. A store that fails costs the
    * next resume, not this run.
    */
   async #remember(
     result: RunResult,
-    tool: AgentTool,
-    run: Run,
-    params: RunParams,
-    resumed: string | undefined,
+    { tool, run, params, resumed, worktree }: Omit<PlacedRun, 'placement' | 'session'> & {
+      resumed: string | undefined
+      worktree?: SessionWorktree
+    },
     log: FastifyBaseLogger
   ): Promise<RunResult> {
     const id = tool.sessionLeft(result.session_id, resumed)
     if (id !== result.session_id) {
       log.warn({ resumed }, 'the agent reported a session id its CLI could not have given this run: not kept')
     }
-    const session = sessionLeftBy({ ...result, session_id: id }, run.tool, run.caller, params)
+    const session = sessionLeftBy(
+      { ...result, session_id: id }, { tool: run.tool, caller: run.caller, params, worktree }
+    )
     if (session === null) return { ...result, session_id: null }
     const kept = await this.#deps.sessions.saveSession(session).catch((error: unknown) => {
       log.warn({ err: error, session: session.id }, 'could not keep the run’s session: it cannot be continued')

@@ -8,6 +8,7 @@ import type { RunState, RunSummary } from '../schemas/runs.js'
 import type { ListedWebhook, WebhookDeliveryState } from '../schemas/webhooks.js'
 import { follow, logSource, storeSource, type EventSource, type Feed } from './follow.js'
 import type { RunLauncher } from './launcher.js'
+import type { RunWorktrees } from './run-worktree.js'
 import { Run, type RunKind } from './run.js'
 import { isEnd, type RunPhase } from './run-phase.js'
 import { RunRecorder } from './run-recorder.js'
@@ -37,6 +38,8 @@ export interface RegistryOptions {
   remoteStopWaitMs: number
   /** Told when a run's webhook event is in the store's outbox, due now. */
   webhookDue: () => void
+  /** Where worktree runs' whole diffs are kept. */
+  diffs: Pick<RunWorktrees, 'diff'>
 }
 
 /** Everything a run is asked for with, by every route: the one door into runs/. */
@@ -129,6 +132,11 @@ export class RunRegistry {
     // A run without a webhook has none, but is there all the same; one no longer kept may still have its deliveries.
     if (deliveries.length === 0 && (await this.state(id, caller)) === undefined) return undefined
     return deliveries.map(deliveryState)
+  }
+
+  /** The whole diff of a worktree run of this caller's, kept on this replica; undefined when there is none. */
+  diff(id: string, caller: string): ReturnType<RunWorktrees['diff']> {
+    return this.#options.diffs.diff(caller, id)
   }
 
   /** A run of this caller's; undefined for an unknown run and for another caller's alike. */

@@ -38,6 +38,7 @@ export function toRunResult(
     session_id: steps?.session_id ?? null,
     usage: steps?.usage ?? null,
     steps_summary: steps?.steps_summary ?? null,
+    changes: null,
     processes_may_remain: outcome.containmentFailed
   }
 }

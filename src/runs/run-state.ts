@@ -15,6 +15,7 @@ export function stateOf(found: Omit<RunRecord, 'replica'> & { kind?: RunKind }):
     deadline: found.deadline ?? null,
     finished_at: found.finishedAt,
     ...(found.webhook === undefined ? {} : { webhook: found.webhook }),
+    ...(found.workspace === undefined ? {} : { workspace: found.workspace }),
     result: found.result
   }
 }

@@ -6,6 +6,7 @@ import type { AgentObserver } from '../process/agent-process.js'
 import type { RunParams, RunResult, StopReason } from '../schemas/run.js'
 import type { Step } from '../schemas/steps.js'
 import { DEFAULT_WEBHOOK_EVENTS, type ListedWebhook } from '../schemas/webhooks.js'
+import type { RunWorkspace } from '../schemas/workspace.js'
 import { finishedStatus } from './result.js'
 import { hasAgent, isEnd, nextPhase, type RunPhase } from './run-phase.js'
 import type { RunRecord } from './stores/run-store.js'
@@ -61,6 +62,7 @@ export class Run extends EventEmitter<RunEvents> implements AgentObserver {
   #deadline: Date | null = null
   #finishedAt: Date | null = null
   #result: RunResult | null = null
+  #workspace: RunWorkspace | undefined
   #refusal: unknown = undefined
   readonly #ended: () => void
   readonly #whenEnded: Promise<void>
@@ -120,8 +122,14 @@ export class Run extends EventEmitter<RunEvents> implements AgentObserver {
       ...(this.#deadline === null ? {} : { deadline: this.#deadline.toISOString() }),
       finishedAt: this.#finishedAt?.toISOString() ?? null,
       ...(this.webhook === undefined ? {} : { webhook: this.webhook }),
+      ...(this.#workspace === undefined ? {} : { workspace: this.#workspace }),
       result
     }
+  }
+
+  /** Its agent works in a worktree of its own, from now on (before it starts). */
+  workIn(workspace: RunWorkspace): void {
+    this.#workspace = workspace
   }
 
   /** Asks the run to stop; the first reason wins. Its agent's process reports the stop as it begins (`stopping`). */

@@ -1,6 +1,6 @@
 import { serviceError } from '../errors.js'
 import type { RunParams, RunResult } from '../schemas/run.js'
-import type { SessionRecord } from './stores/run-store.js'
+import type { SessionRecord, SessionWorktree } from './stores/run-store.js'
 
 /** The placement fields a session keeps, as a request names them and as the session record does. */
 const PLACE_FIELDS = [['cwd', 'cwd'], ['wsl_distro', 'wslDistro'], ['wsl_user', 'wslUser']] as const
@@ -29,12 +29,11 @@ export function continuedPlace(params: RunParams, session: SessionRecord): RunPa
 /** What a run's result tells of the session it leaves, for whoever continues it next; null when it reported none. */
 export function sessionLeftBy(
   result: RunResult,
-  tool: string,
-  caller: string,
-  params: RunParams,
+  run: { tool: string; caller: string; params: RunParams; worktree?: SessionWorktree | undefined },
   now = new Date()
 ): SessionRecord | null {
   if (result.session_id === null) return null
+  const { tool, caller, params, worktree } = run
   return {
     id: result.session_id,
     tool,
@@ -42,6 +41,7 @@ export function sessionLeftBy(
     cwd: params.cwd ?? null,
     wslDistro: params.wsl_distro ?? null,
     wslUser: params.wsl_user ?? null,
-    updatedAt: now.toISOString()
+    updatedAt: now.toISOString(),
+    ...(worktree === undefined ? {} : { worktree })
   }
 }

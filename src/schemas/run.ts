@@ -2,6 +2,7 @@ import { Type, type Static } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { RunUsage, StepsSummary } from './steps.js'
 import { RunWebhook } from './webhooks.js'
+import { Changes, WorkspaceBase, WorkspaceCommit, WorkspaceKeep, WorkspaceKind } from './workspace.js'
 
 /**
  * Linux refuses a single argv string over 128 KiB (MAX_ARG_STRLEN). A character takes at most 4 bytes in UTF-8, so
@@ -87,7 +88,11 @@ export const RunParams = Type.Object(
           'else the output. Async runs choose when they are followed (GET /runs/{id}/events?events=).'
       )
     ),
-    webhook: Type.Optional(RunWebhook)
+    webhook: Type.Optional(RunWebhook),
+    workspace: Type.Optional(WorkspaceKind),
+    base: Type.Optional(WorkspaceBase),
+    keep: Type.Optional(WorkspaceKeep),
+    commit: Type.Optional(WorkspaceCommit)
   },
   {
     $id: 'RunParams',
@@ -176,6 +181,10 @@ export const RunResult = Type.Object({
     default: null,
     description: 'null for an agent whose output is plain text (crush).'
   }),
+  changes: Type.Union([Changes, Type.Null()], {
+    default: null,
+    description: 'Worktree runs: what the agent changed (files, diff, branch); null for a run in `cwd`.'
+  }),
   processes_may_remain: Type.Boolean({
     // Results stored before this field existed read back as false (resultFromStore).
     default: false,
@@ -227,6 +236,7 @@ export const RunResult = Type.Object({
         errors: 0,
         skipped_lines: 0
       },
+      changes: null,
       processes_may_remain: false
     }
   ]

@@ -3,6 +3,7 @@ import { ref } from './ref.js'
 import { RunParams, RunResult } from './run.js'
 import { ToolName } from './tool-name.js'
 import { ListedWebhook } from './webhooks.js'
+import { RunWorkspace } from './workspace.js'
 
 export const RunStatus = Type.Union(
   [
@@ -64,7 +65,8 @@ const runStateProperties = {
       'When its timeout stops it (its agent’s start plus `timeout`); null for a run stored by an older version.'
   }),
   finished_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-  webhook: Type.Optional(ListedWebhook)
+  webhook: Type.Optional(ListedWebhook),
+  workspace: Type.Optional(RunWorkspace)
 }
 
 export const RunSummary = Type.Object(

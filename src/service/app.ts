@@ -65,7 +65,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     sudoProbeTtlMs: config.sudoProbeTtlMs,
     agentEnv,
     metrics,
-    webhooks: config.webhooks
+    webhooks: config.webhooks,
+    worktrees: { ...config.workspaces, diffRetentionMs: config.runsRetentionMs, hostPlatform }
   })
   await app.after()
   const { platform } = app

@@ -59,8 +59,10 @@ export const platformPlugin = fp<PlatformOptions>(async (app, options) => {
   // Windows has no sudo of its own; WSL runs meet the distro's.
   const sudoShim = process.platform === 'win32' ? undefined : SudoShim.install()
   app.addHook('onClose', () => { sudoShim?.remove() })
-  // Each token's home is under DATA_DIR: its user crosses DATA_DIR (never lists it: every file there is 0600).
-  const dataDir = await claimDataDir(options.dataDir, options.agentUsers !== undefined)
+  // Each token's home, and every worktree by default, is under DATA_DIR: agents' users cross it (never list it: every
+  // file there is 0600).
+  const crossed = options.agentUsers !== undefined || options.agentUser !== undefined
+  const dataDir = await claimDataDir(options.dataDir, crossed)
   app.addHook('onClose', () => { dataDir.release() })
   if (dataDir.repaired !== null) app.log.warn(dataDir.repaired)
   const replica = randomUUID()

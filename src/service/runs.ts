@@ -5,6 +5,7 @@ import type { AgentTool } from '../agents/tools.js'
 import { WslDistros } from '../process/wsl-distros.js'
 import { RunLauncher, type LauncherDeps } from '../runs/launcher.js'
 import { RunRegistry, type RegistryOptions } from '../runs/registry.js'
+import { RunWorktrees, type WorktreeSettings } from '../runs/run-worktree.js'
 import { MemoryRunStore } from '../runs/stores/memory-store.js'
 import type { RetentionOptions, RunStore } from '../runs/stores/run-store.js'
 import { SqliteRunStore } from '../runs/stores/sqlite-store.js'
@@ -39,6 +40,8 @@ export interface RunsOptions {
     countPendingDeliveries(pending: () => Promise<number>): void
   }
   webhooks: WebhookSettings
+  /** Worktree runs' settings; their state goes under DATA_DIR. */
+  worktrees: Omit<WorktreeSettings, 'stateDir'>
 }
 
 declare module 'fastify' {
@@ -59,6 +62,10 @@ export const runsPlugin = fp<RunsOptions>(async (app, options) => {
   app.addHook('onClose', async () => { await store.close() })
   const lost = await store.recover()
   if (lost.length > 0) app.log.warn({ runs: lost }, `${lost.length} run(s) of a previous life ended with it: now lost`)
+  const worktrees = new RunWorktrees({ ...options.worktrees, stateDir: platform.dataDir })
+  const swept = await worktrees.start(store, (error) => { app.log.warn({ err: error }, 'worktrees not swept') })
+  if (swept.length > 0) app.log.warn({ worktrees: swept }, `removed ${swept.length} worktree(s) nothing needs any more`)
+  app.addHook('onClose', () => { worktrees.stop() })
   const launcher = new RunLauncher({
     settings: options.launch,
     tools: options.tools,
@@ -70,7 +77,8 @@ export const runsPlugin = fp<RunsOptions>(async (app, options) => {
     wslDistros: new WslDistros(options.launch.wslBin, options.agentEnv),
     sessions: store,
     tokenUsers: platform.tokenUsers,
-    webhooks: options.webhooks
+    webhooks: options.webhooks,
+    worktrees
   })
   const dispatcher = new WebhookDispatcher({
     outbox: store.outbox,
@@ -91,7 +99,8 @@ export const runsPlugin = fp<RunsOptions>(async (app, options) => {
     outputLimitBytes: options.launch.outputLimitBytes,
     saveEveryMs: RUN_SAVE_EVERY_MS,
     remoteStopWaitMs: 3 * killGraceMs + 5000,
-    webhookDue: () => dispatcher.wake()
+    webhookDue: () => dispatcher.wake(),
+    diffs: worktrees
   })
   app.decorate('runs', runs)
   // What a previous life, or a dead replica, left to deliver goes out from the start.

@@ -1,4 +1,4 @@
-import { git, GitFailed, text } from './git.js'
+import { git, GitFailed, type GitCall, text } from './git.js'
 import { stageAll } from './changeset.js'
 import { inWorktree, type Worktree } from './worktree.js'
 
@@ -34,6 +34,23 @@ export function parseAuthor(value: string): Author {
 
 const withNewline = (message: string): string => message.endsWith('\n') ? message : `${message}\n`
 
+/** The branch a run commits on when it names none. */
+const defaultBranch = (runId: string): string => `agent-runner/${runId}`
+
+/**
+ * The ref a new branch `branch` would be, from a call in the repository: refused when the name is none git allows, or
+ * when the branch exists (checked again, atomically, when it is written).
+ */
+export async function assertNewBranch(call: GitCall, branch: string): Promise<string> {
+  const checked = await git(['check-ref-format', '--branch', branch], call).then(text, () => undefined)
+  // `--branch` also expands `@{-1}`: only a name that is its own expansion is one
+  if (checked !== branch || branch === 'HEAD' || branch.startsWith('-')) throw new InvalidBranchName(branch)
+  const ref = `refs/heads/${branch}`
+  const exists = await git(['show-ref', '--verify', '--quiet', ref], { ...call, okExitCodes: [0, 1] })
+  if (exists.exitCode === 0) throw new BranchExists(branch)
+  return ref
+}
+
 export interface CommitOptions {
   runId: string
   /** `agent-runner/<run id>` unless named. */
@@ -56,13 +73,8 @@ export interface Commit {
  */
 export async function commitChanges(worktree: Worktree, options: CommitOptions): Promise<Commit> {
   const call = inWorktree(worktree)
-  const branch = options.branch ?? `agent-runner/${options.runId}`
-  const checked = await git(['check-ref-format', '--branch', branch], call).then(text, () => undefined)
-  // `--branch` also expands `@{-1}`: only a name that is its own expansion is one
-  if (checked !== branch || branch === 'HEAD' || branch.startsWith('-')) throw new InvalidBranchName(branch)
-  const ref = `refs/heads/${branch}`
-  const exists = await git(['show-ref', '--verify', '--quiet', ref], { ...call, okExitCodes: [0, 1] })
-  if (exists.exitCode === 0) throw new BranchExists(branch)
+  const branch = options.branch ?? defaultBranch(options.runId)
+  const ref = await assertNewBranch(call, branch)
   const staged = await stageAll(worktree)
   const tree = text(await git(['write-tree'], staged))
   const parent = text(await git(['rev-parse', '--verify', 'HEAD^{commit}'], call))

@@ -44,22 +44,28 @@ function selfAndAncestors(dir: string): string[] {
   return dirs
 }
 
-/** The repository `cwd` (absolute) is in, as the identity sees it. */
-export async function resolveRepository(cwd: string, identity?: GitIdentity): Promise<Repository> {
+/** Where in its repository a directory is. */
+export interface RepositoryPlace {
+  repository: Repository
+  /** The directory relative to the top level (`src/` , or empty at the top): where an agent works in a worktree. */
+  prefix: string
+}
+
+/** The repository `cwd` (absolute) is in, as the identity sees it, and where in it `cwd` is. */
+export async function resolveRepository(cwd: string, identity?: GitIdentity): Promise<RepositoryPlace> {
   let lines: string[]
   try {
-    lines = text(await git(['rev-parse', '--path-format=absolute', '--show-toplevel', '--git-common-dir'], {
-      cwd, identity, safe: selfAndAncestors(cwd)
-    })).split('\n')
+    lines = text(await git(['rev-parse', '--path-format=absolute', '--show-toplevel', '--git-common-dir',
+      '--show-prefix'], { cwd, identity, safe: selfAndAncestors(cwd) })).split('\n')
   } catch (error) {
     if (error instanceof GitFailed && error.exitCode === 128) throw new NotAGitRepository(cwd, error.stderr)
     throw error
   }
-  return { topLevel: lines[0]!, commonDir: lines[1]! }
+  return { repository: { topLevel: lines[0]!, commonDir: lines[1]! }, prefix: lines[2] ?? '' }
 }
 
 /** The call that runs in the caller's repository. */
-const inRepository = (repository: Repository, identity: GitIdentity | undefined): GitCall =>
+export const inRepository = (repository: Repository, identity: GitIdentity | undefined): GitCall =>
   ({ cwd: repository.topLevel, identity, safe: [repository.topLevel] })
 
 /** The call that runs in a worktree: its git directory named, never found through the `.git` file its agent owns. */

@@ -48,8 +48,8 @@ for my $sample (@{$input->{samples}}) {
     push @problems, "$where: $_" for $document->validate($json->decode($body), $schema);
     next;
   }
-  # /mcp's stream carries JSON-RPC messages, whose contract is the MCP specification, not this document.
-  if ($sample->{mediaType} eq 'text/plain' || $sample->{template} eq '/mcp') {
+  # /mcp's stream carries JSON-RPC messages, whose contract is the MCP specification, not this document; a diff is text.
+  if ($sample->{mediaType} eq 'text/plain' || $sample->{mediaType} eq 'text/x-diff' || $sample->{template} eq '/mcp') {
     push @problems, "$where: $_" for $document->validate($body, $schema);
     next;
   }

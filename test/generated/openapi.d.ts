@@ -212,6 +212,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/runs/{id}/diff": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A worktree run’s whole diff
+         * @description The unified diff of everything the run’s agent changed against its `base` (`git diff --binary`), whatever its size: the result’s `changes.diff` holds its first WORKSPACE_DIFF_LIMIT_BYTES. Kept RUNS_RETENTION_MS after the run, on the replica that ran it; only the run’s caller reads it.
+         */
+        get: operations["getRunDiff"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/mcp": {
         parameters: {
             query?: never;
@@ -381,6 +401,19 @@ export interface components {
                 /** @description Which events to deliver; default ["run.finished"]. */
                 events?: ("run.started" | "run.finished")[];
             };
+            /** @description `cwd` (default): the agent works in `cwd` itself. `worktree`: in a git worktree of its own, made at `base` from the repository `cwd` is in (the caller’s working tree, index and branches untouched); the result carries `changes`, what the agent changed there. */
+            workspace?: "cwd" | "worktree";
+            /** @description Worktree runs: the commit the worktree starts from (a branch, tag, sha, `HEAD~2`…); default `HEAD`. Always read as a revision, never as an option. */
+            base?: string;
+            /** @description Worktree runs: `never` (default) removes the worktree when the run ends, unless the agent left a session that may be resumed (it lives as long as that session); `always` leaves it for the caller (`result.changes.worktree`). */
+            keep?: "never" | "always";
+            /** @description Worktree runs: when the agent ends, what it changed is committed (author WORKSPACE_COMMIT_AUTHOR, no hook, no signing) on a new branch of the caller’s repository: `changes.branch` and `changes.head`. */
+            commit?: {
+                /** @description The new branch (default `agent-runner/<run id>`): a valid branch name that does not exist yet (else 400 `INVALID_BRANCH_NAME`, 409 `BRANCH_EXISTS`). */
+                branch?: string;
+                /** @description The commit message (default `agent-runner: run <run id>`). */
+                message?: string;
+            };
         };
         /**
          * RunResult
@@ -447,6 +480,7 @@ export interface components {
          *         "errors": 0,
          *         "skipped_lines": 0
          *       },
+         *       "changes": null,
          *       "processes_may_remain": false
          *     }
          */
@@ -536,6 +570,39 @@ export interface components {
                 errors: number;
                 /** @description Lines of its output read as no step: not JSON, too long, unknown. */
                 skipped_lines: number;
+            } | null;
+            /**
+             * @description Worktree runs: what the agent changed (files, diff, branch); null for a run in `cwd`.
+             * @default null
+             */
+            changes?: {
+                /** @description The commit the worktree started from (full sha). */
+                base: string;
+                /** @description With `commit`: the branch’s commit. Else the worktree’s HEAD when the agent committed itself, or null. */
+                head: string | null;
+                /** @description The branch `commit` made; null without. */
+                branch: string | null;
+                /** @description Every file that differs from `base`, committed by the agent or not, tracked or not (ignored ones left out). */
+                files: {
+                    path: string;
+                    status: "added" | "modified" | "deleted" | "renamed";
+                    /** @description A renamed file’s path at `base`. */
+                    old_path?: string;
+                    /** @description Lines added (0 for a binary file). */
+                    additions: number;
+                    /** @description Lines deleted (0 for a binary file). */
+                    deletions: number;
+                    binary: boolean;
+                }[];
+                /** @description The unified diff against `base`, at most WORKSPACE_DIFF_LIMIT_BYTES (cut at a line’s end). */
+                diff: string;
+                /** @description The whole diff’s size: GET /runs/{id}/diff serves it. */
+                diff_bytes: number;
+                diff_truncated: boolean;
+                /** @description Where the worktree is, while it is kept (`keep: "always"`, or a session to resume); null once removed. */
+                worktree: string | null;
+                /** @description What could not be done after the agent ended (the changeset read, or the commit made). */
+                error?: string;
             } | null;
             /**
              * @description The containment could not stop the run (a failed taskkill or wsl.exe call): the agent itself was ended directly, and processes it started may still run.
@@ -684,6 +751,19 @@ export interface components {
                 /** @description Which events to deliver; default ["run.finished"]. */
                 events?: ("run.started" | "run.finished")[];
             };
+            /** @description `cwd` (default): the agent works in `cwd` itself. `worktree`: in a git worktree of its own, made at `base` from the repository `cwd` is in (the caller’s working tree, index and branches untouched); the result carries `changes`, what the agent changed there. */
+            workspace?: "cwd" | "worktree";
+            /** @description Worktree runs: the commit the worktree starts from (a branch, tag, sha, `HEAD~2`…); default `HEAD`. Always read as a revision, never as an option. */
+            base?: string;
+            /** @description Worktree runs: `never` (default) removes the worktree when the run ends, unless the agent left a session that may be resumed (it lives as long as that session); `always` leaves it for the caller (`result.changes.worktree`). */
+            keep?: "never" | "always";
+            /** @description Worktree runs: when the agent ends, what it changed is committed (author WORKSPACE_COMMIT_AUTHOR, no hook, no signing) on a new branch of the caller’s repository: `changes.branch` and `changes.head`. */
+            commit?: {
+                /** @description The new branch (default `agent-runner/<run id>`): a valid branch name that does not exist yet (else 400 `INVALID_BRANCH_NAME`, 409 `BRANCH_EXISTS`). */
+                branch?: string;
+                /** @description The commit message (default `agent-runner: run <run id>`). */
+                message?: string;
+            };
         };
         /**
          * RunSummary
@@ -711,6 +791,15 @@ export interface components {
                 url: string;
                 events: ("run.started" | "run.finished")[];
             };
+            /** @description Worktree runs: where the agent works. */
+            workspace?: {
+                /** @enum {string} */
+                kind: "worktree";
+                /** @description The worktree the agent works in. */
+                path: string;
+                /** @description The commit it was made at. */
+                base: string;
+            };
         };
         /**
          * RunState
@@ -737,6 +826,15 @@ export interface components {
             webhook?: {
                 url: string;
                 events: ("run.started" | "run.finished")[];
+            };
+            /** @description Worktree runs: where the agent works. */
+            workspace?: {
+                /** @enum {string} */
+                kind: "worktree";
+                /** @description The worktree the agent works in. */
+                path: string;
+                /** @description The commit it was made at. */
+                base: string;
             };
             /** @description Once finished: the same result as the synchronous route. */
             result: components["schemas"]["RunResult"] | null;
@@ -799,7 +897,7 @@ export interface components {
              * @example AGENT_LIMIT_REACHED
              * @enum {string}
              */
-            code: "VALIDATION_ERROR" | "INVALID_JSON" | "INVALID_CONTENT_LENGTH" | "MALFORMED_REQUEST" | "BAD_URL" | "RESUME_NOT_SUPPORTED" | "RESUME_PLACE_MISMATCH" | "MODEL_NOT_ALLOWED" | "WEBHOOKS_NOT_CONFIGURED" | "WEBHOOK_URL_NOT_ALLOWED" | "CWD_NOT_FOUND" | "CWD_NOT_A_DIRECTORY" | "WSL_NOT_AVAILABLE" | "WSL_DISTRO_NOT_FOUND" | "WSL_ARGUMENT_UNSAFE" | "COMMAND_LINE_TOO_LONG" | "UNAUTHORIZED" | "HOST_NOT_ALLOWED" | "FORBIDDEN_PATH" | "ORIGIN_NOT_ALLOWED" | "ROUTE_NOT_FOUND" | "RUN_NOT_FOUND" | "SESSION_NOT_FOUND" | "METHOD_NOT_ALLOWED" | "REQUEST_TIMEOUT" | "SESSION_BUSY" | "BODY_TOO_LARGE" | "URL_TOO_LONG" | "UNSUPPORTED_MEDIA_TYPE" | "AGENT_LIMIT_REACHED" | "HEADERS_TOO_LARGE" | "INTERNAL_ERROR" | "AGENT_NOT_INSTALLED" | "AGENT_SPAWN_FAILED" | "RUN_NOT_RECORDED" | "SLOTS_UNAVAILABLE" | "RUNS_UNAVAILABLE" | "SHUTTING_DOWN";
+            code: "VALIDATION_ERROR" | "INVALID_JSON" | "INVALID_CONTENT_LENGTH" | "MALFORMED_REQUEST" | "BAD_URL" | "RESUME_NOT_SUPPORTED" | "RESUME_PLACE_MISMATCH" | "MODEL_NOT_ALLOWED" | "WEBHOOKS_NOT_CONFIGURED" | "WEBHOOK_URL_NOT_ALLOWED" | "CWD_NOT_FOUND" | "CWD_NOT_A_DIRECTORY" | "WSL_NOT_AVAILABLE" | "WSL_DISTRO_NOT_FOUND" | "WSL_ARGUMENT_UNSAFE" | "COMMAND_LINE_TOO_LONG" | "NOT_A_GIT_REPOSITORY" | "BASE_NOT_FOUND" | "INVALID_BRANCH_NAME" | "WORKSPACE_NOT_SUPPORTED" | "UNAUTHORIZED" | "HOST_NOT_ALLOWED" | "FORBIDDEN_PATH" | "ORIGIN_NOT_ALLOWED" | "ROUTE_NOT_FOUND" | "RUN_NOT_FOUND" | "SESSION_NOT_FOUND" | "DIFF_NOT_FOUND" | "METHOD_NOT_ALLOWED" | "REQUEST_TIMEOUT" | "SESSION_BUSY" | "BRANCH_EXISTS" | "BODY_TOO_LARGE" | "URL_TOO_LONG" | "UNSUPPORTED_MEDIA_TYPE" | "AGENT_LIMIT_REACHED" | "HEADERS_TOO_LARGE" | "INTERNAL_ERROR" | "AGENT_NOT_INSTALLED" | "AGENT_SPAWN_FAILED" | "RUN_NOT_RECORDED" | "SLOTS_UNAVAILABLE" | "RUNS_UNAVAILABLE" | "GIT_NOT_INSTALLED" | "WORKTREE_NOT_CREATED" | "SHUTTING_DOWN";
             /**
              * @description For people: what went wrong, naming the field or value at fault.
              * @example Limite de 2 agents atteinte
@@ -879,6 +977,8 @@ export interface operations {
              *     - `RUN_NOT_RECORDED`: The run could not be recorded under DATA_DIR (disk full, read-only): its agent was killed at once.
              *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
              *     - `RUNS_UNAVAILABLE`: RUNS_STORE=redis and Redis does not answer: the run cannot be stored, read or reached.
+             *     - `GIT_NOT_INSTALLED`: `workspace: "worktree"`, and git is not on the service’s PATH.
+             *     - `WORKTREE_NOT_CREATED`: The run’s worktree could not be made (the agent’s user cannot write the repository’s `.git`, a full disk…); nothing was started.
              *     - `SHUTTING_DOWN`: The service began shutting down before the agent started; nothing was started.
              */
             503: {
@@ -934,6 +1034,10 @@ export interface operations {
              *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
              *     - `WSL_ARGUMENT_UNSAFE`: Windows hosts: `cwd` would be misread by wsl.exe's own command-line parser (a `"`, or a blank with a trailing `\`).
              *     - `COMMAND_LINE_TOO_LONG`: Windows hosts: the command line would exceed Windows' 32,767 characters (quotes and backslashes in the task count twice).
+             *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
+             *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
+             *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
+             *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {
                 headers: {
@@ -1007,6 +1111,8 @@ export interface operations {
              *     - `RUN_NOT_RECORDED`: The run could not be recorded under DATA_DIR (disk full, read-only): its agent was killed at once.
              *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
              *     - `RUNS_UNAVAILABLE`: RUNS_STORE=redis and Redis does not answer: the run cannot be stored, read or reached.
+             *     - `GIT_NOT_INSTALLED`: `workspace: "worktree"`, and git is not on the service’s PATH.
+             *     - `WORKTREE_NOT_CREATED`: The run’s worktree could not be made (the agent’s user cannot write the repository’s `.git`, a full disk…); nothing was started.
              *     - `SHUTTING_DOWN`: The service began shutting down before the agent started; nothing was started.
              */
             503: {
@@ -1062,6 +1168,10 @@ export interface operations {
              *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
              *     - `WSL_ARGUMENT_UNSAFE`: Windows hosts: `cwd` would be misread by wsl.exe's own command-line parser (a `"`, or a blank with a trailing `\`).
              *     - `COMMAND_LINE_TOO_LONG`: Windows hosts: the command line would exceed Windows' 32,767 characters (quotes and backslashes in the task count twice).
+             *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
+             *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
+             *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
+             *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {
                 headers: {
@@ -1097,6 +1207,7 @@ export interface operations {
              * @description - `ROUTE_NOT_FOUND`: No route matches the method and path.
              *     - `RUN_NOT_FOUND`: No such run for this caller: unknown, expired, another token’s, or started on another replica whose runs this one cannot see (they share them with RUNS_STORE=redis).
              *     - `SESSION_NOT_FOUND`: `resume` names no session this token’s runs of this tool reported: unknown, another caller’s, another tool’s, still in its first run, or past SESSIONS_RETENTION_MS.
+             *     - `DIFF_NOT_FOUND`: The run has no diff here: not a worktree run, not ended, its diff not kept (an error), or it ran on another replica (each keeps the diffs of its own runs).
              */
             404: {
                 headers: {
@@ -1106,7 +1217,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description - `SESSION_BUSY`: Another run is continuing this session now: a CLI’s session files are not safe for two writers. Retry once it ends. */
+            /**
+             * @description - `SESSION_BUSY`: Another run is continuing this session now: a CLI’s session files are not safe for two writers. Retry once it ends.
+             *     - `BRANCH_EXISTS`: The branch `commit` would make exists already: a run never moves a branch it did not make.
+             */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1157,6 +1271,8 @@ export interface operations {
              *     - `RUN_NOT_RECORDED`: The run could not be recorded under DATA_DIR (disk full, read-only): its agent was killed at once.
              *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
              *     - `RUNS_UNAVAILABLE`: RUNS_STORE=redis and Redis does not answer: the run cannot be stored, read or reached.
+             *     - `GIT_NOT_INSTALLED`: `workspace: "worktree"`, and git is not on the service’s PATH.
+             *     - `WORKTREE_NOT_CREATED`: The run’s worktree could not be made (the agent’s user cannot write the repository’s `.git`, a full disk…); nothing was started.
              *     - `SHUTTING_DOWN`: The service began shutting down before the agent started; nothing was started.
              */
             503: {
@@ -1212,6 +1328,10 @@ export interface operations {
              *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
              *     - `WSL_ARGUMENT_UNSAFE`: Windows hosts: `cwd` would be misread by wsl.exe's own command-line parser (a `"`, or a blank with a trailing `\`).
              *     - `COMMAND_LINE_TOO_LONG`: Windows hosts: the command line would exceed Windows' 32,767 characters (quotes and backslashes in the task count twice).
+             *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
+             *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
+             *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
+             *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {
                 headers: {
@@ -1247,6 +1367,7 @@ export interface operations {
              * @description - `ROUTE_NOT_FOUND`: No route matches the method and path.
              *     - `RUN_NOT_FOUND`: No such run for this caller: unknown, expired, another token’s, or started on another replica whose runs this one cannot see (they share them with RUNS_STORE=redis).
              *     - `SESSION_NOT_FOUND`: `resume` names no session this token’s runs of this tool reported: unknown, another caller’s, another tool’s, still in its first run, or past SESSIONS_RETENTION_MS.
+             *     - `DIFF_NOT_FOUND`: The run has no diff here: not a worktree run, not ended, its diff not kept (an error), or it ran on another replica (each keeps the diffs of its own runs).
              */
             404: {
                 headers: {
@@ -1256,7 +1377,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description - `SESSION_BUSY`: Another run is continuing this session now: a CLI’s session files are not safe for two writers. Retry once it ends. */
+            /**
+             * @description - `SESSION_BUSY`: Another run is continuing this session now: a CLI’s session files are not safe for two writers. Retry once it ends.
+             *     - `BRANCH_EXISTS`: The branch `commit` would make exists already: a run never moves a branch it did not make.
+             */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1307,6 +1431,8 @@ export interface operations {
              *     - `RUN_NOT_RECORDED`: The run could not be recorded under DATA_DIR (disk full, read-only): its agent was killed at once.
              *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
              *     - `RUNS_UNAVAILABLE`: RUNS_STORE=redis and Redis does not answer: the run cannot be stored, read or reached.
+             *     - `GIT_NOT_INSTALLED`: `workspace: "worktree"`, and git is not on the service’s PATH.
+             *     - `WORKTREE_NOT_CREATED`: The run’s worktree could not be made (the agent’s user cannot write the repository’s `.git`, a full disk…); nothing was started.
              *     - `SHUTTING_DOWN`: The service began shutting down before the agent started; nothing was started.
              */
             503: {
@@ -1362,6 +1488,10 @@ export interface operations {
              *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
              *     - `WSL_ARGUMENT_UNSAFE`: Windows hosts: `cwd` would be misread by wsl.exe's own command-line parser (a `"`, or a blank with a trailing `\`).
              *     - `COMMAND_LINE_TOO_LONG`: Windows hosts: the command line would exceed Windows' 32,767 characters (quotes and backslashes in the task count twice).
+             *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
+             *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
+             *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
+             *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {
                 headers: {
@@ -1397,6 +1527,7 @@ export interface operations {
              * @description - `ROUTE_NOT_FOUND`: No route matches the method and path.
              *     - `RUN_NOT_FOUND`: No such run for this caller: unknown, expired, another token’s, or started on another replica whose runs this one cannot see (they share them with RUNS_STORE=redis).
              *     - `SESSION_NOT_FOUND`: `resume` names no session this token’s runs of this tool reported: unknown, another caller’s, another tool’s, still in its first run, or past SESSIONS_RETENTION_MS.
+             *     - `DIFF_NOT_FOUND`: The run has no diff here: not a worktree run, not ended, its diff not kept (an error), or it ran on another replica (each keeps the diffs of its own runs).
              */
             404: {
                 headers: {
@@ -1406,7 +1537,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description - `SESSION_BUSY`: Another run is continuing this session now: a CLI’s session files are not safe for two writers. Retry once it ends. */
+            /**
+             * @description - `SESSION_BUSY`: Another run is continuing this session now: a CLI’s session files are not safe for two writers. Retry once it ends.
+             *     - `BRANCH_EXISTS`: The branch `commit` would make exists already: a run never moves a branch it did not make.
+             */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1457,6 +1591,8 @@ export interface operations {
              *     - `RUN_NOT_RECORDED`: The run could not be recorded under DATA_DIR (disk full, read-only): its agent was killed at once.
              *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
              *     - `RUNS_UNAVAILABLE`: RUNS_STORE=redis and Redis does not answer: the run cannot be stored, read or reached.
+             *     - `GIT_NOT_INSTALLED`: `workspace: "worktree"`, and git is not on the service’s PATH.
+             *     - `WORKTREE_NOT_CREATED`: The run’s worktree could not be made (the agent’s user cannot write the repository’s `.git`, a full disk…); nothing was started.
              *     - `SHUTTING_DOWN`: The service began shutting down before the agent started; nothing was started.
              */
             503: {
@@ -1512,6 +1648,10 @@ export interface operations {
              *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
              *     - `WSL_ARGUMENT_UNSAFE`: Windows hosts: `cwd` would be misread by wsl.exe's own command-line parser (a `"`, or a blank with a trailing `\`).
              *     - `COMMAND_LINE_TOO_LONG`: Windows hosts: the command line would exceed Windows' 32,767 characters (quotes and backslashes in the task count twice).
+             *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
+             *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
+             *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
+             *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {
                 headers: {
@@ -1547,6 +1687,7 @@ export interface operations {
              * @description - `ROUTE_NOT_FOUND`: No route matches the method and path.
              *     - `RUN_NOT_FOUND`: No such run for this caller: unknown, expired, another token’s, or started on another replica whose runs this one cannot see (they share them with RUNS_STORE=redis).
              *     - `SESSION_NOT_FOUND`: `resume` names no session this token’s runs of this tool reported: unknown, another caller’s, another tool’s, still in its first run, or past SESSIONS_RETENTION_MS.
+             *     - `DIFF_NOT_FOUND`: The run has no diff here: not a worktree run, not ended, its diff not kept (an error), or it ran on another replica (each keeps the diffs of its own runs).
              */
             404: {
                 headers: {
@@ -1556,7 +1697,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description - `SESSION_BUSY`: Another run is continuing this session now: a CLI’s session files are not safe for two writers. Retry once it ends. */
+            /**
+             * @description - `SESSION_BUSY`: Another run is continuing this session now: a CLI’s session files are not safe for two writers. Retry once it ends.
+             *     - `BRANCH_EXISTS`: The branch `commit` would make exists already: a run never moves a branch it did not make.
+             */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1607,6 +1751,8 @@ export interface operations {
              *     - `RUN_NOT_RECORDED`: The run could not be recorded under DATA_DIR (disk full, read-only): its agent was killed at once.
              *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
              *     - `RUNS_UNAVAILABLE`: RUNS_STORE=redis and Redis does not answer: the run cannot be stored, read or reached.
+             *     - `GIT_NOT_INSTALLED`: `workspace: "worktree"`, and git is not on the service’s PATH.
+             *     - `WORKTREE_NOT_CREATED`: The run’s worktree could not be made (the agent’s user cannot write the repository’s `.git`, a full disk…); nothing was started.
              *     - `SHUTTING_DOWN`: The service began shutting down before the agent started; nothing was started.
              */
             503: {
@@ -1702,6 +1848,10 @@ export interface operations {
              *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
              *     - `WSL_ARGUMENT_UNSAFE`: Windows hosts: `cwd` would be misread by wsl.exe's own command-line parser (a `"`, or a blank with a trailing `\`).
              *     - `COMMAND_LINE_TOO_LONG`: Windows hosts: the command line would exceed Windows' 32,767 characters (quotes and backslashes in the task count twice).
+             *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
+             *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
+             *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
+             *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {
                 headers: {
@@ -1737,6 +1887,7 @@ export interface operations {
              * @description - `ROUTE_NOT_FOUND`: No route matches the method and path.
              *     - `RUN_NOT_FOUND`: No such run for this caller: unknown, expired, another token’s, or started on another replica whose runs this one cannot see (they share them with RUNS_STORE=redis).
              *     - `SESSION_NOT_FOUND`: `resume` names no session this token’s runs of this tool reported: unknown, another caller’s, another tool’s, still in its first run, or past SESSIONS_RETENTION_MS.
+             *     - `DIFF_NOT_FOUND`: The run has no diff here: not a worktree run, not ended, its diff not kept (an error), or it ran on another replica (each keeps the diffs of its own runs).
              */
             404: {
                 headers: {
@@ -1746,7 +1897,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description - `SESSION_BUSY`: Another run is continuing this session now: a CLI’s session files are not safe for two writers. Retry once it ends. */
+            /**
+             * @description - `SESSION_BUSY`: Another run is continuing this session now: a CLI’s session files are not safe for two writers. Retry once it ends.
+             *     - `BRANCH_EXISTS`: The branch `commit` would make exists already: a run never moves a branch it did not make.
+             */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1797,6 +1951,8 @@ export interface operations {
              *     - `RUN_NOT_RECORDED`: The run could not be recorded under DATA_DIR (disk full, read-only): its agent was killed at once.
              *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
              *     - `RUNS_UNAVAILABLE`: RUNS_STORE=redis and Redis does not answer: the run cannot be stored, read or reached.
+             *     - `GIT_NOT_INSTALLED`: `workspace: "worktree"`, and git is not on the service’s PATH.
+             *     - `WORKTREE_NOT_CREATED`: The run’s worktree could not be made (the agent’s user cannot write the repository’s `.git`, a full disk…); nothing was started.
              *     - `SHUTTING_DOWN`: The service began shutting down before the agent started; nothing was started.
              */
             503: {
@@ -1856,6 +2012,7 @@ export interface operations {
              * @description - `ROUTE_NOT_FOUND`: No route matches the method and path.
              *     - `RUN_NOT_FOUND`: No such run for this caller: unknown, expired, another token’s, or started on another replica whose runs this one cannot see (they share them with RUNS_STORE=redis).
              *     - `SESSION_NOT_FOUND`: `resume` names no session this token’s runs of this tool reported: unknown, another caller’s, another tool’s, still in its first run, or past SESSIONS_RETENTION_MS.
+             *     - `DIFF_NOT_FOUND`: The run has no diff here: not a worktree run, not ended, its diff not kept (an error), or it ran on another replica (each keeps the diffs of its own runs).
              */
             404: {
                 headers: {
@@ -1914,6 +2071,7 @@ export interface operations {
              * @description - `ROUTE_NOT_FOUND`: No route matches the method and path.
              *     - `RUN_NOT_FOUND`: No such run for this caller: unknown, expired, another token’s, or started on another replica whose runs this one cannot see (they share them with RUNS_STORE=redis).
              *     - `SESSION_NOT_FOUND`: `resume` names no session this token’s runs of this tool reported: unknown, another caller’s, another tool’s, still in its first run, or past SESSIONS_RETENTION_MS.
+             *     - `DIFF_NOT_FOUND`: The run has no diff here: not a worktree run, not ended, its diff not kept (an error), or it ran on another replica (each keeps the diffs of its own runs).
              */
             404: {
                 headers: {
@@ -1969,6 +2127,10 @@ export interface operations {
              *     - `WSL_DISTRO_NOT_FOUND`: Windows hosts: `wsl_distro` names no distro that `wsl --list` knows.
              *     - `WSL_ARGUMENT_UNSAFE`: Windows hosts: `cwd` would be misread by wsl.exe's own command-line parser (a `"`, or a blank with a trailing `\`).
              *     - `COMMAND_LINE_TOO_LONG`: Windows hosts: the command line would exceed Windows' 32,767 characters (quotes and backslashes in the task count twice).
+             *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
+             *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
+             *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
+             *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {
                 headers: {
@@ -2004,6 +2166,7 @@ export interface operations {
              * @description - `ROUTE_NOT_FOUND`: No route matches the method and path.
              *     - `RUN_NOT_FOUND`: No such run for this caller: unknown, expired, another token’s, or started on another replica whose runs this one cannot see (they share them with RUNS_STORE=redis).
              *     - `SESSION_NOT_FOUND`: `resume` names no session this token’s runs of this tool reported: unknown, another caller’s, another tool’s, still in its first run, or past SESSIONS_RETENTION_MS.
+             *     - `DIFF_NOT_FOUND`: The run has no diff here: not a worktree run, not ended, its diff not kept (an error), or it ran on another replica (each keeps the diffs of its own runs).
              */
             404: {
                 headers: {
@@ -2064,6 +2227,66 @@ export interface operations {
              * @description - `ROUTE_NOT_FOUND`: No route matches the method and path.
              *     - `RUN_NOT_FOUND`: No such run for this caller: unknown, expired, another token’s, or started on another replica whose runs this one cannot see (they share them with RUNS_STORE=redis).
              *     - `SESSION_NOT_FOUND`: `resume` names no session this token’s runs of this tool reported: unknown, another caller’s, another tool’s, still in its first run, or past SESSIONS_RETENTION_MS.
+             *     - `DIFF_NOT_FOUND`: The run has no diff here: not a worktree run, not ended, its diff not kept (an error), or it ran on another replica (each keeps the diffs of its own runs).
+             */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    getRunDiff: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The id POST /runs answered with. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The diff. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/x-diff": string;
+                };
+            };
+            /** @description - `UNAUTHORIZED`: API_TOKENS is set and the request has no right `Authorization: Bearer <token>`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /**
+             * @description - `HOST_NOT_ALLOWED`: No API_TOKENS, and Host is not one of this service’s names (DNS rebinding).
+             *     - `FORBIDDEN_PATH`: A path that leaves the documentation’s directory (/docs).
+             *     - `ORIGIN_NOT_ALLOWED`: No API_TOKENS, and a browser sent an Origin that is not one of this service’s names.
+             */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /**
+             * @description - `ROUTE_NOT_FOUND`: No route matches the method and path.
+             *     - `RUN_NOT_FOUND`: No such run for this caller: unknown, expired, another token’s, or started on another replica whose runs this one cannot see (they share them with RUNS_STORE=redis).
+             *     - `SESSION_NOT_FOUND`: `resume` names no session this token’s runs of this tool reported: unknown, another caller’s, another tool’s, still in its first run, or past SESSIONS_RETENTION_MS.
+             *     - `DIFF_NOT_FOUND`: The run has no diff here: not a worktree run, not ended, its diff not kept (an error), or it ran on another replica (each keeps the diffs of its own runs).
              */
             404: {
                 headers: {

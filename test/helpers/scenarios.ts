@@ -55,6 +55,12 @@ export const scenario = {
    * (see `releaseStep`), then answers `gated`.
    */
   gated: (dir: string, ...parts: Array<`out:${string}` | `err:${string}`>) => task('gated', dir, ...parts),
+  /**
+   * Edits files in its working directory, as an agent's file tools do, and answers `edited <its cwd>`:
+   * `write:<path>:<text>` (each `\\n` in the text a newline), `delete:<path>`, `rename:<from>:<to>`.
+   */
+  edit: (...operations: Array<`write:${string}:${string}` | `delete:${string}` | `rename:${string}:${string}`>) =>
+    task('edit', ...operations),
   /** `count` lines, `ms` apart, each the monotonic time of its write. */
   stamp: (count: number, ms: number) => task('stamp', count, ms),
   /** Its pid in `pidFile`, then runs until released (see `heldAgent`) and answers `released`. */

@@ -6,6 +6,7 @@ import { parse as parseYaml } from 'yaml'
 import { heldAgent, readPidFile, ROOT, scenario, settled, startServer, until } from '../helpers/index.js'
 import { startPrism, STREAM_MEDIA_TYPES, streamProblems, violationsOf, type Violation } from '../helpers/prism.js'
 import { freePort } from '../helpers/redis.js'
+import { scene } from '../workspaces/repos.js'
 
 // openapi.yaml read by two validators that are not the project's own, over every response the document names: Stoplight
 // Prism (a proxy from npm that checks each response against the document) and Perl's JSON::Validator (Debian's
@@ -75,8 +76,15 @@ t.test('every documented response, as Prism and JSON::Validator read the documen
   ]
   const created = JSON.parse(samples[0]!.body) as { id: string }
   const run = `/runs/${created.id}`
-  // Ended before the calls below, so that it holds no slot they need.
+  const { repo } = scene(t)
+  samples.push(await call([main, 'POST', '/runs', '/runs', json({
+    tool: 'crush_run', task: scenario.edit('write:a.txt:a'), cwd: repo, workspace: 'worktree'
+  })]))
+  const inWorktree = JSON.parse(samples[1]!.body) as { id: string }
+  // Ended before the calls below, so that they hold no slot those need.
   await settled(open.base, created.id)
+  await settled(open.base, inWorktree.id)
+  const diff = '/runs/{id}/diff'
   const events = '/runs/{id}/events'
   const evil = { origin: 'https://attacker.example' }
   // Calls that may run side by side do: each tool's calls to the main service in order (a run takes its one slot), the
@@ -120,6 +128,10 @@ t.test('every documented response, as Prism and JSON::Validator read the documen
     [main, 'GET', '/runs/nope/deliveries', '/runs/{id}/deliveries'],
     [main, 'GET', `${run}/deliveries`, '/runs/{id}/deliveries', { headers: evil }],
     [tokens, 'GET', `${run}/deliveries`, '/runs/{id}/deliveries'],
+    [main, 'GET', `/runs/${inWorktree.id}/diff`, diff],
+    [main, 'GET', `${run}/diff`, diff],
+    [main, 'GET', `/runs/${inWorktree.id}/diff`, diff, { headers: evil }],
+    [tokens, 'GET', `/runs/${inWorktree.id}/diff`, diff],
     [main, 'DELETE', run, '/runs/{id}'],
     [main, 'DELETE', '/runs/nope', '/runs/{id}'],
     [main, 'DELETE', run, '/runs/{id}', { headers: evil }],

@@ -39,19 +39,24 @@ t.test('a follow-up runs where its session ran: what it leaves out is the sessio
   })
 })
 
-t.test('a run leaves the session it reported, placed as it ran; none when it reported none', async (t) => {
+t.test('a run leaves the session it reported, placed as it ran (in its worktree, when it had one); none when it ' +
+  'reported none', async (t) => {
   const now = new Date('2026-12-01T00:00:00Z')
+  const params = { task: 'x', timeout: 1, cwd: '/w' }
+  const left = { id: 'abc', tool: 'codex_run', caller: 'bob', cwd: '/w', wslDistro: null, wslUser: null }
   t.same(
-    sessionLeftBy({ session_id: 'abc' } as RunResult, 'codex_run', 'bob', { task: 'x', timeout: 1, cwd: '/w' }, now),
-    {
-      id: 'abc',
-      tool: 'codex_run',
-      caller: 'bob',
-      cwd: '/w',
-      wslDistro: null,
-      wslUser: null,
-      updatedAt: '2026-12-01T00:00:00.000Z'
-    }
+    sessionLeftBy({ session_id: 'abc' } as RunResult, { tool: 'codex_run', caller: 'bob', params }, now),
+    { ...left, updatedAt: '2026-12-01T00:00:00.000Z' }
   )
-  t.equal(sessionLeftBy({ session_id: null } as RunResult, 'crush_run', 'bob', { task: 'x', timeout: 1 }), null)
+  const worktree = {
+    path: '/d/wt/1', gitDir: '/w/.git/worktrees/1', topLevel: '/w', commonDir: '/w/.git', base: 'b', prefix: ''
+  }
+  t.same(
+    sessionLeftBy({ session_id: 'abc' } as RunResult, { tool: 'codex_run', caller: 'bob', params, worktree }, now),
+    { ...left, updatedAt: '2026-12-01T00:00:00.000Z', worktree }
+  )
+  t.equal(
+    sessionLeftBy({ session_id: null } as RunResult, { tool: 'crush_run', caller: 'bob', params }),
+    null
+  )
 })

@@ -62,6 +62,7 @@ const resultOf = (tool: string): RunResult => ({
   session_id: null,
   usage: null,
   steps_summary: null,
+  changes: null,
   processes_may_remain: false
 })
 

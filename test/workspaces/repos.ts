@@ -94,7 +94,7 @@ export const runId = (): string => `run-${process.pid}-${++runs}`
 /** A run's worktree of the scene's repository, at `base`, whatever the caller's git wrote meanwhile. */
 export async function worktreeOf(s: Scene, base = 'HEAD', id = runId()): Promise<Worktree> {
   shareGitDir(s.repo)
-  const repository = await resolveRepository(s.repo, IDENTITY)
+  const { repository } = await resolveRepository(s.repo, IDENTITY)
   return addWorktree({
     repository,
     base: await resolveBase(repository, base, IDENTITY),

@@ -13,10 +13,13 @@ import { callerGit, callerStatus, IDENTITY, marks, runId, scene, writeFiles, wor
 // A run's worktree (src/workspaces/worktree.ts): the repository of its cwd, its base, a detached worktree of its own
 // in a directory of its own, removed at its end or at the next start.
 
+const gitDirOf = (repo: string): string => join(repo, '.git')
+
 t.test('the repository of a cwd, from any directory inside it, as the agent user', async (t) => {
   const s = scene(t, { 'src/a.ts': 'a\n' })
-  const repository = await resolveRepository(join(s.repo, 'src'), IDENTITY)
-  t.same(repository, { topLevel: s.repo, commonDir: join(s.repo, '.git') })
+  const place = await resolveRepository(join(s.repo, 'src'), IDENTITY)
+  t.same(place, { repository: { topLevel: s.repo, commonDir: join(s.repo, '.git') }, prefix: 'src/' })
+  t.equal((await resolveRepository(s.repo, IDENTITY)).prefix, '', 'at the top, no prefix')
 })
 
 t.test('a cwd in no repository, or inside a bare one, is NOT_A_GIT_REPOSITORY', async (t) => {
@@ -54,7 +57,7 @@ t.test('base: a branch, a tag (annotated too), a sha, a short sha, HEAD~1', asyn
   callerGit(s.repo, 'commit', '-q', '-m', 'second')
   callerGit(s.repo, 'branch', 'feature', first)
   const second = callerGit(s.repo, 'rev-parse', 'HEAD').trim()
-  const repository = await resolveRepository(s.repo, IDENTITY)
+  const { repository } = await resolveRepository(s.repo, IDENTITY)
   for (const [base, sha] of [
     ['HEAD', second], ['main', second], ['feature', first], ['light', first], ['v1', first], [first, first],
     [first.slice(0, 8), first], ['HEAD~1', first]
@@ -65,7 +68,7 @@ t.test('base: a branch, a tag (annotated too), a sha, a short sha, HEAD~1', asyn
 
 t.test('hostile bases are names that name nothing: BASE_NOT_FOUND, and nothing runs', async (t) => {
   const s = scene(t)
-  const repository = await resolveRepository(s.repo, IDENTITY)
+  const { repository } = await resolveRepository(s.repo, IDENTITY)
   const mark = join(s.markers, 'base')
   for (const base of [
     `--upload-pack=touch ${mark}`, `-c core.sshCommand=touch ${mark}`, '--output=/tmp/x', `HEAD; touch ${mark}`,
@@ -115,7 +118,7 @@ t.test('a worktree whose .git file its agent removed is still removed, entry and
 
 t.test('a run id that is not one path component is refused; a failed add leaves nothing', async (t) => {
   const s = scene(t)
-  const repository = await resolveRepository(s.repo, IDENTITY)
+  const { repository } = await resolveRepository(s.repo, IDENTITY)
   const base = await resolveBase(repository, 'HEAD', IDENTITY)
   for (const id of ['../x', 'a/b', '-x', '', '.git']) {
     await t.rejects(addWorktree({ repository, base, root: s.root, runId: id, identity: IDENTITY }), /not a worktree/)
@@ -187,7 +190,7 @@ t.test('the service\'s environment never reaches git: GIT_DIR, GIT_WORK_TREE, it
     GIT_CONFIG_PARAMETERS: "'core.hooksPath'='/tmp'",
     GIT_INDEX_FILE: join(other, 'index')
   })
-  t.same(await resolveRepository(s.repo, IDENTITY), { topLevel: s.repo, commonDir: join(s.repo, '.git') })
+  t.same((await resolveRepository(s.repo, IDENTITY)).repository, { topLevel: s.repo, commonDir: gitDirOf(s.repo) })
 })
 
 t.test('git with the agent user\'s groups (setpriv), for a repository shared through a group',
@@ -196,7 +199,7 @@ t.test('git with the agent user\'s groups (setpriv), for a repository shared thr
     execFileSync('chown', ['-R', '0:64300', s.repo])
     execFileSync('chmod', ['-R', 'g+rwX,o-rwx', s.repo])
     const grouped = { ...IDENTITY!, groups: [IDENTITY!.gid, 64_300] }
-    t.same(await resolveRepository(s.repo, grouped), { topLevel: s.repo, commonDir: join(s.repo, '.git') })
+    t.same((await resolveRepository(s.repo, grouped)).repository, { topLevel: s.repo, commonDir: gitDirOf(s.repo) })
     await t.rejects(resolveRepository(s.repo, IDENTITY), NotAGitRepository, 'without the group, no way in')
     const path = process.env['PATH']
     t.teardown(() => { process.env['PATH'] = path })

@@ -180,6 +180,34 @@ const runRoutes: FastifyPluginAsyncTypebox<RunRoutesOptions> = async (app, { run
     })
   )
 
+  app.get(
+    '/runs/:id/diff',
+    {
+      schema: {
+        operationId: 'getRunDiff',
+        tags: ['runs'],
+        summary: 'A worktree run’s whole diff',
+        description:
+          'The unified diff of everything the run’s agent changed against its `base` (`git diff --binary`), whatever ' +
+          'its size: the result’s `changes.diff` holds its first WORKSPACE_DIFF_LIMIT_BYTES. Kept RUNS_RETENTION_MS ' +
+          'after the run, on the replica that ran it; only the run’s caller reads it.',
+        params: RunId,
+        response: {
+          200: {
+            description: 'The diff.',
+            content: { 'text/x-diff': { schema: { type: 'string' } } }
+          },
+          ...errorResponses([401, 403, 404])
+        }
+      }
+    },
+    async (request, reply) => {
+      const diff = await runs.diff(request.params.id, request.caller)
+      if (diff === undefined) throw serviceError('DIFF_NOT_FOUND', request.params.id)
+      return reply.type('text/x-diff; charset=utf-8').header('content-length', diff.size).send(diff.stream)
+    }
+  )
+
   app.delete(
     '/runs/:id',
     {

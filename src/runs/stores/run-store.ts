@@ -2,6 +2,7 @@ import { Type, type Static } from '@sinclair/typebox'
 import type { RunResult } from '../../schemas/run.js'
 import { RunStatus } from '../../schemas/runs.js'
 import { ListedWebhook } from '../../schemas/webhooks.js'
+import { RunWorkspace } from '../../schemas/workspace.js'
 import type { WebhookOutbox } from '../../webhooks/outbox.js'
 import type { StoredEvent } from '../event-log.js'
 
@@ -20,11 +21,24 @@ export const RunRecordHead = Type.Object({
   // Absent from what an older version stored.
   task: Type.Optional(Type.String({ description: 'The beginning of its task (task-excerpt.ts).' })),
   deadline: Type.Optional(Type.String({ description: 'When its timeout stops it.' })),
-  webhook: Type.Optional(ListedWebhook)
+  webhook: Type.Optional(ListedWebhook),
+  workspace: Type.Optional(RunWorkspace)
 })
 export type RunRecord = Static<typeof RunRecordHead> & { result: RunResult | null }
 
 const Nullable = Type.Union([Type.String(), Type.Null()])
+
+/** A worktree as a session keeps it: enough to run git in it again, and in the repository it was made from. */
+export const SessionWorktree = Type.Object({
+  path: Type.String(),
+  gitDir: Type.String(),
+  topLevel: Type.String(),
+  commonDir: Type.String(),
+  base: Type.String(),
+  /** Where in it the agent works (its caller's cwd, relative to the repository's top). */
+  prefix: Type.String()
+})
+export type SessionWorktree = Static<typeof SessionWorktree>
 
 /**
  * A session an agent's CLI reported (its conversation, which a later run may continue): whose it is and where it ran,
@@ -38,7 +52,9 @@ export const SessionRecord = Type.Object({
   cwd: Nullable,
   wslDistro: Nullable,
   wslUser: Nullable,
-  updatedAt: Type.String()
+  updatedAt: Type.String(),
+  /** Where a worktree run's session continues: its worktree, which lives as long as the session. */
+  worktree: Type.Optional(SessionWorktree)
 })
 export type SessionRecord = Static<typeof SessionRecord>
 

@@ -4,9 +4,12 @@ import { createRequire } from 'node:module'
 import { join } from 'node:path'
 import { resultFromStore } from '../../schemas/run.js'
 import type { ListedWebhook } from '../../schemas/webhooks.js'
+import type { RunWorkspace } from '../../schemas/workspace.js'
 import type { StoredEvent } from '../event-log.js'
 import { LocalClaims } from './local-claims.js'
-import { sessionKey, type RetentionOptions, type RunRecord, type RunStore, type SessionRecord } from './run-store.js'
+import {
+  sessionKey, type RetentionOptions, type RunRecord, type RunStore, type SessionRecord, type SessionWorktree
+} from './run-store.js'
 import { SqliteOutbox } from './sqlite-outbox.js'
 
 const SCHEMA = `
@@ -21,7 +24,8 @@ const SCHEMA = `
     replica TEXT NOT NULL,
     task TEXT,
     deadline TEXT,
-    webhook TEXT
+    webhook TEXT,
+    workspace TEXT
   );
   CREATE INDEX IF NOT EXISTS runs_by_owner ON runs (owner, created_at);
   CREATE TABLE IF NOT EXISTS events (
@@ -40,6 +44,7 @@ const SCHEMA = `
     wsl_distro TEXT,
     wsl_user TEXT,
     updated_at TEXT NOT NULL,
+    worktree TEXT,
     PRIMARY KEY (tool, id)
   ) WITHOUT ROWID;
   -- Every saved session prunes the stale ones: by age, without reading the whole table.
@@ -49,12 +54,14 @@ const SCHEMA = `
 `
 
 /** Columns added since the first schema: a file an older version made gets them, empty for its runs. */
-const ADDED_RUN_COLUMNS = ['task', 'deadline', 'webhook']
+const ADDED_COLUMNS = { runs: ['task', 'deadline', 'webhook', 'workspace'], sessions: ['worktree'] }
 
 function addMissingColumns(db: BetterSqlite3.Database): void {
-  const present = new Set((db.pragma('table_info(runs)') as Array<{ name: string }>).map((column) => column.name))
-  for (const column of ADDED_RUN_COLUMNS) {
-    if (!present.has(column)) db.exec(`ALTER TABLE runs ADD COLUMN ${column} TEXT`)
+  for (const [table, columns] of Object.entries(ADDED_COLUMNS)) {
+    const present = new Set((db.pragma(`table_info(${table})`) as Array<{ name: string }>).map((column) => column.name))
+    for (const column of columns) {
+      if (!present.has(column)) db.exec(`ALTER TABLE ${table} ADD COLUMN ${column} TEXT`)
+    }
   }
 }
 
@@ -93,6 +100,8 @@ interface RunRow {
   deadline: string | null
   /** Its webhook's URL and events, as JSON. */
   webhook: string | null
+  /** Its worktree, as JSON. */
+  workspace: string | null
 }
 
 const toRecord = (row: RunRow): RunRecord => ({
@@ -106,7 +115,8 @@ const toRecord = (row: RunRow): RunRecord => ({
   replica: row.replica,
   ...(row.task === null ? {} : { task: row.task }),
   ...(row.deadline === null ? {} : { deadline: row.deadline }),
-  ...(row.webhook === null ? {} : { webhook: JSON.parse(row.webhook) as ListedWebhook })
+  ...(row.webhook === null ? {} : { webhook: JSON.parse(row.webhook) as ListedWebhook }),
+  ...(row.workspace === null ? {} : { workspace: JSON.parse(row.workspace) as RunWorkspace })
 })
 
 const toRow = (record: RunRecord): RunRow => ({
@@ -120,7 +130,8 @@ const toRow = (record: RunRecord): RunRow => ({
   replica: record.replica,
   task: record.task ?? null,
   deadline: record.deadline ?? null,
-  webhook: record.webhook === undefined ? null : JSON.stringify(record.webhook)
+  webhook: record.webhook === undefined ? null : JSON.stringify(record.webhook),
+  workspace: record.workspace === undefined ? null : JSON.stringify(record.workspace)
 })
 
 /**
@@ -155,17 +166,19 @@ export class SqliteRunStore implements RunStore {
     this.#statements = {
       insertRun: db.prepare(
         'INSERT INTO runs (id, owner, tool, status, created_at, finished_at, result, replica, task, deadline, ' +
-          'webhook) VALUES (@id, @owner, @tool, @status, @created_at, @finished_at, @result, @replica, @task, ' +
-          '@deadline, @webhook)'
+          'webhook, workspace) VALUES (@id, @owner, @tool, @status, @created_at, @finished_at, @result, @replica, ' +
+          '@task, @deadline, @webhook, @workspace)'
       ),
       updateRun: db.prepare(
-        'UPDATE runs SET status = @status, finished_at = @finished_at, result = @result WHERE id = @id'
+        'UPDATE runs SET status = @status, finished_at = @finished_at, result = @result, workspace = @workspace ' +
+          'WHERE id = @id'
       ),
       getRun: db.prepare<[string, string]>(
         'SELECT * FROM runs WHERE id = ? AND (finished_at IS NULL OR finished_at >= ?)'
       ),
       listRuns: db.prepare<[string, string]>(
-        'SELECT id, owner, tool, status, created_at, finished_at, NULL AS result, replica, task, deadline, webhook ' +
+        'SELECT id, owner, tool, status, created_at, finished_at, NULL AS result, replica, task, deadline, webhook, ' +
+          'workspace ' +
           'FROM runs ' +
           'WHERE owner = ? AND (finished_at IS NULL OR finished_at >= ?) ORDER BY created_at DESC'
       ),
@@ -181,10 +194,11 @@ export class SqliteRunStore implements RunStore {
       // An id already another caller's is left as it is: the statement changes no row. The column keeps 0.1.0's
       // name, `owner`.
       saveSession: db.prepare(
-        'INSERT INTO sessions (tool, id, owner, cwd, wsl_distro, wsl_user, updated_at) ' +
-          'VALUES (@tool, @id, @caller, @cwd, @wslDistro, @wslUser, @updatedAt) ' +
+        'INSERT INTO sessions (tool, id, owner, cwd, wsl_distro, wsl_user, updated_at, worktree) ' +
+          'VALUES (@tool, @id, @caller, @cwd, @wslDistro, @wslUser, @updatedAt, @worktree) ' +
           'ON CONFLICT (tool, id) DO UPDATE SET cwd = excluded.cwd, wsl_distro = excluded.wsl_distro, ' +
-          'wsl_user = excluded.wsl_user, updated_at = excluded.updated_at WHERE sessions.owner = excluded.owner'
+          'wsl_user = excluded.wsl_user, updated_at = excluded.updated_at, worktree = excluded.worktree ' +
+          'WHERE sessions.owner = excluded.owner'
       ),
       pruneOwnersSessions: db.prepare<[string, string, number]>(
         'DELETE FROM sessions WHERE owner = ? AND (tool, id) IN (SELECT tool, id FROM sessions WHERE owner = ? ' +
@@ -192,7 +206,7 @@ export class SqliteRunStore implements RunStore {
       ),
       session: db.prepare<[string, string, string]>(
         'SELECT tool, id, owner AS caller, cwd, wsl_distro AS wslDistro, wsl_user AS wslUser, ' +
-          'updated_at AS updatedAt ' +
+          'updated_at AS updatedAt, worktree ' +
           'FROM sessions WHERE tool = ? AND id = ? AND updated_at >= ?'
       ),
       pruneSessions: db.prepare<[string]>('DELETE FROM sessions WHERE updated_at < ?'),
@@ -207,13 +221,18 @@ export class SqliteRunStore implements RunStore {
   async saveSession(session: SessionRecord): Promise<boolean> {
     const { pruneSessions, saveSession, pruneOwnersSessions } = this.#statements
     pruneSessions.run(this.#sessionsCutoff())
-    if (saveSession.run(session).changes === 0) return false
+    const row = { ...session, worktree: session.worktree === undefined ? null : JSON.stringify(session.worktree) }
+    if (saveSession.run(row).changes === 0) return false
     pruneOwnersSessions.run(session.caller, session.caller, this.#retention.sessionsMaxPerOwner)
     return true
   }
 
   async session(tool: string, id: string): Promise<SessionRecord | undefined> {
-    return this.#statements.session.get(tool, id, this.#sessionsCutoff()) as SessionRecord | undefined
+    const row = this.#statements.session.get(tool, id, this.#sessionsCutoff()) as
+      (Omit<SessionRecord, 'worktree'> & { worktree: string | null }) | undefined
+    if (row === undefined) return undefined
+    const { worktree, ...session } = row
+    return worktree === null ? session : { ...session, worktree: JSON.parse(worktree) as SessionWorktree }
   }
 
   async claimSession(tool: string, id: string, holder: string, ttlMs: number): Promise<boolean> {

@@ -1,0 +1,341 @@
+import { createHash } from 'node:crypto'
+import { createReadStream, type ReadStream } from 'node:fs'
+import { lstat, mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { serviceError } from '../errors.js'
+import type { AgentUser } from '../process/agent-user.js'
+import type { RunParams } from '../schemas/run.js'
+import type { Changes } from '../schemas/workspace.js'
+import { changeset } from '../workspaces/changeset.js'
+import { assertNewBranch, commitChanges, type Author } from '../workspaces/commit.js'
+import type { GitIdentity } from '../workspaces/git.js'
+import {
+  addWorktree, inRepository, pruneWorktrees, removeWorktree, resolveBase, resolveRepository, type Repository,
+  type Worktree
+} from '../workspaces/worktree.js'
+import type { Placement } from './placement.js'
+import type { Run } from './run.js'
+import type { SessionRecord, SessionStore, SessionWorktree } from './stores/run-store.js'
+
+export interface WorktreeSettings {
+  /** WORKTREES_DIR: each run's worktree is `<dir>/<run id>`. */
+  worktreesDir: string
+  /** The service's own (under DATA_DIR): each caller's diffs, and a record of each worktree it manages. */
+  stateDir: string
+  diffLimitBytes: number
+  /** How long a diff is served after its run: the runs' retention. */
+  diffRetentionMs: number
+  author: Author
+  hostPlatform: NodeJS.Platform
+  /** How often worktrees whose session expired, and diffs past retention, are looked for (default ten minutes). */
+  sweepEveryMs?: number
+}
+
+/** What a worktree run gets, decided (and refused) before it takes a slot. */
+export interface WorktreePlan {
+  identity: GitIdentity | undefined
+  keep: 'never' | 'always'
+  commit: RunParams['commit']
+  /** Where in the worktree its agent works: the caller's cwd, relative to the repository's top. */
+  prefix: string
+  /** A new worktree's repository and base; or the worktree a resumed session left, continued. */
+  source: { repository: Repository; base: string } | { continued: Worktree }
+}
+
+/** A worktree its run is using. */
+export interface OpenWorktree {
+  worktree: Worktree
+  plan: WorktreePlan
+  /** Where its agent starts. */
+  cwd: string
+}
+
+/** What the service keeps of each worktree it made, until it removes it or gives it up (`keep: "always"`). */
+interface WorktreeRecord {
+  /** The session it continues in, once its run has ended; absent while its run runs (or if it crashed). */
+  session?: { tool: string; id: string }
+}
+
+const SWEEP_EVERY_MS = 10 * 60_000
+
+const RUN_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/
+
+/** git runs as the agent's user: its account's groups with it (a repository is often shared through one). */
+const gitIdentityOf = (user: AgentUser | undefined): GitIdentity | undefined =>
+  user === undefined ? undefined : { uid: user.uid, gid: user.gid, ...(user.listed ? { groups: user.groups } : {}) }
+
+/** A git refusal as the caller's error; anything else is the service's own failure. */
+function asRefusal(error: unknown, params: Pick<RunParams, 'cwd' | 'base' | 'commit'>, cwd: string): unknown {
+  switch ((error as { code?: unknown }).code) {
+    case 'NOT_A_GIT_REPOSITORY': return serviceError('NOT_A_GIT_REPOSITORY', cwd)
+    case 'BASE_NOT_FOUND': return serviceError('BASE_NOT_FOUND', params.base ?? 'HEAD')
+    case 'GIT_NOT_INSTALLED': return serviceError('GIT_NOT_INSTALLED')
+    case 'INVALID_BRANCH_NAME': return serviceError('INVALID_BRANCH_NAME', params.commit?.branch ?? '')
+    case 'BRANCH_EXISTS': return serviceError('BRANCH_EXISTS', params.commit?.branch ?? '')
+    default: return error
+  }
+}
+
+const toSessionWorktree = ({ path, gitDir, repository, base }: Worktree, prefix: string): SessionWorktree =>
+  ({ path, gitDir, topLevel: repository.topLevel, commonDir: repository.commonDir, base, prefix })
+
+const fromSessionWorktree = (kept: SessionWorktree, identity: GitIdentity | undefined): Worktree => ({
+  path: kept.path,
+  gitDir: kept.gitDir,
+  repository: { topLevel: kept.topLevel, commonDir: kept.commonDir },
+  base: kept.base,
+  identity
+})
+
+const isDirectory = (path: string): Promise<boolean> => lstat(path).then((found) => found.isDirectory(), () => false)
+
+/**
+ * Worktree runs: each run's agent in a git worktree of its own, made from its caller's repository at `base`, and what
+ * it changed there read back (a changeset, the whole diff kept for its caller, a branch when asked) before the worktree
+ * goes — or stays, as long as the session its agent left, or for good when asked.
+ */
+export class RunWorktrees {
+  readonly #settings: WorktreeSettings
+  /** Worktrees whose runs are running now: never swept. */
+  readonly #inUse = new Set<string>()
+  #sweeper: NodeJS.Timeout | undefined
+
+  constructor(settings: WorktreeSettings) {
+    this.#settings = settings
+  }
+
+  /**
+   * The plan for a run asking for a worktree (or continuing a session that has one), each refusal before any slot:
+   * options without a worktree, a place git cannot work (WSL, Windows), no repository, an unknown base, a branch that
+   * could not be made.
+   */
+  async plan(params: RunParams, placement: Placement, session: SessionRecord | undefined):
+  Promise<WorktreePlan | undefined> {
+    const continued = session?.worktree
+    if (params.workspace !== 'worktree' && continued === undefined) {
+      for (const field of ['base', 'keep', 'commit'] as const) {
+        if (params[field] !== undefined) {
+          throw serviceError('VALIDATION_ERROR', `body/${field}: only for a run with workspace "worktree"`)
+        }
+      }
+      return undefined
+    }
+    if (params.workspace === 'cwd') throw serviceError('RESUME_PLACE_MISMATCH', 'workspace', 'cwd', 'worktree')
+    if (placement.where === 'wsl') throw serviceError('WORKSPACE_NOT_SUPPORTED', 'inside a WSL distro yet')
+    if (this.#settings.hostPlatform === 'win32') throw serviceError('WORKSPACE_NOT_SUPPORTED', 'on a Windows host yet')
+    const identity = gitIdentityOf(placement.user)
+    const cwd = placement.command.cwd!
+    const decided = { identity, keep: params.keep ?? 'never', commit: params.commit } as const
+    try {
+      if (continued !== undefined) {
+        if (params.base !== undefined && params.base !== continued.base) {
+          throw serviceError('RESUME_PLACE_MISMATCH', 'base', params.base, continued.base)
+        }
+        // A session's worktree lives on the host that made it (and until the session expires).
+        if (!(await isDirectory(continued.path))) throw serviceError('SESSION_NOT_FOUND', session!.id)
+        const worktree = fromSessionWorktree(continued, identity)
+        await this.#assertBranch(worktree.repository, params, identity)
+        return { ...decided, prefix: continued.prefix, source: { continued: worktree } }
+      }
+      const { repository, prefix } = await resolveRepository(cwd, identity)
+      const base = await resolveBase(repository, params.base ?? 'HEAD', identity)
+      await this.#assertBranch(repository, params, identity)
+      return { ...decided, prefix, source: { repository, base } }
+    } catch (error) {
+      throw asRefusal(error, params, cwd)
+    }
+  }
+
+  /** The run's worktree, made (or the session's, taken up): where its agent works from now on. */
+  async open(plan: WorktreePlan, run: Run): Promise<OpenWorktree> {
+    const { source } = plan
+    let worktree: Worktree
+    if ('continued' in source) {
+      worktree = source.continued
+    } else {
+      await this.#writeRecord(run.id, {})
+      this.#inUse.add(run.id)
+      try {
+        worktree = await addWorktree({
+          ...source, root: this.#settings.worktreesDir, runId: run.id, identity: plan.identity
+        })
+      } catch (error) {
+        await this.#forget(run.id)
+        throw error
+      }
+    }
+    this.#inUse.add(this.#nameOf(worktree))
+    run.workIn({ kind: 'worktree', path: worktree.path, base: worktree.base })
+    const inside = join(worktree.path, plan.prefix)
+    // The caller's directory may hold nothing tracked at base: the agent starts at the worktree's top then.
+    const cwd = plan.prefix !== '' && (await isDirectory(inside)) ? inside : worktree.path
+    return { worktree, plan, cwd }
+  }
+
+  /** The agent did not run, or its run failed: a new worktree goes at once, a session's stays with its session. */
+  async discard(open: OpenWorktree): Promise<void> {
+    const name = this.#nameOf(open.worktree)
+    this.#inUse.delete(name)
+    if ('continued' in open.plan.source) return
+    await removeWorktree(open.worktree).catch(() => undefined)
+    await this.#forget(name)
+  }
+
+  /**
+   * What the agent changed, its whole diff kept for its caller, committed when asked. A failure here is the result's
+   * (`changes.error`), never the run's: the agent's work is done and reported either way.
+   */
+  async changes(open: OpenWorktree, run: Run): Promise<Changes> {
+    const { worktree, plan } = open
+    const diffFile = await this.#newDiffFile(run.caller, run.id)
+    const none = { head: null, files: [], diff: '', diff_bytes: 0, diff_truncated: false }
+    let changes: Changes = { base: worktree.base, ...none, branch: null, worktree: worktree.path }
+    try {
+      const { diffLimitBytes } = this.#settings
+      changes = { ...changes, ...(await changeset(worktree, { diffLimitBytes, diffFile })) }
+      if (plan.commit !== undefined) {
+        const made = await commitChanges(worktree, {
+          runId: run.id, branch: plan.commit.branch, message: plan.commit.message, author: this.#settings.author
+        })
+        changes = { ...changes, branch: made.branch, head: made.head }
+      }
+    } catch (error) {
+      changes = { ...changes, error: (error as Error).message }
+    }
+    return changes
+  }
+
+  /**
+   * The worktree after its run: kept for the caller (`keep: "always"`), for the session the agent left (`session`), or
+   * removed. Returns where it is, or null once gone.
+   */
+  async settle(open: OpenWorktree, session: { tool: string; id: string } | null): Promise<string | null> {
+    const name = this.#nameOf(open.worktree)
+    this.#inUse.delete(name)
+    if (open.plan.keep === 'always') {
+      // The caller's now: no longer the service's to remove.
+      await this.#forget(name)
+      return open.worktree.path
+    }
+    if (session !== null) {
+      await this.#writeRecord(name, { session })
+      return open.worktree.path
+    }
+    // A session's worktree that this run continued stays as long as that session.
+    if ('continued' in open.plan.source) return open.worktree.path
+    await removeWorktree(open.worktree)
+    await this.#forget(name)
+    return null
+  }
+
+  /** The worktree as the session the run leaves keeps it. */
+  sessionWorktree(open: OpenWorktree): SessionWorktree {
+    return toSessionWorktree(open.worktree, open.plan.prefix)
+  }
+
+  /** The whole diff of one of the caller's runs, while it is kept; undefined when there is none here. */
+  async diff(caller: string, runId: string): Promise<{ size: number; stream: ReadStream } | undefined> {
+    if (!RUN_ID.test(runId)) return undefined
+    const file = this.#diffFile(caller, runId)
+    const found = await stat(file).catch(() => undefined)
+    if (found === undefined || !found.isFile()) return undefined
+    return { size: found.size, stream: createReadStream(file) }
+  }
+
+  /**
+   * Removes what nothing needs any more: worktrees of runs that ended while the service was down (their record still
+   * says running), of sessions expired or evicted, their repositories' entries pruned; and diffs past retention. At
+   * start, then every few minutes.
+   */
+  async sweep(sessions: SessionStore): Promise<string[]> {
+    const records = this.#recordsDir()
+    const doomed = new Set<string>()
+    for (const file of await readdir(records).catch(() => [])) {
+      const name = file.replace(/\.json$/, '')
+      if (this.#inUse.has(name)) continue
+      const record = await this.#readRecord(name)
+      const alive = record?.session !== undefined &&
+        (await sessions.session(record.session.tool, record.session.id).catch(() => ({}))) !== undefined
+      if (!alive) doomed.add(name)
+    }
+    const entries = await readdir(this.#settings.worktreesDir).catch(() => [])
+    const live = new Set(entries.filter((name) => !doomed.has(name)))
+    const pruned = await pruneWorktrees(this.#settings.worktreesDir, live)
+    for (const name of doomed) await this.#forget(name)
+    await this.#sweepDiffs()
+    return pruned
+  }
+
+  /** Sweeps now and every few minutes, until `stop`. */
+  start(sessions: SessionStore, onError: (error: unknown) => void): Promise<string[]> {
+    const every = this.#settings.sweepEveryMs ?? SWEEP_EVERY_MS
+    this.#sweeper = setInterval(() => { this.sweep(sessions).catch(onError) }, every).unref()
+    return this.sweep(sessions)
+  }
+
+  stop(): void {
+    clearInterval(this.#sweeper)
+  }
+
+  async #assertBranch(repository: Repository, params: RunParams, identity: GitIdentity | undefined): Promise<void> {
+    const branch = params.commit?.branch
+    if (branch !== undefined) await assertNewBranch(inRepository(repository, identity), branch)
+  }
+
+  #nameOf(worktree: Worktree): string {
+    return worktree.path.slice(worktree.path.lastIndexOf('/') + 1)
+  }
+
+  /** Beside the worktrees (which may be under DATA_DIR too), never among them. */
+  #recordsDir(): string {
+    return join(this.#settings.stateDir, 'worktree-records')
+  }
+
+  #recordFile(name: string): string {
+    return join(this.#recordsDir(), `${name}.json`)
+  }
+
+  async #writeRecord(name: string, record: WorktreeRecord): Promise<void> {
+    await mkdir(this.#recordsDir(), { recursive: true, mode: 0o700 })
+    await writeFile(this.#recordFile(name), JSON.stringify(record), { mode: 0o600 })
+  }
+
+  async #readRecord(name: string): Promise<WorktreeRecord | undefined> {
+    try {
+      return JSON.parse(await readFile(this.#recordFile(name), 'utf8')) as WorktreeRecord
+    } catch {
+      return undefined
+    }
+  }
+
+  async #forget(name: string): Promise<void> {
+    this.#inUse.delete(name)
+    await rm(this.#recordFile(name), { force: true })
+  }
+
+  /** Each caller's diffs in a directory of their own: a run id alone never reaches another caller's. */
+  #callerDir(caller: string): string {
+    return join(this.#settings.stateDir, 'diffs', createHash('sha256').update(caller).digest('hex').slice(0, 32))
+  }
+
+  #diffFile(caller: string, runId: string): string {
+    return join(this.#callerDir(caller), `${runId}.diff`)
+  }
+
+  async #newDiffFile(caller: string, runId: string): Promise<string> {
+    await mkdir(this.#callerDir(caller), { recursive: true, mode: 0o700 })
+    return this.#diffFile(caller, runId)
+  }
+
+  async #sweepDiffs(): Promise<void> {
+    const diffs = join(this.#settings.stateDir, 'diffs')
+    const before = Date.now() - this.#settings.diffRetentionMs
+    for (const caller of await readdir(diffs).catch(() => [])) {
+      for (const file of await readdir(join(diffs, caller)).catch(() => [])) {
+        const path = join(diffs, caller, file)
+        const found = await stat(path).catch(() => undefined)
+        if (found !== undefined && found.mtimeMs < before) await rm(path, { force: true })
+      }
+    }
+  }
+}
