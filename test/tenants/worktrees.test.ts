@@ -8,7 +8,8 @@ import { asRoot } from '../helpers/users.js'
 import { callerStatus, scene } from '../workspaces/repos.js'
 
 // Worktree runs of two tokens (issues 36 and 39): each run's git and agent are its token's user, its worktree that
-// user's alone, and the other token's agent cannot enter it.
+// user's alone, and the other token's agent cannot enter it. Its uid range is its own: files run side by side, and a
+// service sweeps every process of its range's uids.
 
 const ALICE = { authorization: 'Bearer secret-a' }
 const BOB = { authorization: 'Bearer secret-b' }
@@ -21,7 +22,7 @@ const uidOf = async (app: FastifyInstance, headers: typeof ALICE): Promise<numbe
 t.test('a token’s worktree run: its git and agent are the token’s user, its worktree that user’s alone, and another ' +
   'token’s agent cannot enter it', { skip: !asRoot && 'AGENT_USERS needs root' }, async (t) => {
   const app = await build(
-    t, { ...TOKENS, AGENT_USERS: '61540-61549', DATA_DIR: crossableDataDir(t) }, standInEnv({ HOME: '/nonexistent' })
+    t, { ...TOKENS, AGENT_USERS: '61590-61599', DATA_DIR: crossableDataDir(t) }, standInEnv({ HOME: '/nonexistent' })
   )
   const alice = await uidOf(app, ALICE)
   const repo = scene(t)
