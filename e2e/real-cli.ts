@@ -457,6 +457,23 @@ export function provePromises(t: Test, cli: RealCli): void {
       t.match(toldTheModel(service), result.changes?.worktree ?? 'no worktree', 'its tool ran in the worktree')
     })
 
+  t.test('output_schema: the model is asked after the task, and the object its answer ends with is structured_output',
+    async (t) => {
+      const service = await serviceFor(t, cli, [{ say: 'Counted them.\n{"verdict":"pass","count":2}' }])
+      const schema = {
+        type: 'object',
+        properties: { verdict: { enum: ['pass', 'fail'] }, count: { type: 'integer' } },
+        required: ['verdict', 'count']
+      }
+      const { result } = await runThrough('json', service.base, service.tool, {
+        task: 'e2e output schema', cwd: workdir(t, service), timeout: 300, output_schema: schema
+      })
+      t.match(result, { ok: true, error: null, structured_output: { verdict: 'pass', count: 2 } }, { result })
+      const asked = JSON.stringify(service.model.conversations().at(-1))
+      t.match(asked, 'e2e output schema', 'the task reached the model')
+      t.match(asked, JSON.stringify(JSON.stringify(schema)).slice(1, -1), 'and the schema after it')
+    })
+
   t.test('a service that is not root runs it the same', async (t) => {
     const service = await serviceFor(t, cli, HELLO_SCRIPT, { nonRootService: true })
     await runsItsTools(t, service, 'json')

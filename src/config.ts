@@ -42,6 +42,7 @@ function agentSchemas(agents: readonly AgentSpec[]): Record<string, TSchema> {
       return [
         [names.bin, Type.String({ default: spec.defaultBin, minLength: 1 })],
         [names.max, Type.Integer({ default: 2, minimum: 1, maximum: 1000 })],
+        [names.maxQueued, Type.Integer({ default: 100, minimum: 0, maximum: 100_000 })],
         [names.extraArgs, ExtraArgs],
         [names.maxProcesses, Type.Optional(MaxProcesses)],
         [names.maxMemory, Type.Optional(MaxMemoryMb)],
@@ -319,6 +320,7 @@ function agentSettings(spec: AgentSpec, env: RawEnv): AgentSettings {
   return {
     bin: env[names.bin] as string,
     maxAgents: env[names.max] as number,
+    maxQueued: env[names.maxQueued] as number,
     extraArgs: parseExtraArgs(names.extraArgs, env[names.extraArgs] as string),
     limits: {
       ...(env[names.maxProcesses] === undefined ? {} : { processes: env[names.maxProcesses] as number }),

@@ -153,6 +153,12 @@ export const ERROR_CATALOG = {
     message: (branch: string) => `body/commit/branch: ${JSON.stringify(branch)} is not a valid branch name`,
     example: ['feature..x']
   },
+  BAD_OUTPUT_SCHEMA: {
+    status: 400,
+    when: '`output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB.',
+    message: (reason: string) => `body/output_schema: not a schema this service can check answers against: ${reason}`,
+    example: ['strict mode: unknown keyword: "requred"']
+  },
   WORKSPACE_NOT_SUPPORTED: {
     status: 400,
     when: '`workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.',
@@ -274,6 +280,19 @@ export const ERROR_CATALOG = {
     // The seed's message, `Limite de N agents atteinte`, in French that agrees with N (`Limite de 1 agent atteinte`).
     message: (limit: number) => `Limite de ${limit} agent${limit > 1 ? 's' : ''} atteinte`,
     example: [2]
+  },
+  QUEUE_FULL: {
+    status: 429,
+    when: '`queue_timeout` given, but `MAX_QUEUED_<AGENT>` runs of the tool wait already; retry later.',
+    message: (tool: string, max: number) => `${max} run${max > 1 ? 's' : ''} of ${tool} wait already: queue full`,
+    example: ['claude_run', 100]
+  },
+  QUEUE_TIMED_OUT: {
+    status: 429,
+    when: 'The run waited `queue_timeout` seconds for a slot of its tool and none freed up; nothing was started.',
+    message: (seconds: number, limit: number) =>
+      `Limite de ${limit} agent${limit > 1 ? 's' : ''} atteinte: no slot freed up within ${seconds} s (queue_timeout)`,
+    example: [120, 2]
   },
   CLIENT_CLOSED_REQUEST: {
     // Answered to nobody (the connection is gone); 499 is the status proxies log for a client that closed its request.

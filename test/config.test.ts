@@ -33,6 +33,7 @@ t.test('defaults', async (t) => {
       (spec) => [spec.agent, {
         bin: spec.defaultBin,
         maxAgents: 2,
+        maxQueued: 100,
         extraArgs: [],
         limits: {},
         own: ownDefaults(spec),
@@ -52,6 +53,7 @@ t.test('values from the environment', async (t) => {
     PORT: '9000',
     AGENT_HOST_PLATFORM: 'win32',
     MAX_CLAUDE_AGENTS: '5',
+    MAX_QUEUED_CLAUDE: '7',
     CLAUDE_EXTRA_ARGS: '["--model", "opus"]',
     CLAUDE_MAX_PROCESSES: '1024',
     CLAUDE_MAX_MEMORY_MB: '4096'
@@ -66,7 +68,10 @@ t.test('values from the environment', async (t) => {
     hostPlatform: 'win32'
   })
   t.match(config.agents.find(({ spec }) => spec.agent === 'claude')!.settings, {
-    maxAgents: 5, extraArgs: ['--model', 'opus'], limits: { processes: 1024, memoryBytes: 4096 * 1024 * 1024 }
+    maxAgents: 5,
+    maxQueued: 7,
+    extraArgs: ['--model', 'opus'],
+    limits: { processes: 1024, memoryBytes: 4096 * 1024 * 1024 }
   })
   t.same(config.agents.find(({ spec }) => spec.agent === 'crush')!.settings.limits, {}, 'another agent: the service’s')
 })

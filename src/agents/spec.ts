@@ -30,6 +30,8 @@ export interface StepParser {
 export interface AgentSettings {
   bin: string
   maxAgents: number
+  /** How many of its runs may wait for a slot (MAX_QUEUED_<AGENT>), on this replica. */
+  maxQueued: number
   extraArgs: string[]
   /** Its runs' own limits (<AGENT>_MAX_PROCESSES, <AGENT>_MAX_MEMORY_MB), over the service's AGENT_MAX_*. */
   limits: ToolLimits
@@ -107,6 +109,7 @@ export const toolNameOf = <Agent extends string>(spec: AgentSpec<Agent>): `${Age
 export function agentVariables(spec: AgentSpec): {
   bin: string
   max: string
+  maxQueued: string
   extraArgs: string
   maxProcesses: string
   maxMemory: string
@@ -117,6 +120,7 @@ export function agentVariables(spec: AgentSpec): {
   return {
     bin: `${upper}_BIN`,
     max: `MAX_${upper}_AGENTS`,
+    maxQueued: `MAX_QUEUED_${upper}`,
     extraArgs: `${upper}_EXTRA_ARGS`,
     maxProcesses: `${upper}_MAX_PROCESSES`,
     maxMemory: `${upper}_MAX_MEMORY_MB`,

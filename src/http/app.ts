@@ -128,7 +128,7 @@ export const routesPlugin = fp<RoutesOptions>(async (app, options) => {
   await app.register(consoleRoutes)
   await app.register(async (authenticated) => {
     await requireBearerToken(authenticated, apiTokens)
-    await authenticated.register(toolRoutes, { heartbeatMs, tools, slots, runs })
+    await authenticated.register(toolRoutes, { heartbeatMs, tools, slots, queue: app.slotQueue, runs })
     await authenticated.register(runRoutes, { runs, toolNames, heartbeatMs })
     await authenticated.register(mcpRoute, {
       tools,

@@ -1,21 +1,24 @@
+import type { ValidateFunction } from 'ajv'
 import type { FastifyBaseLogger } from 'fastify'
 import type { ToolName } from '../agents/catalog.js'
 import type { AgentTool } from '../agents/tools.js'
-import { serviceError } from '../errors.js'
+import { serviceError, type ServiceError } from '../errors.js'
 import type { OutputSink } from '../process/agent-process.js'
 import type { AgentUser } from '../process/agent-user.js'
 import type { Containment } from '../process/containment.js'
 import type { RunLedger } from '../process/ledger.js'
 import type { TokenIdentity, TokenUsers } from '../process/token-users.js'
 import type { WslDistros } from '../process/wsl-distros.js'
-import type { RunParams, RunResult } from '../schemas/run.js'
-import type { SlotLimiter } from '../slots/limiter.js'
+import type { RunParams, RunResult, StopReason } from '../schemas/run.js'
+import type { SlotLease, SlotLimiter } from '../slots/limiter.js'
+import type { QueueRefusal, SlotQueue } from '../slots/queue.js'
 import type { SudoProbe } from '../sudo/probe.js'
 import type { SudoShim } from '../sudo/shim.js'
 import { webhookRefusal, type WebhookSettings } from '../webhooks/policy.js'
 import { runPlacedAgent, type AgentRunParts } from './agent-run.js'
+import { compileOutputSchema, promptWithSchema, structuredOutput } from './output-schema.js'
 import { placeRun, type Placement } from './placement.js'
-import type { Run } from './run.js'
+import { stopRefusal, type Run } from './run.js'
 import { continuedPlace, sessionLeftBy } from './sessions.js'
 import type { RunWorktrees, WorktreePlan } from './run-worktree.js'
 import type { SessionRecord, SessionStore, SessionWorktree } from './stores/run-store.js'
@@ -37,7 +40,9 @@ interface LaunchSettings {
 export interface LauncherDeps {
   settings: LaunchSettings
   tools: Record<ToolName, AgentTool>
-  slots: SlotLimiter
+  slots: Pick<SlotLimiter, 'limit'>
+  /** Where runs wait for a slot (`queue_timeout`), and take one. */
+  queue: Pick<SlotQueue, 'acquire'>
   sudoProbe: SudoProbe
   sudoShim: SudoShim | undefined
   hostContainment: Containment
@@ -50,6 +55,19 @@ export interface LauncherDeps {
   webhooks: Pick<WebhookSettings, 'secrets' | 'allow'>
   /** Worktree runs' worktrees, changesets and diffs. */
   worktrees: RunWorktrees
+}
+
+/** What the agent is asked: its task, byte for byte, and what its answer must end with when a schema is given. */
+const promptOf = (params: RunParams): string =>
+  params.output_schema === undefined ? params.task : promptWithSchema(params.task, params.output_schema)
+
+/** The result with the object its answer ended with, or not ok for want of one that validates. */
+function withStructuredOutput(result: RunResult, validate: ValidateFunction | undefined): RunResult {
+  if (validate === undefined) return result
+  const checked = structuredOutput(result.output, validate)
+  return 'value' in checked
+    ? { ...result, structured_output: checked.value }
+    : { ...result, ok: false, error: checked.error }
 }
 
 /** A run placed, its slot held: what its agent's part of the launch needs. */
@@ -86,7 +104,9 @@ export class RunLauncher {
    */
   async launch(run: Run, params: RunParams, log: FastifyBaseLogger, sink?: OutputSink): Promise<RunResult> {
     try {
-      const result = await this.#launch(run, params, log, sink)
+      const schema = params.output_schema
+      const validate = schema === undefined ? undefined : compileOutputSchema(schema)
+      const result = withStructuredOutput(await this.#launch(run, params, log, sink), validate)
       run.finish(result)
       return result
     } catch (error) {
@@ -96,7 +116,7 @@ export class RunLauncher {
   }
 
   async #launch(run: Run, request: RunParams, log: FastifyBaseLogger, sink?: OutputSink): Promise<RunResult> {
-    const { slots, sessions } = this.#deps
+    const { sessions } = this.#deps
     const tool = this.#deps.tools[run.tool]
     const model = this.#modelOf(tool, request.model)
     if (request.webhook !== undefined) await this.#assertWebhook(run.caller, request.webhook.url)
@@ -113,8 +133,7 @@ export class RunLauncher {
     try {
       run.advance('placed')
       run.advance('waiting_for_slot')
-      const lease = await slots.acquire(run.tool)
-      if (lease === null) throw serviceError('AGENT_LIMIT_REACHED', slots.limit(run.tool))
+      const lease = await this.#slotFor(run, params.queue_timeout ?? 0)
       try {
         run.advance('starting')
         if (worktree !== undefined) {
@@ -127,6 +146,28 @@ export class RunLauncher {
       }
     } finally {
       if (claimed) await sessions.releaseSession(run.tool, session, run.id).catch(() => undefined)
+    }
+  }
+
+  /**
+   * A slot of the run's tool: now, or within `queueTimeout` seconds, waiting its turn (its place told to its
+   * followers). A run stopped while it waits never starts.
+   */
+  async #slotFor(run: Run, queueTimeout: number): Promise<SlotLease> {
+    const answer = await this.#deps.queue.acquire(run.tool, {
+      waitMs: queueTimeout * 1000, signal: run.signal, onPosition: (position) => run.queued(position)
+    })
+    if ('lease' in answer) return answer.lease
+    throw this.#queueRefusal(run, answer.refused, queueTimeout)
+  }
+
+  #queueRefusal(run: Run, refusal: QueueRefusal, queueTimeout: number): ServiceError {
+    const limit = this.#deps.slots.limit(run.tool)
+    switch (refusal) {
+      case 'full': return serviceError('AGENT_LIMIT_REACHED', limit)
+      case 'queue_full': return serviceError('QUEUE_FULL', run.tool, this.#deps.tools[run.tool].settings.maxQueued)
+      case 'timed_out': return serviceError('QUEUE_TIMED_OUT', queueTimeout, limit)
+      case 'stopped': return serviceError(stopRefusal(run.signal.reason as StopReason))
     }
   }
 
@@ -238,7 +279,7 @@ export class RunLauncher {
     return placeRun({
       params,
       agentBin: tool.settings.bin,
-      agent: tool.invocation(params.task, session, model),
+      agent: tool.invocation(promptOf(params), session, model),
       hostPlatform: settings.hostPlatform,
       wslBin: settings.wslBin,
       hostContainment,

@@ -38,6 +38,8 @@ export function toRunResult(
     session_id: steps?.session_id ?? null,
     usage: steps?.usage ?? null,
     steps_summary: steps?.steps_summary ?? null,
+    structured_output: null,
+    error: null,
     changes: null,
     processes_may_remain: outcome.containmentFailed
   }

@@ -54,6 +54,8 @@ export class RunRecorder {
     // Nobody awaits a refusal the caller was already told of by the launch itself.
     this.stored.catch(() => undefined)
     run.on('phase', () => this.#enter())
+    // Accepted as it starts waiting for a slot: stored then, so that any replica finds it queued.
+    run.on('queued', () => { if (!this.storing) this.#store() })
     // No reader can slow the agent down here: the log keeps what it may, bounded.
     run.on('output', (chunk) => {
       const event = this.#output.next(chunk)
@@ -70,6 +72,8 @@ export class RunRecorder {
   #enter(): void {
     const { phase } = this.run
     if (phase === 'running') this.#store()
+    // Refused after it was accepted (its wait in the queue over, DELETE while it waited): its end is stored.
+    else if (phase === 'refused' && this.storing) void this.#end()
     // The launch's refusal, for the caller of POST /runs (the run never ran, nothing was stored).
     else if (phase === 'refused') this.#refuse(this.run.refusal)
     else if (phase === 'finished' || phase === 'failed') void this.#end()
@@ -82,8 +86,16 @@ export class RunRecorder {
 
   #store(): void {
     const { store, saveEveryMs } = this.#options
-    this.storing = true
     this.record = this.#recordNow()
+    if (this.storing) {
+      // Stored while it waited: now as running.
+      const running = this.record
+      this.#saving = this.#saving
+        .then(() => store.create(running))
+        .catch((error: unknown) => this.#options.log.error({ err: error }, 'could not store the run as running'))
+      return
+    }
+    this.storing = true
     this.#saving = store.create(this.record)
     this.#saver = setInterval(() => void this.#save(), saveEveryMs)
     this.#saving.then(

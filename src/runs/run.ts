@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto'
 import { EventEmitter } from 'node:events'
 import type { ToolName } from '../agents/catalog.js'
-import { serviceError } from '../errors.js'
+import { serviceError, ServiceError } from '../errors.js'
 import type { AgentObserver } from '../process/agent-process.js'
 import type { RunParams, RunResult, StopReason } from '../schemas/run.js'
 import type { Step } from '../schemas/steps.js'
 import { DEFAULT_WEBHOOK_EVENTS, type ListedWebhook } from '../schemas/webhooks.js'
+import type { RunError } from '../schemas/runs.js'
 import type { RunWorkspace } from '../schemas/workspace.js'
 import { finishedStatus } from './result.js'
 import { hasAgent, isEnd, nextPhase, type RunPhase } from './run-phase.js'
@@ -22,6 +23,7 @@ export type RunKind = 'sync' | 'stream' | 'async'
  */
 export interface RunEvents {
   phase: [from: RunPhase]
+  queued: [position: number]
   spawn: [pid: number]
   output: [chunk: Buffer]
   stdout: [chunk: Buffer]
@@ -63,6 +65,8 @@ export class Run extends EventEmitter<RunEvents> implements AgentObserver {
   #finishedAt: Date | null = null
   #result: RunResult | null = null
   #workspace: RunWorkspace | undefined
+  /** Its place among the runs waiting for a slot of its tool, while it waits. */
+  #queuePosition: number | null = null
   #refusal: unknown = undefined
   readonly #ended: () => void
   readonly #whenEnded: Promise<void>
@@ -108,9 +112,10 @@ export class Run extends EventEmitter<RunEvents> implements AgentObserver {
   /** Its record as of now: `running` until its end, then what its end says. */
   snapshot(): RunSnapshot {
     const result = this.#result
-    let status: RunSnapshot['status'] = 'running'
+    let status: RunSnapshot['status'] = this.#queuePosition === null ? 'running' : 'queued'
     if (result !== null) status = finishedStatus(result)
-    else if (isEnd(this.#phase)) status = 'failed'
+    else if (isEnd(this.#phase)) status = this.#endedUnrun()
+    const error = this.#phase === 'refused' ? runError(this.#refusal) : undefined
     return {
       id: this.id,
       kind: this.kind,
@@ -123,8 +128,22 @@ export class Run extends EventEmitter<RunEvents> implements AgentObserver {
       finishedAt: this.#finishedAt?.toISOString() ?? null,
       ...(this.webhook === undefined ? {} : { webhook: this.webhook }),
       ...(this.#workspace === undefined ? {} : { workspace: this.#workspace }),
+      ...(this.#queuePosition === null ? {} : { queuePosition: this.#queuePosition }),
+      ...(error === undefined ? {} : { error }),
       result
     }
+  }
+
+  /** It waits for a slot, at this place (1 is next). */
+  queued(position: number): void {
+    this.#queuePosition = position
+    this.emit('queued', position)
+  }
+
+  /** Ended before its agent: cancelled when DELETE or shutdown stopped it, failed otherwise. */
+  #endedUnrun(): 'cancelled' | 'failed' {
+    const reason = this.signal.aborted ? this.signal.reason as StopReason : null
+    return reason === 'cancelled' || reason === 'shutdown' ? 'cancelled' : 'failed'
   }
 
   /** Its agent works in a worktree of its own, from now on (before it starts). */
@@ -190,10 +209,18 @@ export class Run extends EventEmitter<RunEvents> implements AgentObserver {
 
   #moveTo(to: RunPhase): void {
     const from = this.#phase
+    // Whatever comes after waiting for a slot, it waits no more.
+    if (to !== 'waiting_for_slot') this.#queuePosition = null
     this.#phase = nextPhase(from, to)
     this.emit('phase', from)
     if (isEnd(to)) this.#ended()
   }
+}
+
+/** What a stored run says of the refusal that ended it before its agent started: its code and message. */
+function runError(refusal: unknown): RunError | undefined {
+  if (!(refusal instanceof ServiceError)) return undefined
+  return { code: refusal.code, message: refusal.message }
 }
 
 /** What the caller of a run stopped before its agent started is told. */

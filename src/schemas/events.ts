@@ -1,4 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox'
+import { ErrorResponse } from './error.js'
 import { ref } from './ref.js'
 import { RunResult } from './run.js'
 import { Step } from './steps.js'
@@ -52,6 +53,19 @@ export const RunEvent = Type.Union(
       }
     ),
     Type.Object(
+      {
+        type: Type.Literal('queued'),
+        position: Type.Integer({
+          minimum: 1, description: 'Its place among the runs of its tool waiting, 1 being next.'
+        })
+      },
+      {
+        title: 'QueuedEvent',
+        description:
+          'The run waits for a slot (`queue_timeout`): sent as it starts waiting and whenever its place changes.'
+      }
+    ),
+    Type.Object(
       { type: Type.Literal('heartbeat') },
       { title: 'HeartbeatEvent', description: 'Sent while the agent is quiet.' }
     ),
@@ -62,6 +76,15 @@ export const RunEvent = Type.Union(
         result: ref(RunResult)
       },
       { title: 'ResultEvent', description: 'The last event: the same object the synchronous route answers.' }
+    ),
+    Type.Object(
+      { type: Type.Literal('error'), error: ref(ErrorResponse) },
+      {
+        title: 'ErrorEvent',
+        description:
+          'The last event of a stream that opened while its run was queued and that ended before its agent started ' +
+          '(`QUEUE_TIMED_OUT`, `SHUTTING_DOWN`…): the error a request refused before its stream opened gets.'
+      }
     )
   ],
   { $id: 'RunEvent', title: 'RunEvent', description: 'One event of a streamed run.' }

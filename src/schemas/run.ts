@@ -10,6 +10,7 @@ import { Changes, WorkspaceBase, WorkspaceCommit, WorkspaceKeep, WorkspaceKind }
  */
 export const TASK_MAX_CHARS = 30_000
 export const TIMEOUT_MAX_SECONDS = 1800
+const QUEUE_TIMEOUT_MAX_SECONDS = 1800
 
 // Never a leading `-`: wsl.exe would read the name as one of its options.
 const WslName = (description: string) =>
@@ -88,6 +89,21 @@ export const RunParams = Type.Object(
           'else the output. Async runs choose when they are followed (GET /runs/{id}/events?events=).'
       )
     ),
+    queue_timeout: Type.Optional(Type.Integer({
+      minimum: 0,
+      maximum: QUEUE_TIMEOUT_MAX_SECONDS,
+      description:
+        'Seconds the run may wait for a slot of its tool when all are taken, first come first served (at most ' +
+        '`MAX_QUEUED_<AGENT>` wait per tool). 0 (default): a full tool answers 429 `AGENT_LIMIT_REACHED` at once. ' +
+        'Its wait over, 429 `QUEUE_TIMED_OUT`. The agent’s `timeout` starts when it starts.'
+    })),
+    output_schema: Type.Optional(Type.Object({}, {
+      additionalProperties: true,
+      description:
+        'A JSON Schema (2020-12, at most 64 KiB) the agent’s answer must end with an object of: the agent is asked ' +
+        'so after its task, and the result carries `structured_output`, or `ok: false` with `error.code` ' +
+        '`OUTPUT_SCHEMA_MISMATCH`. A schema Ajv (strict) cannot compile is 400 `BAD_OUTPUT_SCHEMA`.'
+    })),
     webhook: Type.Optional(RunWebhook),
     workspace: Type.Optional(WorkspaceKind),
     base: Type.Optional(WorkspaceBase),
@@ -155,6 +171,16 @@ export const SudoReport = Type.Object({
 })
 export type SudoReport = Static<typeof SudoReport>
 
+export const StructuredOutputError = Type.Object({
+  code: Type.Literal('OUTPUT_SCHEMA_MISMATCH'),
+  message: Type.String(),
+  schema_errors: Type.Array(Type.Object({
+    instance_path: Type.String({ description: 'Where in the object (JSON Pointer; empty: the object itself).' }),
+    message: Type.String()
+  }), { description: 'Ajv’s first errors (at most five).' })
+}, { description: 'The answer missed `output_schema`: it ends with no JSON object, or one that does not validate.' })
+export type StructuredOutputError = Static<typeof StructuredOutputError>
+
 export const RunResult = Type.Object({
   tool: Type.String(),
   ok: Type.Boolean({
@@ -180,6 +206,14 @@ export const RunResult = Type.Object({
   steps_summary: Type.Union([StepsSummary, Type.Null()], {
     default: null,
     description: 'null for an agent whose output is plain text (crush).'
+  }),
+  structured_output: Type.Unknown({
+    default: null,
+    description: 'With `output_schema`: the JSON object the answer ended with, once it validated; null otherwise.'
+  }),
+  error: Type.Union([StructuredOutputError, Type.Null()], {
+    default: null,
+    description: 'Why the run is not ok beyond its agent’s own end: its answer missed `output_schema`.'
   }),
   changes: Type.Union([Changes, Type.Null()], {
     default: null,
@@ -236,6 +270,8 @@ export const RunResult = Type.Object({
         errors: 0,
         skipped_lines: 0
       },
+      structured_output: null,
+      error: null,
       changes: null,
       processes_may_remain: false
     }

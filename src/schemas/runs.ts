@@ -5,8 +5,16 @@ import { ToolName } from './tool-name.js'
 import { ListedWebhook } from './webhooks.js'
 import { RunWorkspace } from './workspace.js'
 
+/** Why a run accepted (202) ended without its agent: its wait in the queue over, or stopped while it waited. */
+export const RunError = Type.Object({
+  code: Type.String({ description: 'The code a synchronous run would have been refused with (`QUEUE_TIMED_OUT`…).' }),
+  message: Type.String()
+}, { description: 'Why the run ended before its agent started.' })
+export type RunError = Static<typeof RunError>
+
 export const RunStatus = Type.Union(
   [
+    Type.Literal('queued'),
     Type.Literal('running'),
     Type.Literal('succeeded'),
     Type.Literal('failed'),
@@ -16,8 +24,9 @@ export const RunStatus = Type.Union(
   ],
   {
     description:
-      'running until the agent ends; then how it ended. cancelled: DELETE, or the service shutting down. lost: the ' +
-      'service running it died (crash, kill -9, its replica gone) — the events it had saved are still there.'
+      'queued while it waits for a slot (`queue_timeout`); running until the agent ends; then how it ended. ' +
+      'cancelled: DELETE, or the service shutting down. lost: the service running it died (crash, kill -9, its ' +
+      'replica gone) — the events it had saved are still there.'
   }
 )
 export type RunStatus = Static<typeof RunStatus>
@@ -66,7 +75,12 @@ const runStateProperties = {
   }),
   finished_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
   webhook: Type.Optional(ListedWebhook),
-  workspace: Type.Optional(RunWorkspace)
+  workspace: Type.Optional(RunWorkspace),
+  queue_position: Type.Optional(Type.Integer({
+    minimum: 1,
+    description: 'While queued: its place among the runs of its tool waiting on this replica, 1 being next.'
+  })),
+  error: Type.Optional(RunError)
 }
 
 export const RunSummary = Type.Object(

@@ -42,7 +42,10 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     serviceEnv
   )
   const limits = Object.fromEntries(config.agents.map(({ spec, settings }) => [toolNameOf(spec), settings.maxAgents]))
-  await app.register(slotsPlugin, { limits, backend: config.slots })
+  const maxQueued = Object.fromEntries(
+    config.agents.map(({ spec, settings }) => [toolNameOf(spec), settings.maxQueued])
+  )
+  await app.register(slotsPlugin, { limits, maxQueued, backend: config.slots })
   const metrics = new Metrics(Object.keys(tools), app.slots)
   // What the service's own helpers (sudo probe, wsl --list, leftover stops) inherit: the common variables only.
   const agentEnv = buildAgentEnv(serviceEnv, config.agentEnvRule)

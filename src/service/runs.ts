@@ -70,6 +70,7 @@ export const runsPlugin = fp<RunsOptions>(async (app, options) => {
     settings: options.launch,
     tools: options.tools,
     slots,
+    queue: app.slotQueue,
     sudoProbe: new SudoProbe(options.sudoProbeTtlMs, options.agentEnv),
     sudoShim: platform.sudoShim,
     hostContainment: platform.containment,

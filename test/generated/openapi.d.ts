@@ -394,6 +394,12 @@ export interface components {
             model?: string;
             /** @description Streamed runs (NDJSON, SSE) and MCP progress: what the stream carries, `step` events, the raw `output` or both. Default: both for streams; for MCP progress, steps when the agent reports them (readable lines), else the output. Async runs choose when they are followed (GET /runs/{id}/events?events=). */
             events?: "both" | "steps" | "output";
+            /** @description Seconds the run may wait for a slot of its tool when all are taken, first come first served (at most `MAX_QUEUED_<AGENT>` wait per tool). 0 (default): a full tool answers 429 `AGENT_LIMIT_REACHED` at once. Its wait over, 429 `QUEUE_TIMED_OUT`. The agent’s `timeout` starts when it starts. */
+            queue_timeout?: number;
+            /** @description A JSON Schema (2020-12, at most 64 KiB) the agent’s answer must end with an object of: the agent is asked so after its task, and the result carries `structured_output`, or `ok: false` with `error.code` `OUTPUT_SCHEMA_MISMATCH`. A schema Ajv (strict) cannot compile is 400 `BAD_OUTPUT_SCHEMA`. */
+            output_schema?: {
+                [key: string]: unknown;
+            };
             /** @description Tell a receiver when the run starts or ends, signed (Standard Webhooks) and retried until it answers 2xx: see the `webhooks` of this document. */
             webhook?: {
                 /** @description Where each event is POSTed: an http or https URL of a public address (others need WEBHOOK_ALLOW_HOSTS), without credentials; redirects are not followed. */
@@ -480,6 +486,8 @@ export interface components {
          *         "errors": 0,
          *         "skipped_lines": 0
          *       },
+         *       "structured_output": null,
+         *       "error": null,
          *       "changes": null,
          *       "processes_may_remain": false
          *     }
@@ -570,6 +578,26 @@ export interface components {
                 errors: number;
                 /** @description Lines of its output read as no step: not JSON, too long, unknown. */
                 skipped_lines: number;
+            } | null;
+            /**
+             * @description With `output_schema`: the JSON object the answer ended with, once it validated; null otherwise.
+             * @default null
+             */
+            structured_output?: unknown;
+            /**
+             * @description Why the run is not ok beyond its agent’s own end: its answer missed `output_schema`.
+             * @default null
+             */
+            error?: {
+                /** @enum {string} */
+                code: "OUTPUT_SCHEMA_MISMATCH";
+                message: string;
+                /** @description Ajv’s first errors (at most five). */
+                schema_errors: {
+                    /** @description Where in the object (JSON Pointer; empty: the object itself). */
+                    instance_path: string;
+                    message: string;
+                }[];
             } | null;
             /**
              * @description Worktree runs: what the agent changed (files, diff, branch); null for a run in `cwd`.
@@ -706,6 +734,11 @@ export interface components {
             step: components["schemas"]["Step"];
         } | {
             /** @enum {string} */
+            type: "queued";
+            /** @description Its place among the runs of its tool waiting, 1 being next. */
+            position: number;
+        } | {
+            /** @enum {string} */
             type: "heartbeat";
         } | {
             /** @enum {string} */
@@ -713,6 +746,10 @@ export interface components {
             /** @description Async runs: one past the last output byte. */
             id?: number;
             result: components["schemas"]["RunResult"];
+        } | {
+            /** @enum {string} */
+            type: "error";
+            error: components["schemas"]["ErrorResponse"];
         };
         /**
          * RunRequest
@@ -744,6 +781,12 @@ export interface components {
             resume?: string;
             /** @description The model the agent uses, given to its CLI joined to its flag (`--model=<model>`): a name or alias the CLI knows (opencode: `provider/model`; crush: a model or `provider/model`). One of the tool’s `<AGENT>_MODELS` when the operator set them (else 400 `MODEL_NOT_ALLOWED`); default `<AGENT>_MODEL`, else the CLI’s own choice. The model the CLI says it used is the result’s `usage.model`. */
             model?: string;
+            /** @description Seconds the run may wait for a slot of its tool when all are taken, first come first served (at most `MAX_QUEUED_<AGENT>` wait per tool). 0 (default): a full tool answers 429 `AGENT_LIMIT_REACHED` at once. Its wait over, 429 `QUEUE_TIMED_OUT`. The agent’s `timeout` starts when it starts. */
+            queue_timeout?: number;
+            /** @description A JSON Schema (2020-12, at most 64 KiB) the agent’s answer must end with an object of: the agent is asked so after its task, and the result carries `structured_output`, or `ok: false` with `error.code` `OUTPUT_SCHEMA_MISMATCH`. A schema Ajv (strict) cannot compile is 400 `BAD_OUTPUT_SCHEMA`. */
+            output_schema?: {
+                [key: string]: unknown;
+            };
             /** @description Tell a receiver when the run starts or ends, signed (Standard Webhooks) and retried until it answers 2xx: see the `webhooks` of this document. */
             webhook?: {
                 /** @description Where each event is POSTed: an http or https URL of a public address (others need WEBHOOK_ALLOW_HOSTS), without credentials; redirects are not followed. */
@@ -775,8 +818,8 @@ export interface components {
             tool: "crush_run" | "claude_run" | "gemini_run" | "codex_run" | "opencode_run";
             /** @description How it was started: POST /tools/{tool} (sync, or stream when it streams its events) or POST /runs (async). Synchronous and streamed runs are listed only while they run; their output and result go to their own response. */
             kind: "sync" | "stream" | "async";
-            /** @description running until the agent ends; then how it ended. cancelled: DELETE, or the service shutting down. lost: the service running it died (crash, kill -9, its replica gone) — the events it had saved are still there. */
-            status: "running" | "succeeded" | "failed" | "timed_out" | "cancelled" | "lost";
+            /** @description queued while it waits for a slot (`queue_timeout`); running until the agent ends; then how it ended. cancelled: DELETE, or the service shutting down. lost: the service running it died (crash, kill -9, its replica gone) — the events it had saved are still there. */
+            status: "queued" | "running" | "succeeded" | "failed" | "timed_out" | "cancelled" | "lost";
             /** @description The name of the token that started it (`anonymous` without tokens). */
             caller: string;
             /** @description The first 200 characters of its task (… when longer); null for a run stored by an older version. */
@@ -799,6 +842,14 @@ export interface components {
                 path: string;
                 /** @description The commit it was made at. */
                 base: string;
+            };
+            /** @description While queued: its place among the runs of its tool waiting on this replica, 1 being next. */
+            queue_position?: number;
+            /** @description Why the run ended before its agent started. */
+            error?: {
+                /** @description The code a synchronous run would have been refused with (`QUEUE_TIMED_OUT`…). */
+                code: string;
+                message: string;
             };
         };
         /**
@@ -811,8 +862,8 @@ export interface components {
             tool: "crush_run" | "claude_run" | "gemini_run" | "codex_run" | "opencode_run";
             /** @description How it was started: POST /tools/{tool} (sync, or stream when it streams its events) or POST /runs (async). Synchronous and streamed runs are listed only while they run; their output and result go to their own response. */
             kind: "sync" | "stream" | "async";
-            /** @description running until the agent ends; then how it ended. cancelled: DELETE, or the service shutting down. lost: the service running it died (crash, kill -9, its replica gone) — the events it had saved are still there. */
-            status: "running" | "succeeded" | "failed" | "timed_out" | "cancelled" | "lost";
+            /** @description queued while it waits for a slot (`queue_timeout`); running until the agent ends; then how it ended. cancelled: DELETE, or the service shutting down. lost: the service running it died (crash, kill -9, its replica gone) — the events it had saved are still there. */
+            status: "queued" | "running" | "succeeded" | "failed" | "timed_out" | "cancelled" | "lost";
             /** @description The name of the token that started it (`anonymous` without tokens). */
             caller: string;
             /** @description The first 200 characters of its task (… when longer); null for a run stored by an older version. */
@@ -835,6 +886,14 @@ export interface components {
                 path: string;
                 /** @description The commit it was made at. */
                 base: string;
+            };
+            /** @description While queued: its place among the runs of its tool waiting on this replica, 1 being next. */
+            queue_position?: number;
+            /** @description Why the run ended before its agent started. */
+            error?: {
+                /** @description The code a synchronous run would have been refused with (`QUEUE_TIMED_OUT`…). */
+                code: string;
+                message: string;
             };
             /** @description Once finished: the same result as the synchronous route. */
             result: components["schemas"]["RunResult"] | null;
@@ -897,7 +956,7 @@ export interface components {
              * @example AGENT_LIMIT_REACHED
              * @enum {string}
              */
-            code: "VALIDATION_ERROR" | "INVALID_JSON" | "INVALID_CONTENT_LENGTH" | "MALFORMED_REQUEST" | "BAD_URL" | "RESUME_NOT_SUPPORTED" | "RESUME_PLACE_MISMATCH" | "MODEL_NOT_ALLOWED" | "WEBHOOKS_NOT_CONFIGURED" | "WEBHOOK_URL_NOT_ALLOWED" | "CWD_NOT_FOUND" | "CWD_NOT_A_DIRECTORY" | "WSL_NOT_AVAILABLE" | "WSL_DISTRO_NOT_FOUND" | "WSL_ARGUMENT_UNSAFE" | "COMMAND_LINE_TOO_LONG" | "NOT_A_GIT_REPOSITORY" | "BASE_NOT_FOUND" | "INVALID_BRANCH_NAME" | "WORKSPACE_NOT_SUPPORTED" | "UNAUTHORIZED" | "HOST_NOT_ALLOWED" | "FORBIDDEN_PATH" | "ORIGIN_NOT_ALLOWED" | "ROUTE_NOT_FOUND" | "RUN_NOT_FOUND" | "SESSION_NOT_FOUND" | "DIFF_NOT_FOUND" | "METHOD_NOT_ALLOWED" | "REQUEST_TIMEOUT" | "SESSION_BUSY" | "BRANCH_EXISTS" | "BODY_TOO_LARGE" | "URL_TOO_LONG" | "UNSUPPORTED_MEDIA_TYPE" | "AGENT_LIMIT_REACHED" | "HEADERS_TOO_LARGE" | "INTERNAL_ERROR" | "AGENT_NOT_INSTALLED" | "AGENT_SPAWN_FAILED" | "RUN_NOT_RECORDED" | "SLOTS_UNAVAILABLE" | "RUNS_UNAVAILABLE" | "GIT_NOT_INSTALLED" | "WORKTREE_NOT_CREATED" | "SHUTTING_DOWN";
+            code: "VALIDATION_ERROR" | "INVALID_JSON" | "INVALID_CONTENT_LENGTH" | "MALFORMED_REQUEST" | "BAD_URL" | "RESUME_NOT_SUPPORTED" | "RESUME_PLACE_MISMATCH" | "MODEL_NOT_ALLOWED" | "WEBHOOKS_NOT_CONFIGURED" | "WEBHOOK_URL_NOT_ALLOWED" | "CWD_NOT_FOUND" | "CWD_NOT_A_DIRECTORY" | "WSL_NOT_AVAILABLE" | "WSL_DISTRO_NOT_FOUND" | "WSL_ARGUMENT_UNSAFE" | "COMMAND_LINE_TOO_LONG" | "NOT_A_GIT_REPOSITORY" | "BASE_NOT_FOUND" | "INVALID_BRANCH_NAME" | "BAD_OUTPUT_SCHEMA" | "WORKSPACE_NOT_SUPPORTED" | "UNAUTHORIZED" | "HOST_NOT_ALLOWED" | "FORBIDDEN_PATH" | "ORIGIN_NOT_ALLOWED" | "ROUTE_NOT_FOUND" | "RUN_NOT_FOUND" | "SESSION_NOT_FOUND" | "DIFF_NOT_FOUND" | "METHOD_NOT_ALLOWED" | "REQUEST_TIMEOUT" | "SESSION_BUSY" | "BRANCH_EXISTS" | "BODY_TOO_LARGE" | "URL_TOO_LONG" | "UNSUPPORTED_MEDIA_TYPE" | "AGENT_LIMIT_REACHED" | "QUEUE_FULL" | "QUEUE_TIMED_OUT" | "HEADERS_TOO_LARGE" | "INTERNAL_ERROR" | "AGENT_NOT_INSTALLED" | "AGENT_SPAWN_FAILED" | "RUN_NOT_RECORDED" | "SLOTS_UNAVAILABLE" | "RUNS_UNAVAILABLE" | "GIT_NOT_INSTALLED" | "WORKTREE_NOT_CREATED" | "SHUTTING_DOWN";
             /**
              * @description For people: what went wrong, naming the field or value at fault.
              * @example Limite de 2 agents atteinte
@@ -945,6 +1004,8 @@ export interface operations {
                             limit: number;
                             in_use: number;
                             free: number;
+                            /** @description Runs waiting for a slot of this tool on this replica (`queue_timeout`). */
+                            queued: number;
                         }[];
                     };
                 };
@@ -1037,6 +1098,7 @@ export interface operations {
              *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
              *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
+             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB.
              *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {
@@ -1087,7 +1149,11 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description - `AGENT_LIMIT_REACHED`: The tool already runs as many agents as it may; retry later. */
+            /**
+             * @description - `AGENT_LIMIT_REACHED`: The tool already runs as many agents as it may; retry later.
+             *     - `QUEUE_FULL`: `queue_timeout` given, but `MAX_QUEUED_<AGENT>` runs of the tool wait already; retry later.
+             *     - `QUEUE_TIMED_OUT`: The run waited `queue_timeout` seconds for a slot of its tool and none freed up; nothing was started.
+             */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1171,6 +1237,7 @@ export interface operations {
              *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
              *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
+             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB.
              *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {
@@ -1247,7 +1314,11 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description - `AGENT_LIMIT_REACHED`: The tool already runs as many agents as it may; retry later. */
+            /**
+             * @description - `AGENT_LIMIT_REACHED`: The tool already runs as many agents as it may; retry later.
+             *     - `QUEUE_FULL`: `queue_timeout` given, but `MAX_QUEUED_<AGENT>` runs of the tool wait already; retry later.
+             *     - `QUEUE_TIMED_OUT`: The run waited `queue_timeout` seconds for a slot of its tool and none freed up; nothing was started.
+             */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1331,6 +1402,7 @@ export interface operations {
              *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
              *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
+             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB.
              *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {
@@ -1407,7 +1479,11 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description - `AGENT_LIMIT_REACHED`: The tool already runs as many agents as it may; retry later. */
+            /**
+             * @description - `AGENT_LIMIT_REACHED`: The tool already runs as many agents as it may; retry later.
+             *     - `QUEUE_FULL`: `queue_timeout` given, but `MAX_QUEUED_<AGENT>` runs of the tool wait already; retry later.
+             *     - `QUEUE_TIMED_OUT`: The run waited `queue_timeout` seconds for a slot of its tool and none freed up; nothing was started.
+             */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1491,6 +1567,7 @@ export interface operations {
              *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
              *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
+             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB.
              *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {
@@ -1567,7 +1644,11 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description - `AGENT_LIMIT_REACHED`: The tool already runs as many agents as it may; retry later. */
+            /**
+             * @description - `AGENT_LIMIT_REACHED`: The tool already runs as many agents as it may; retry later.
+             *     - `QUEUE_FULL`: `queue_timeout` given, but `MAX_QUEUED_<AGENT>` runs of the tool wait already; retry later.
+             *     - `QUEUE_TIMED_OUT`: The run waited `queue_timeout` seconds for a slot of its tool and none freed up; nothing was started.
+             */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1651,6 +1732,7 @@ export interface operations {
              *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
              *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
+             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB.
              *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {
@@ -1727,7 +1809,11 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description - `AGENT_LIMIT_REACHED`: The tool already runs as many agents as it may; retry later. */
+            /**
+             * @description - `AGENT_LIMIT_REACHED`: The tool already runs as many agents as it may; retry later.
+             *     - `QUEUE_FULL`: `queue_timeout` given, but `MAX_QUEUED_<AGENT>` runs of the tool wait already; retry later.
+             *     - `QUEUE_TIMED_OUT`: The run waited `queue_timeout` seconds for a slot of its tool and none freed up; nothing was started.
+             */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1851,6 +1937,7 @@ export interface operations {
              *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
              *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
+             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB.
              *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {
@@ -1927,7 +2014,11 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description - `AGENT_LIMIT_REACHED`: The tool already runs as many agents as it may; retry later. */
+            /**
+             * @description - `AGENT_LIMIT_REACHED`: The tool already runs as many agents as it may; retry later.
+             *     - `QUEUE_FULL`: `queue_timeout` given, but `MAX_QUEUED_<AGENT>` runs of the tool wait already; retry later.
+             *     - `QUEUE_TIMED_OUT`: The run waited `queue_timeout` seconds for a slot of its tool and none freed up; nothing was started.
+             */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2130,6 +2221,7 @@ export interface operations {
              *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
              *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
+             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB.
              *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {

@@ -91,7 +91,10 @@ export async function cancelRun(service: Service, id: string, headers?: Headers)
 
 /** Polls an async run until it has ended, and returns its final state. */
 export async function settled(service: Service, id: string, timeoutMs = 10_000, headers?: Headers): Promise<RunState> {
-  return until(() => getRun(service, id, headers), (state) => state.status !== 'running', timeoutMs, `run ${id} to end`)
+  return until(
+    () => getRun(service, id, headers), (state) => state.status !== 'running' && state.status !== 'queued', timeoutMs,
+    `run ${id} to end`
+  )
 }
 
 /** What a stand-in agent received, from its echo (any task that names no scenario). */

@@ -76,3 +76,21 @@ t.test('relays sharing the loop take turns: each turn lets only so many of them 
   const none = await mostWithoutShare(t, 4, 4 * ONE_TURN)
   t.ok(none > 4 * ONE_TURN, `the measure sees relays that do not take turns (${none} bytes in one turn)`)
 })
+
+t.test('a containment whose signals reach nothing (a taskkill or wsl.exe that failed): the agent itself is ended ' +
+  'after the last grace, and the run says processes may remain', async (t) => {
+  const group = processGroup()
+  // Every signal the containment is asked to send is lost, as when the tool it calls fails.
+  const deaf: typeof group = {
+    ...group,
+    control: (child, launch) => ({ ...group.control(child, launch), signal: async () => undefined })
+  }
+  const end = await runAgent({
+    command: { file: 'crush', args: ['run', '--', scenario.sleep(60_000)], cwd: undefined },
+    containment: { by: deaf, runId: 'deaf-containment' },
+    env: standInEnv(),
+    deadline: { timeoutMs: 100, killGraceMs: 50 },
+    output: { limitBytes: 1024 }
+  })
+  t.match(end, { stopReason: 'timeout', signal: 'SIGKILL', containmentFailed: true })
+})

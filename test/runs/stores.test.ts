@@ -62,6 +62,8 @@ const resultOf = (tool: string): RunResult => ({
   session_id: null,
   usage: null,
   steps_summary: null,
+  structured_output: null,
+  error: null,
   changes: null,
   processes_may_remain: false
 })

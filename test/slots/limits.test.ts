@@ -49,7 +49,7 @@ t.test('GET /tools counts slots while runs are in flight', async (t) => {
   const expected = (inUse: Record<string, number>) => BUILT_IN_AGENTS.map((spec) => {
     const name = toolNameOf(spec)
     const limit = limits[name] ?? 2
-    return { name, agent: spec.agent, limit, in_use: inUse[name] ?? 0, free: limit - (inUse[name] ?? 0) }
+    return { name, agent: spec.agent, limit, in_use: inUse[name] ?? 0, free: limit - (inUse[name] ?? 0), queued: 0 }
   })
   t.same(await status(), expected({}))
   const agents = [heldAgent(t), heldAgent(t), heldAgent(t)]

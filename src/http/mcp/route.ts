@@ -152,6 +152,7 @@ const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, options) => {
           // Followed live either way: the agent writes its structured output, which its steps are read from.
           run.on('output', (chunk) => { if (choice !== 'steps') progress(chunk) })
           if (choice !== 'output') run.on('step', (step) => progress(Buffer.from(`${stepLine(step)}\n`)))
+          run.on('queued', (position) => progress(Buffer.from(`queued: waiting for a slot, position ${position}\n`)))
         }
         const result = await ended
         clearTimeout(timer)

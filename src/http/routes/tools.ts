@@ -8,6 +8,9 @@ import { RunParams } from '../../schemas/run.js'
 import { ref } from '../../schemas/ref.js'
 import { errorResponses, runResponse } from '../../schemas/shared.js'
 import type { SlotLimiter } from '../../slots/limiter.js'
+import type { SlotQueue } from '../../slots/queue.js'
+import type { ServiceError } from '../../errors.js'
+import { toErrorResponse } from '../error-handler.js'
 import { EventWriter } from '../event-writer.js'
 import { negotiateStream } from '../stream-format.js'
 import { OutputEvents } from '../../runs/output-events.js'
@@ -18,6 +21,7 @@ interface ToolRoutesOptions {
   heartbeatMs: number
   tools: Record<ToolName, AgentTool>
   slots: SlotLimiter
+  queue: Pick<SlotQueue, 'queued'>
   runs: RunRegistry
 }
 
@@ -26,11 +30,12 @@ const ToolStatus = Type.Object({
   agent: Type.String(),
   limit: Type.Integer(),
   in_use: Type.Integer(),
-  free: Type.Integer()
+  free: Type.Integer(),
+  queued: Type.Integer({ description: 'Runs waiting for a slot of this tool on this replica (`queue_timeout`).' })
 })
 
 const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, options) => {
-  const { heartbeatMs, tools, slots, runs } = options
+  const { heartbeatMs, tools, slots, queue, runs } = options
   app.get(
     '/tools',
     {
@@ -51,7 +56,9 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, opt
           const limit = slots.limit(name)
           // With a shared backend: the whole fleet's count, which is what decides the next 429.
           const inUse = await slots.usage(name)
-          return { name, agent: spec.agent, limit, in_use: inUse, free: Math.max(0, limit - inUse) }
+          return {
+            name, agent: spec.agent, limit, in_use: inUse, free: Math.max(0, limit - inUse), queued: queue.queued(name)
+          }
         })
       )
     })
@@ -101,8 +108,9 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, opt
 }
 
 /**
- * A run whose output is streamed as it comes. The stream opens only once the agent runs, so every refusal before it is
- * the same JSON error as without it; a client that reads slowly holds the agent back (the sink).
+ * A run whose output is streamed as it comes. The stream opens once the agent runs, or once the run waits for a slot
+ * (then it says its place as it changes): every refusal before is the same JSON error as without a stream, one after
+ * (its wait over, shutdown) the stream's last event. A client that reads slowly holds the agent back (the sink).
  */
 async function streamed(
   runs: RunRegistry,
@@ -124,15 +132,27 @@ async function streamed(
   }
   const { run, result: ended } = runs.launch({ ...launch, kind: 'stream', sink })
   const stopWatching = stopWhenClientLeaves(reply, run)
-  run.once('spawn', () => {
+  const stream = { open: false }
+  const openStream = (): void => {
+    if (stream.open) return
+    stream.open = true
     reply.hijack()
     void reply.header('x-run-id', run.id)
     writer.open(reply.getHeaders())
+  }
+  run.once('spawn', openStream)
+  run.on('queued', (position) => {
+    openStream()
+    writer.send({ type: 'queued', position })
   })
   if (choice !== 'output') run.on('step', (step) => writer.send({ type: 'step', step }))
   try {
     const result = await ended
     for (const event of events.closing(result)) sendOutput(event)
+    writer.close()
+  } catch (error) {
+    if (!stream.open) throw error
+    writer.send({ type: 'error', error: toErrorResponse(error as ServiceError) })
     writer.close()
   } finally {
     stopWatching()

@@ -320,11 +320,15 @@ export class RedisRunStore implements RunStore {
     this.#redis.disconnect()
   }
 
-  /** A running run whose replica stopped saying it is alive will never end: it is lost, for every reader alike. */
+  /**
+   * A running (or queued) run whose replica stopped saying it is alive will never end: it is lost, for every reader
+   * alike.
+   */
   async #unlessLost(listing: Omit<RunRecord, 'result'>): Promise<Omit<RunRecord, 'result'>> {
-    if (listing.status !== 'running') return listing
+    if (listing.status !== 'running' && listing.status !== 'queued') return listing
     if ((await this.#redis.exists(this.#replicaKey(listing.replica))) === 1) return listing
-    const lost: RunRecord = { ...listing, status: 'lost', finishedAt: new Date().toISOString(), result: null }
+    const { queuePosition: _place, ...unqueued } = listing
+    const lost: RunRecord = { ...unqueued, status: 'lost', finishedAt: new Date().toISOString(), result: null }
     this.#options.log.warn({ run: listing.id, replica: listing.replica }, 'run lost: its replica is gone')
     await this.finish(lost)
     return listingOf(lost)

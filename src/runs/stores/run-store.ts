@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox'
 import type { RunResult } from '../../schemas/run.js'
-import { RunStatus } from '../../schemas/runs.js'
+import { RunError, RunStatus } from '../../schemas/runs.js'
 import { ListedWebhook } from '../../schemas/webhooks.js'
 import { RunWorkspace } from '../../schemas/workspace.js'
 import type { WebhookOutbox } from '../../webhooks/outbox.js'
@@ -22,7 +22,11 @@ export const RunRecordHead = Type.Object({
   task: Type.Optional(Type.String({ description: 'The beginning of its task (task-excerpt.ts).' })),
   deadline: Type.Optional(Type.String({ description: 'When its timeout stops it.' })),
   webhook: Type.Optional(ListedWebhook),
-  workspace: Type.Optional(RunWorkspace)
+  workspace: Type.Optional(RunWorkspace),
+  /** While queued: its place on the replica it waits on, as of its last save. */
+  queuePosition: Type.Optional(Type.Integer()),
+  /** Ended before its agent started, after it was accepted: why. */
+  error: Type.Optional(RunError)
 })
 export type RunRecord = Static<typeof RunRecordHead> & { result: RunResult | null }
 

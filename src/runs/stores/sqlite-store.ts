@@ -4,6 +4,7 @@ import { createRequire } from 'node:module'
 import { join } from 'node:path'
 import { resultFromStore } from '../../schemas/run.js'
 import type { ListedWebhook } from '../../schemas/webhooks.js'
+import type { RunError } from '../../schemas/runs.js'
 import type { RunWorkspace } from '../../schemas/workspace.js'
 import type { StoredEvent } from '../event-log.js'
 import { LocalClaims } from './local-claims.js'
@@ -25,7 +26,9 @@ const SCHEMA = `
     task TEXT,
     deadline TEXT,
     webhook TEXT,
-    workspace TEXT
+    workspace TEXT,
+    queue_position TEXT,
+    error TEXT
   );
   CREATE INDEX IF NOT EXISTS runs_by_owner ON runs (owner, created_at);
   CREATE TABLE IF NOT EXISTS events (
@@ -54,7 +57,10 @@ const SCHEMA = `
 `
 
 /** Columns added since the first schema: a file an older version made gets them, empty for its runs. */
-const ADDED_COLUMNS = { runs: ['task', 'deadline', 'webhook', 'workspace'], sessions: ['worktree'] }
+const ADDED_COLUMNS = {
+  runs: ['task', 'deadline', 'webhook', 'workspace', 'queue_position', 'error'],
+  sessions: ['worktree']
+}
 
 function addMissingColumns(db: BetterSqlite3.Database): void {
   for (const [table, columns] of Object.entries(ADDED_COLUMNS)) {
@@ -102,6 +108,9 @@ interface RunRow {
   webhook: string | null
   /** Its worktree, as JSON. */
   workspace: string | null
+  queue_position: string | null
+  /** Why it ended before its agent, as JSON. */
+  error: string | null
 }
 
 const toRecord = (row: RunRow): RunRecord => ({
@@ -116,7 +125,9 @@ const toRecord = (row: RunRow): RunRecord => ({
   ...(row.task === null ? {} : { task: row.task }),
   ...(row.deadline === null ? {} : { deadline: row.deadline }),
   ...(row.webhook === null ? {} : { webhook: JSON.parse(row.webhook) as ListedWebhook }),
-  ...(row.workspace === null ? {} : { workspace: JSON.parse(row.workspace) as RunWorkspace })
+  ...(row.workspace === null ? {} : { workspace: JSON.parse(row.workspace) as RunWorkspace }),
+  ...(row.queue_position === null ? {} : { queuePosition: Number(row.queue_position) }),
+  ...(row.error === null ? {} : { error: JSON.parse(row.error) as RunError })
 })
 
 const toRow = (record: RunRecord): RunRow => ({
@@ -131,7 +142,9 @@ const toRow = (record: RunRecord): RunRow => ({
   task: record.task ?? null,
   deadline: record.deadline ?? null,
   webhook: record.webhook === undefined ? null : JSON.stringify(record.webhook),
-  workspace: record.workspace === undefined ? null : JSON.stringify(record.workspace)
+  workspace: record.workspace === undefined ? null : JSON.stringify(record.workspace),
+  queue_position: record.queuePosition === undefined ? null : String(record.queuePosition),
+  error: record.error === undefined ? null : JSON.stringify(record.error)
 })
 
 /**
@@ -166,24 +179,29 @@ export class SqliteRunStore implements RunStore {
     this.#statements = {
       insertRun: db.prepare(
         'INSERT INTO runs (id, owner, tool, status, created_at, finished_at, result, replica, task, deadline, ' +
-          'webhook, workspace) VALUES (@id, @owner, @tool, @status, @created_at, @finished_at, @result, @replica, ' +
-          '@task, @deadline, @webhook, @workspace)'
+          'webhook, workspace, queue_position, error) VALUES (@id, @owner, @tool, @status, @created_at, ' +
+          '@finished_at, @result, @replica, @task, @deadline, @webhook, @workspace, @queue_position, @error) ' +
+          // A queued run is stored as it starts waiting, and again as its agent starts.
+          'ON CONFLICT (id) DO UPDATE SET status = excluded.status, deadline = excluded.deadline, ' +
+          'workspace = excluded.workspace, queue_position = excluded.queue_position'
       ),
       updateRun: db.prepare(
-        'UPDATE runs SET status = @status, finished_at = @finished_at, result = @result, workspace = @workspace ' +
-          'WHERE id = @id'
+        'UPDATE runs SET status = @status, finished_at = @finished_at, result = @result, workspace = @workspace, ' +
+          'queue_position = @queue_position, error = @error WHERE id = @id'
       ),
       getRun: db.prepare<[string, string]>(
         'SELECT * FROM runs WHERE id = ? AND (finished_at IS NULL OR finished_at >= ?)'
       ),
       listRuns: db.prepare<[string, string]>(
         'SELECT id, owner, tool, status, created_at, finished_at, NULL AS result, replica, task, deadline, webhook, ' +
-          'workspace ' +
+          'workspace, queue_position, error ' +
           'FROM runs ' +
           'WHERE owner = ? AND (finished_at IS NULL OR finished_at >= ?) ORDER BY created_at DESC'
       ),
-      running: db.prepare<[]>("SELECT id FROM runs WHERE status = 'running'"),
-      markLost: db.prepare<[string]>("UPDATE runs SET status = 'lost', finished_at = ? WHERE status = 'running'"),
+      running: db.prepare<[]>("SELECT id FROM runs WHERE status IN ('running', 'queued')"),
+      markLost: db.prepare<[string]>(
+        "UPDATE runs SET status = 'lost', finished_at = ?, queue_position = NULL WHERE status IN ('running', 'queued')"
+      ),
       insertEvent: db.prepare<[string, number, number, number, Buffer]>(
         'INSERT OR REPLACE INTO events (run, id, start_byte, end_byte, frame) VALUES (?, ?, ?, ?, ?)'
       ),

@@ -1,0 +1,87 @@
+import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js'
+import { serviceError } from '../errors.js'
+import type { StructuredOutputError } from '../schemas/run.js'
+
+/** A schema is a request's field: 64 KiB of JSON at most (it is also written into the prompt). */
+export const OUTPUT_SCHEMA_MAX_BYTES = 64 * 1024
+/** Only the answer's end is searched for its last JSON object: an answer may be megabytes of prose before it. */
+const SEARCHED_BYTES = 256 * 1024
+/** Objects tried, from the end: each try parses to the end, so an answer of braces alone stays cheap. */
+const TRIES = 200
+/** Ajv's first errors: what a caller needs to see why, not every consequence of one mistake. */
+const ERRORS_KEPT = 5
+
+// strict: a schema with an unknown keyword or a contradiction is refused (400) rather than silently half-applied.
+const ajv = new Ajv2020({ strict: true, allErrors: false, addUsedSchema: false })
+
+/** A request's `output_schema`, compiled; 400 BAD_OUTPUT_SCHEMA for one Ajv cannot compile, or too large. */
+export function compileOutputSchema(schema: object): ValidateFunction {
+  const bytes = Buffer.byteLength(JSON.stringify(schema))
+  if (bytes > OUTPUT_SCHEMA_MAX_BYTES) {
+    throw serviceError('BAD_OUTPUT_SCHEMA', `${bytes} bytes, over ${OUTPUT_SCHEMA_MAX_BYTES}`)
+  }
+  try {
+    return ajv.compile(schema)
+  } catch (error) {
+    throw serviceError('BAD_OUTPUT_SCHEMA', (error as Error).message)
+  } finally {
+    // Each request's schema compiled once: none is kept in Ajv's cache for the life of the service.
+    ajv.removeSchema(schema)
+  }
+}
+
+/**
+ * The prompt of a run with an output schema: its task, byte for byte, then a fixed request to end with a JSON object
+ * that matches the schema.
+ */
+export const promptWithSchema = (task: string, schema: object): string =>
+  `${task}\n\n---\nWhen you have finished, end your reply with a single JSON object that validates against this ` +
+  `JSON Schema (2020-12), and write nothing after it:\n${JSON.stringify(schema)}\n`
+
+/** Where a trailing fence closes what the object was written in (```json … ```). */
+const TRAILING_FENCE = /\s*```\s*$/
+
+/**
+ * The last JSON object an answer ends with (whitespace and a closing code fence after it allowed): the longest
+ * parseable text from a `{` to the end, tried from the last `{` backwards. undefined when the answer ends otherwise.
+ */
+export function lastJsonObject(answer: string): unknown {
+  const text = answer.slice(-SEARCHED_BYTES).replace(TRAILING_FENCE, '').trimEnd()
+  if (!text.endsWith('}')) return undefined
+  let found: unknown
+  let tries = 0
+  for (let at = text.lastIndexOf('{'); at !== -1 && tries < TRIES; at = at === 0 ? -1 : text.lastIndexOf('{', at - 1)) {
+    tries++
+    try {
+      found = JSON.parse(text.slice(at))
+    } catch {
+      continue
+    }
+    if (typeof found === 'object' && found !== null && !Array.isArray(found)) return found
+  }
+  return undefined
+}
+
+const described = (errors: readonly ErrorObject[]): StructuredOutputError['schema_errors'] =>
+  errors.slice(0, ERRORS_KEPT).map((error) => ({ instance_path: error.instancePath, message: error.message ?? '' }))
+
+/** The answer's structured output, checked against its schema: the object, or why there is none. */
+export function structuredOutput(answer: string, validate: ValidateFunction):
+{ value: unknown } | { error: StructuredOutputError } {
+  const value = lastJsonObject(answer)
+  if (value === undefined) {
+    return {
+      error: {
+        code: 'OUTPUT_SCHEMA_MISMATCH', message: 'the answer does not end with a JSON object', schema_errors: []
+      }
+    }
+  }
+  if (validate(value)) return { value }
+  return {
+    error: {
+      code: 'OUTPUT_SCHEMA_MISMATCH',
+      message: 'the JSON object the answer ends with does not match output_schema',
+      schema_errors: described(validate.errors ?? [])
+    }
+  }
+}

@@ -1,0 +1,48 @@
+import t from 'tap'
+import { existsSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { BUILT_IN_AGENTS } from '#src/agents/catalog.js'
+import { toolNameOf } from '#src/agents/spec.js'
+import { build, echoed, refused, runTool, standInEnv, tempDir, type ToolName } from '../helpers/index.js'
+
+// `output_schema` through the API (issue 41, item 3), with each agent's stand-in: the agent is asked, after its task,
+// to end with an object of the schema; the stand-ins answer with their echo, a JSON object, which meets or misses it.
+
+/** What every stand-in's echo holds. */
+const ECHO_SCHEMA = {
+  type: 'object',
+  properties: { prompt: { type: 'string' }, argv: { type: 'array', items: { type: 'string' } } },
+  required: ['prompt', 'argv']
+}
+
+for (const tool of BUILT_IN_AGENTS.map((spec): ToolName => toolNameOf(spec))) {
+  t.test(`${tool}: an answer ending with an object of the schema is its structured_output; one that does not is ` +
+    'not ok', async (t) => {
+    const app = await build(t)
+    const task = 'Report what you received'
+    const met = await runTool(app, tool, { task, output_schema: ECHO_SCHEMA })
+    t.match(met, { ok: true, error: null, structured_output: { prompt: String, argv: Array } })
+    const prompt = (met.structured_output as { prompt: string }).prompt
+    t.ok(prompt.startsWith(`${task}\n\n`), 'the task, byte for byte, then what the answer must end with')
+    t.match(prompt, JSON.stringify(ECHO_SCHEMA))
+    t.equal(echoed(met).prompt, prompt)
+    const missed = await runTool(app, tool, {
+      task, output_schema: { type: 'object', required: ['verdict'], properties: { verdict: { type: 'string' } } }
+    })
+    t.match(missed, {
+      ok: false,
+      structured_output: null,
+      error: { code: 'OUTPUT_SCHEMA_MISMATCH', schema_errors: [{ instance_path: '', message: /verdict/ }] }
+    })
+  })
+}
+
+t.test('a schema Ajv cannot compile is 400 BAD_OUTPUT_SCHEMA, and nothing starts', async (t) => {
+  const log = join(tempDir(t), 'starts.log')
+  const app = await build(t, {}, standInEnv({ STAND_IN_LOG: log }))
+  for (const schema of [{ type: 'object', requred: ['x'] }, { type: 'nope' }]) {
+    const answer = await refused(app, 'crush_run', { task: 'x', output_schema: schema })
+    t.same([answer.status, answer.body.code], [400, 'BAD_OUTPUT_SCHEMA'])
+  }
+  t.notOk(existsSync(log) && readFileSync(log, 'utf8') !== '', 'no agent started')
+})
