@@ -187,10 +187,10 @@ export class RunWorktrees {
    */
   async changes(open: OpenWorktree, run: Run): Promise<Changes> {
     const { worktree, plan } = open
-    const diffFile = await this.#newDiffFile(run.caller, run.id)
     const none = { head: null, files: [], diff: '', diff_bytes: 0, diff_truncated: false }
     let changes: Changes = { base: worktree.base, ...none, branch: null, worktree: worktree.path }
     try {
+      const diffFile = await this.#newDiffFile(run.caller, run.id)
       const { diffLimitBytes } = this.#settings
       changes = { ...changes, ...(await changeset(worktree, { diffLimitBytes, diffFile })) }
       if (plan.commit !== undefined) {
@@ -223,7 +223,12 @@ export class RunWorktrees {
     }
     // A session's worktree that this run continued stays as long as that session.
     if ('continued' in open.plan.source) return open.worktree.path
-    await removeWorktree(open.worktree)
+    try {
+      await removeWorktree(open.worktree)
+    } catch {
+      // Its record says no session keeps it: the next sweep removes what is left. The run's result stands.
+      return null
+    }
     await this.#forget(name)
     return null
   }

@@ -55,13 +55,16 @@ t.test('runs that wait start in the order they came, each once the one before ha
   const s = await service(t)
   const held = await holdTheSlot(t, s)
   const waiting = ['first', 'second', 'third'].map((name) =>
-    runTool(s.app, 'crush_run', { task: scenario.sleep(600, name), queue_timeout: 60, timeout: 1 }))
+    runTool(s.app, 'crush_run', { task: scenario.sleep(100, name), queue_timeout: 60, timeout: 3 }))
   await until(() => queuedOf(s.app), (queued) => queued === 3, 10_000, 'three runs waiting')
+  // Each waits longer than its own timeout before its turn: time is what is waited for here, not a state.
+  const queuedAt = Date.now()
+  await until(() => Date.now() - queuedAt, (waited) => waited > 3500, 10_000, 'the runs’ timeout to pass in the queue')
   held.release()
   const results = await Promise.all(waiting)
   t.same(results.map((result) => [result.ok, result.timed_out]), [[true, false], [true, false], [true, false]],
-    'each ran its whole 0.6 s, though it waited longer than its 1 s timeout')
-  t.same(s.started().slice(1), ['first', 'second', 'third'].map((name) => scenario.sleep(600, name)), 'in order')
+    'none timed out: each one’s 3 s began as its agent started, not as it started waiting')
+  t.same(s.started().slice(1), ['first', 'second', 'third'].map((name) => scenario.sleep(100, name)), 'in order')
   t.equal(await queuedOf(s.app), 0)
 })
 
