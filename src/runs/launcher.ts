@@ -16,7 +16,7 @@ import type { SudoProbe } from '../sudo/probe.js'
 import type { SudoShim } from '../sudo/shim.js'
 import { webhookRefusal, type WebhookSettings } from '../webhooks/policy.js'
 import { runPlacedAgent, type AgentRunParts } from './agent-run.js'
-import { compileOutputSchema, promptWithSchema, structuredOutput } from './output-schema.js'
+import { assertPromptFitsArgv, compileOutputSchema, promptWithSchema, structuredOutput } from './output-schema.js'
 import { placeRun, type Placement } from './placement.js'
 import { stopRefusal, type Run } from './run.js'
 import { continuedPlace, sessionLeftBy } from './sessions.js'
@@ -106,6 +106,9 @@ export class RunLauncher {
     try {
       const schema = params.output_schema
       const validate = schema === undefined ? undefined : compileOutputSchema(schema)
+      if (schema !== undefined && this.#deps.tools[run.tool].spec.taskInArgv !== undefined) {
+        assertPromptFitsArgv(promptOf(params))
+      }
       const result = withStructuredOutput(await this.#launch(run, params, log, sink), validate)
       run.finish(result)
       return result

@@ -38,6 +38,24 @@ export const promptWithSchema = (task: string, schema: object): string =>
   `${task}\n\n---\nWhen you have finished, end your reply with a single JSON object that validates against this ` +
   `JSON Schema (2020-12), and write nothing after it:\n${JSON.stringify(schema)}\n`
 
+/** What one argv element may hold on Linux (MAX_ARG_STRLEN, 128 KiB), with room: the bound the task alone keeps. */
+const ARGV_ELEMENT_MAX_BYTES = 120_000
+
+/**
+ * A CLI that takes its task as one argv element (crush) cannot take a prompt longer than one may hold: a task and a
+ * schema each within their bounds can be, together. Refused (400) before anything runs, rather than failing to spawn.
+ */
+export function assertPromptFitsArgv(prompt: string): void {
+  const bytes = Buffer.byteLength(prompt)
+  if (bytes > ARGV_ELEMENT_MAX_BYTES) {
+    throw serviceError(
+      'BAD_OUTPUT_SCHEMA',
+      `the task and the schema together are ${bytes} bytes, over the ${ARGV_ELEMENT_MAX_BYTES} this agent takes on ` +
+        'its command line'
+    )
+  }
+}
+
 /** Where a trailing fence closes what the object was written in (```json … ```). */
 const TRAILING_FENCE = /\s*```\s*$/
 

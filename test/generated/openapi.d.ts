@@ -1098,7 +1098,7 @@ export interface operations {
              *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
              *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
-             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB.
+             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB; or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
              *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {
@@ -1237,7 +1237,7 @@ export interface operations {
              *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
              *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
-             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB.
+             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB; or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
              *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {
@@ -1402,7 +1402,7 @@ export interface operations {
              *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
              *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
-             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB.
+             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB; or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
              *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {
@@ -1567,7 +1567,7 @@ export interface operations {
              *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
              *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
-             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB.
+             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB; or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
              *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {
@@ -1732,7 +1732,7 @@ export interface operations {
              *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
              *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
-             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB.
+             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB; or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
              *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {
@@ -1937,7 +1937,7 @@ export interface operations {
              *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
              *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
-             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB.
+             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB; or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
              *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {
@@ -2221,7 +2221,7 @@ export interface operations {
              *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
              *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
-             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB.
+             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB; or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
              *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {

@@ -37,6 +37,19 @@ for (const tool of BUILT_IN_AGENTS.map((spec): ToolName => toolNameOf(spec))) {
   })
 }
 
+t.test('crush takes its task on its command line: a task and a schema too long together for one argv element are ' +
+  '400 BAD_OUTPUT_SCHEMA, and nothing starts; claude reads the same prompt on its standard input', async (t) => {
+  const log = join(tempDir(t), 'starts.log')
+  const app = await build(t, {}, standInEnv({ STAND_IN_LOG: log }))
+  // 30,000 characters of three bytes each, and a schema of 45 KB: each within its bound, together over 128 KiB.
+  const task = '€'.repeat(30_000)
+  const schema = { ...ECHO_SCHEMA, description: 'x'.repeat(45_000) }
+  const answer = await refused(app, 'crush_run', { task, output_schema: schema })
+  t.match(answer, { status: 400, body: { code: 'BAD_OUTPUT_SCHEMA', message: /command line/ } })
+  t.notOk(existsSync(log) && readFileSync(log, 'utf8') !== '', 'no agent started')
+  t.match(await runTool(app, 'claude_run', { task, output_schema: schema }), { ok: true, structured_output: Object })
+})
+
 t.test('a schema Ajv cannot compile is 400 BAD_OUTPUT_SCHEMA, and nothing starts', async (t) => {
   const log = join(tempDir(t), 'starts.log')
   const app = await build(t, {}, standInEnv({ STAND_IN_LOG: log }))
