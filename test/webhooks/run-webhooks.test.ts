@@ -54,7 +54,8 @@ t.test('a synchronous run’s run.started and run.finished, signed with the toke
   t.same(finished?.body.data.webhook, { url, events: ['run.started', 'run.finished'] }, 'listed with its webhook')
   t.not(started?.headers['webhook-id'], finished?.headers['webhook-id'], 'one id per event')
   t.match(finished?.headers['user-agent'], /^agent-runner\/\d+\.\d+\.\d+/)
-  const deliveries = await call(app, 'GET', `/runs/${String(started?.body.data.id)}/deliveries`)
+  const deliveries = await until(() => call(app, 'GET', `/runs/${String(started?.body.data.id)}/deliveries`),
+    (answer) => answer.body.deliveries?.every((each: any) => each.state === 'delivered'), 10_000, 'both recorded')
   t.equal(deliveries.status, 200)
   t.same(deliveries.body.deliveries.map((each: any) => [each.type, each.state, each.attempts.length]).sort(), [
     ['run.finished', 'delivered', 1], ['run.started', 'delivered', 1]
@@ -72,7 +73,9 @@ t.test('an async run: listed with its webhook, its run.finished the run as GET /
   t.same(received.map((each) => each.headers['webhook-id']), Array(3).fill(received[0]?.headers['webhook-id']))
   t.same(received[2]?.body.data, ended, 'the run as GET /runs/{id} answers it')
   t.same(received.map((each) => each.body.type), ['run.finished', 'run.finished', 'run.finished'])
-  const { body } = await call(app, 'GET', `/runs/${created.id}/deliveries`)
+  // The receiver holds the third attempt before the service has read its answer: poll for the record.
+  const { body } = await until(() => call(app, 'GET', `/runs/${created.id}/deliveries`),
+    (answer) => answer.body.deliveries[0]?.state === 'delivered', 10_000, 'the delivery recorded')
   t.match(body.deliveries, [{ type: 'run.finished', state: 'delivered', next_attempt_at: null }])
   t.same(body.deliveries[0].attempts.map((attempt: any) => attempt.status), [500, 502, 200])
   t.same(Object.keys(body.deliveries[0]).sort(), [
