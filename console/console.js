@@ -443,9 +443,23 @@ function showStep(step) {
   $('output-box').open = false
 }
 
+/** What a run spent, as its result says: turns, tokens, dollars, the model its CLI named. */
+function spentText(result) {
+  const usage = result.usage
+  const turns = result.steps_summary?.turns
+  const parts = [
+    turns === undefined ? null : `${turns} turn${turns === 1 ? '' : 's'}`,
+    usage === null ? null : `${usage.input_tokens ?? '?'} in, ${usage.output_tokens ?? '?'} out`,
+    usage?.cost_usd == null ? null : `$${usage.cost_usd.toFixed(4)}`,
+    usage?.model ?? null
+  ]
+  return parts.filter((part) => part !== null).map((part) => ` · ${part}`).join('')
+}
+
 function showResult(result) {
   const how = result.stop_reason ?? (result.timed_out ? 'timed out' : `exit ${result.exit_code ?? result.signal}`)
-  $('run-result').textContent = `${result.ok ? 'ok' : 'not ok'} · ${how} · ${duration(result.duration_ms)}`
+  $('run-result').textContent =
+    `${result.ok ? 'ok' : 'not ok'} · ${how} · ${duration(result.duration_ms)}${spentText(result)}`
   $('run-note').textContent = ''
   void refresh()
 }

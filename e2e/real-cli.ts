@@ -8,6 +8,8 @@ import {
 } from '../test/helpers/index.js'
 import { fromRoot } from '../test/helpers/root.js'
 import type { Step } from '#src/schemas/steps.js'
+import type { RunLimits } from '#src/schemas/limits.js'
+import type { RunParams } from '#src/schemas/run.js'
 import type { ToolName } from '../test/helpers/api.js'
 import { startAnthropicServer } from '../test/helpers/model-servers/anthropic.js'
 import { startGeminiServer } from '../test/helpers/model-servers/gemini.js'
@@ -31,6 +33,8 @@ export interface RealCli {
   startModel: (turns: readonly ModelTurn[]) => Promise<ScriptedModelServer>
   /** Writes its config under `home` and returns the variables that point it at `modelUrl` and keep it offline. */
   offline: (home: string, modelUrl: string) => Record<string, string>
+  /** The model its offline configuration serves, as a run names it. */
+  model: string
 }
 
 export const REAL_CLIS: Record<RealCli['agent'], RealCli> = {
@@ -39,28 +43,32 @@ export const REAL_CLIS: Record<RealCli['agent'], RealCli> = {
     pkg: '@anthropic-ai/claude-code',
     version: CLAUDE_VERSION,
     startModel: startAnthropicServer,
-    offline: claudeOffline
+    offline: claudeOffline,
+    model: 'claude-opus-5-5'
   },
   codex: {
     agent: 'codex',
     pkg: '@openai/codex',
     version: CODEX_VERSION,
     startModel: startResponsesServer,
-    offline: codexOffline
+    offline: codexOffline,
+    model: 'gpt-5.5'
   },
   gemini: {
     agent: 'gemini',
     pkg: '@google/gemini-cli',
     version: GEMINI_VERSION,
     startModel: startGeminiServer,
-    offline: geminiOffline
+    offline: geminiOffline,
+    model: 'gemini-2.5-flash'
   },
   opencode: {
     agent: 'opencode',
     pkg: 'opencode-ai',
     version: OPENCODE_VERSION,
     startModel: startChatServer,
-    offline: opencodeOffline
+    offline: opencodeOffline,
+    model: 'scripted/scripted-model'
   }
 }
 
@@ -473,6 +481,31 @@ export function provePromises(t: Test, cli: RealCli): void {
       t.match(asked, 'e2e output schema', 'the task reached the model')
       t.match(asked, JSON.stringify(JSON.stringify(schema)).slice(1, -1), 'and the schema after it')
     })
+
+  t.test('limits: a two-call script held to one turn never gets its answer; one token is past at once; ' +
+    'a dollar limit from the CLI’s cost or the price table', async (t) => {
+    const prices = join(directoryOf(t, users().nopasswd), 'prices.json')
+    // A dollar a token: any call is past half a dollar. Claude prices its own models: none for it here.
+    const price = { input_usd_per_mtok: 1e6, output_usd_per_mtok: 1e6 }
+    writeFileSync(prices, JSON.stringify(cli.agent === 'claude' ? {} : { [cli.model]: price }))
+    const service = await serviceFor(t, cli, STEPS_SCRIPT, { settings: { MODEL_PRICES_FILE: prices } })
+    const run = async (limits: RunLimits, more: Partial<RunParams> = {}) => (await runThrough('json', service.base,
+      service.tool, { task: 'e2e limits', cwd: workdir(t, service), timeout: 300, limits, ...more })).result
+    const turns = await run({ max_turns: 1 })
+    t.match(turns, { ok: false, stop_reason: 'max_turns' }, { result: turns })
+    t.notMatch(turns.output, /ALL DONE/, 'stopped before its answer')
+    t.ok(turns.steps_summary!.turns <= 2, `${turns.steps_summary!.turns} turn(s) seen`)
+    if (cli.agent === 'claude') {
+      t.ok(turns.command.includes('--max-turns=1'))
+      t.match(turns.agent_report, { subtype: 'error_max_turns' }, 'claude stopped itself')
+    }
+    const tokens = await run({ max_tokens: 1 })
+    t.match(tokens, { ok: false, stop_reason: 'max_tokens', usage: { input_tokens: Number } }, { result: tokens })
+    // Claude's cost is its result's total_cost_usd; the others’ the table's, for the model named.
+    const cost = await run({ max_cost_usd: cli.agent === 'claude' ? 0.000_000_1 : 0.5 }, { model: cli.model })
+    t.match(cost, { ok: false, stop_reason: 'max_cost', usage: { cost_usd: Number } }, { result: cost })
+    t.ok(cost.usage!.cost_usd! > (cli.agent === 'claude' ? 0.000_000_1 : 0.5), `cost ${String(cost.usage!.cost_usd)}`)
+  })
 
   t.test('a service that is not root runs it the same', async (t) => {
     const service = await serviceFor(t, cli, HELLO_SCRIPT, { nonRootService: true })

@@ -4,6 +4,7 @@ import { existsSync, readFileSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
+import { Value } from '@sinclair/typebox/value'
 import { BUILT_IN_AGENTS } from './agents/catalog.js'
 import { DEFAULT_AGENT_ENV_ALLOW, DEFAULT_AGENT_ENV_DENY, type AgentEnvRule } from './agents/environment.js'
 import { agentVariables, type AgentSettings, type AgentSpec } from './agents/spec.js'
@@ -11,6 +12,7 @@ import { resolveAgentUser, type AgentUser } from './process/agent-user.js'
 import { CONTAINMENT_SETTINGS, type ContainmentSetting } from './process/host-containment.js'
 import { parseUidRange, type UidRange } from './process/token-users.js'
 import type { RunLimits } from './process/run-cgroups.js'
+import { ModelPrices, RunLimits as RunBudgetLimits } from './schemas/limits.js'
 import { MODEL_PATTERN } from './schemas/run.js'
 import { checkSecretFiles } from './secret-files.js'
 import { parseAllowList } from './webhooks/address-policy.js'
@@ -48,6 +50,9 @@ function agentSchemas(agents: readonly AgentSpec[]): Record<string, TSchema> {
         [names.maxMemory, Type.Optional(MaxMemoryMb)],
         [names.models, Type.String({ default: '' })],
         [names.model, Type.Optional(Type.String({ pattern: MODEL_PATTERN }))],
+        [names.maxTurns, RunBudgetLimits.properties.max_turns],
+        [names.maxTokens, RunBudgetLimits.properties.max_tokens],
+        [names.maxCostUsd, RunBudgetLimits.properties.max_cost_usd],
         ...Object.entries(spec.ownSettings ?? {})
       ]
     })
@@ -113,6 +118,7 @@ const ServiceSchema = Type.Object({
   WORKTREES_DIR: Type.String({ default: '' }),
   WORKSPACE_DIFF_LIMIT_BYTES: Type.Integer({ default: 262_144, minimum: 1024, maximum: 64 * 1_048_576 }),
   WORKSPACE_COMMIT_AUTHOR: Type.String({ default: 'agent-runner <agent-runner@localhost>' }),
+  MODEL_PRICES_FILE: Type.Optional(Type.String({ minLength: 1 })),
 })
 
 export const EnvSchema = envSchemaFor(BUILT_IN_AGENTS)
@@ -176,6 +182,8 @@ export interface Config {
   webhooks: WebhookSettings
   /** Worktree runs: where their worktrees go, how much of a diff a result carries, who commits. */
   workspaces: { worktreesDir: string; diffLimitBytes: number; author: Author }
+  /** What models cost (MODEL_PRICES_FILE): runs' cost where their CLI says none, and their cost limits. */
+  modelPrices: ModelPrices
   /** The agents to run, each with its settings. */
   agents: Array<{ spec: AgentSpec; settings: AgentSettings }>
 }
@@ -246,6 +254,7 @@ export function loadConfig(
       diffLimitBytes: env.WORKSPACE_DIFF_LIMIT_BYTES,
       author: commitAuthor(env.WORKSPACE_COMMIT_AUTHOR)
     },
+    modelPrices: env.MODEL_PRICES_FILE === undefined ? {} : readModelPrices(env.MODEL_PRICES_FILE),
     secretFiles,
     exposedSecretFiles: checkSecretFiles(secretFiles, agentUser).exposed,
     agents: agents.map((spec) => ({ spec, settings: agentSettings(spec, env) }))
@@ -253,6 +262,24 @@ export function loadConfig(
   assertSafeExposure(config, env.ALLOW_UNAUTHENTICATED)
   assertSeparateTokens(config, env.ALLOW_SHARED_AGENT_USER)
   return config
+}
+
+/** MODEL_PRICES_FILE: JSON, `{"<model>": {"input_usd_per_mtok": 3, "output_usd_per_mtok": 15}, …}`. */
+function readModelPrices(file: string): ModelPrices {
+  let prices: unknown
+  try {
+    prices = JSON.parse(readFileSync(file, 'utf8'))
+  } catch (error) {
+    throw new Error(`MODEL_PRICES_FILE=${file} cannot be read as JSON: ${(error as Error).message}`)
+  }
+  const wrong = Value.Errors(ModelPrices, prices).First()
+  if (wrong !== undefined) {
+    throw new Error(
+      `MODEL_PRICES_FILE=${file}: ${wrong.path || '/'} ${wrong.message} ` +
+      '(each model: {"input_usd_per_mtok": <dollars>, "output_usd_per_mtok": <dollars>})'
+    )
+  }
+  return prices as ModelPrices
 }
 
 function commitAuthor(value: string): Author {
@@ -327,8 +354,30 @@ function agentSettings(spec: AgentSpec, env: RawEnv): AgentSettings {
       ...(env[names.maxMemory] === undefined ? {} : { memoryBytes: (env[names.maxMemory] as number) * 1024 * 1024 })
     },
     own: Object.fromEntries(Object.keys(spec.ownSettings ?? {}).map((name) => [name, String(env[name])])),
-    ...modelSettings(names, env)
+    ...modelSettings(names, env),
+    ceilings: ceilingsOf(spec, names, env)
   }
+}
+
+/** <AGENT>_MAX_TURNS, _MAX_TOKENS, _MAX_COST_USD: refused for an agent whose runs say nothing they could be held to. */
+function ceilingsOf(
+  spec: AgentSpec, names: ReturnType<typeof agentVariables>, env: RawEnv
+): AgentSettings['ceilings'] {
+  const ceilings = {
+    max_turns: env[names.maxTurns] as number | undefined,
+    max_tokens: env[names.maxTokens] as number | undefined,
+    max_cost_usd: env[names.maxCostUsd] as number | undefined
+  }
+  const set = Object.entries(ceilings).filter(([, value]) => value !== undefined)
+  if (set.length > 0 && (spec.steps === undefined || spec.steps().readsText === true)) {
+    const [name] = set[0]!
+    const variable = { max_turns: names.maxTurns, max_tokens: names.maxTokens, max_cost_usd: names.maxCostUsd }
+    throw new Error(
+      `${variable[name as keyof typeof variable]}: ${spec.agent} prints plain text, no turns, tokens nor cost: ` +
+      'nothing could hold its runs to it'
+    )
+  }
+  return Object.fromEntries(set)
 }
 
 /**

@@ -161,6 +161,30 @@ export const ERROR_CATALOG = {
     message: (reason: string) => `body/output_schema: not a schema this service can check answers against: ${reason}`,
     example: ['strict mode: unknown keyword: "requred"']
   },
+  LIMIT_ABOVE_CEILING: {
+    status: 400,
+    when: 'A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, ' +
+      '`_MAX_COST_USD`): a run may lower a ceiling, never raise it.',
+    message: (limit: string, asked: number, ceiling: number) =>
+      `body/limits/${limit}: ${asked} is above this tool’s ceiling of ${ceiling}`,
+    example: ['max_turns', 50, 20]
+  },
+  LIMIT_NOT_SUPPORTED: {
+    status: 400,
+    when: '`limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).',
+    message: (limit: string, tool: string) =>
+      `body/limits/${limit}: ${tool} reports no turns, tokens nor cost: nothing could hold its run to a limit`,
+    example: ['max_turns', 'crush_run']
+  },
+  COST_UNKNOWN: {
+    status: 400,
+    when: 'A cost limit (`limits.max_cost_usd`, or the tool’s `<AGENT>_MAX_COST_USD`) for a tool whose CLI reports ' +
+      'no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.',
+    message: (tool: string, model: string | undefined) =>
+      `body/limits/max_cost_usd: ${tool} reports no cost, and MODEL_PRICES_FILE prices no ` +
+      (model ?? 'model for a run that names none'),
+    example: ['codex_run', 'gpt-5.1-codex']
+  },
   WORKSPACE_NOT_SUPPORTED: {
     status: 400,
     when: '`workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.',

@@ -20,6 +20,8 @@ export class Metrics {
   readonly #duration: Histogram<'tool'>
   readonly #rejections: Counter<'tool' | 'reason'>
   readonly #webhookAttempts: Counter<'outcome'>
+  readonly #tokens: Counter<'caller' | 'tool' | 'kind'>
+  readonly #cost: Counter<'caller' | 'tool'>
   #pendingDeliveries: (() => Promise<number>) | undefined
   #phases: (() => RunPhase[]) | undefined
 
@@ -49,6 +51,18 @@ export class Metrics {
       name: 'agent_runner_webhook_deliveries_total',
       help: 'Webhook delivery attempts, by outcome: delivered, failed (to be retried), gone (410), given_up',
       labelNames: ['outcome'],
+      registers
+    })
+    this.#tokens = new Counter({
+      name: 'agent_runner_tokens_total',
+      help: 'Tokens the runs that ended used, as their CLIs reported them, by token name, tool and kind',
+      labelNames: ['caller', 'tool', 'kind'],
+      registers
+    })
+    this.#cost = new Counter({
+      name: 'agent_runner_cost_usd_total',
+      help: 'Dollars the runs that ended cost (their CLI’s figure, or MODEL_PRICES_FILE’s), by token name and tool',
+      labelNames: ['caller', 'tool'],
       registers
     })
     const pendingDeliveries = (): Promise<number> => this.#pendingDeliveries?.() ?? Promise.resolve(0)
@@ -92,9 +106,15 @@ export class Metrics {
     this.#phases = phases
   }
 
-  observeRun(result: RunResult): void {
-    this.#runs.inc({ tool: result.tool, outcome: finishedStatus(result) })
-    this.#duration.observe({ tool: result.tool }, result.duration_ms / 1000)
+  /** A run that ended, and what its caller's token spent on it. */
+  observeRun(result: RunResult, caller: string): void {
+    const { tool, usage } = result
+    this.#runs.inc({ tool, outcome: finishedStatus(result) })
+    this.#duration.observe({ tool }, result.duration_ms / 1000)
+    if (usage === null) return
+    this.#tokens.inc({ caller, tool, kind: 'input' }, usage.input_tokens ?? 0)
+    this.#tokens.inc({ caller, tool, kind: 'output' }, usage.output_tokens ?? 0)
+    if (usage.cost_usd !== null) this.#cost.inc({ caller, tool }, usage.cost_usd)
   }
 
   observeWebhookAttempt(outcome: string): void {

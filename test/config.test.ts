@@ -38,7 +38,8 @@ t.test('defaults', async (t) => {
         limits: {},
         own: ownDefaults(spec),
         models: [],
-        model: undefined
+        model: undefined,
+        ceilings: {}
       }]
     ),
     'each agent from its own variables'

@@ -1,6 +1,8 @@
 import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { build, cancelRun, createRun, heldAgent, readPidFile, runTool, scenario } from './helpers/index.js'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { build, cancelRun, createRun, heldAgent, readPidFile, runTool, scenario, tempDir } from './helpers/index.js'
 
 // Prometheus reads values with Go's ParseFloat, which accepts NaN in any case (prom-client writes "Nan").
 const SAMPLE = new RegExp(
@@ -101,4 +103,30 @@ t.test('MCP refusals count as REST ones do, under their tool and code', async (t
   t.equal(samples.get('agent_runner_rejections_total{tool="crush_run",reason="AGENT_LIMIT_REACHED"}'), 1)
   t.equal(samples.get('agent_runner_rejections_total{tool="crush_run",reason="VALIDATION_ERROR"}'), 1)
   t.equal(samples.get('agent_runner_rejections_total{tool="unknown",reason="VALIDATION_ERROR"}'), 1)
+})
+
+t.test('spend: each token’s runs’ tokens and dollars, by tool, as their results say them', async (t) => {
+  const prices = join(tempDir(t), 'prices.json')
+  writeFileSync(prices, JSON.stringify({ priced: { input_usd_per_mtok: 100, output_usd_per_mtok: 200 } }))
+  const app = await build(t, {
+    API_TOKENS: 'alice:alice-secret-0123456789,bob:bob-secret-0123456789', MODEL_PRICES_FILE: prices
+  })
+  const as = (who: string) => ({ authorization: `Bearer ${who}-secret-0123456789` })
+  // The codex stand-in reports 10 input and 5 output tokens a run; claude's its own cost, 0.0123, and no tokens.
+  const runs = [
+    await runTool(app, 'codex_run', { task: 'x', model: 'priced' }, as('alice')),
+    await runTool(app, 'codex_run', { task: 'y', model: 'priced' }, as('alice')),
+    await runTool(app, 'codex_run', { task: 'z' }, as('bob')),
+    await runTool(app, 'claude_run', { task: 'w' }, as('bob'))
+  ]
+  t.same(runs.map((result) => result.usage?.cost_usd), [0.002, 0.002, null, 0.0123], 'as each result says')
+  await runTool(app, 'crush_run', { task: 'plain text: no usage' }, as('bob'))
+  const samples = await scrape(t, app)
+  t.equal(samples.get('agent_runner_tokens_total{caller="alice",tool="codex_run",kind="input"}'), 20)
+  t.equal(samples.get('agent_runner_tokens_total{caller="alice",tool="codex_run",kind="output"}'), 10)
+  t.equal(samples.get('agent_runner_tokens_total{caller="bob",tool="codex_run",kind="input"}'), 10)
+  t.equal(samples.get('agent_runner_cost_usd_total{caller="alice",tool="codex_run"}'), 0.004)
+  t.notOk(samples.has('agent_runner_cost_usd_total{caller="bob",tool="codex_run"}'), 'no cost known: none counted')
+  t.equal(samples.get('agent_runner_cost_usd_total{caller="bob",tool="claude_run"}'), 0.0123)
+  t.notOk([...samples.keys()].some((key) => key.includes('crush_run') && key.startsWith('agent_runner_tokens')))
 })

@@ -57,6 +57,7 @@ function expectations(runId: string): Record<string, object | RegExp> {
   return {
     'POST /tools/crush_run': result,
     'POST /tools/claude_run': { ...result, tool: 'claude_run' },
+    'POST /tools/codex_run': { ...result, tool: 'codex_run' },
     'POST /tools/crush_run (ndjson)': /^\{"type":"result","result":\{"tool":"crush_run","ok":true/m,
     'POST /tools/crush_run (sse)': /^event: result\ndata: \{"type":"result","result":\{"tool":"crush_run","ok":true/m,
     'POST /runs': { id: String, tool: 'crush_run', kind: 'async', status: 'running', result: null },

@@ -1,5 +1,6 @@
 import { UUID } from './session-ids.js'
 import { Type } from '@sinclair/typebox'
+import type { LimitReason } from '../schemas/limits.js'
 import type { Step } from '../schemas/steps.js'
 import { isObject, textOf } from './json-values.js'
 import { OpenCalls, startedAndCompleted, type Call } from './steps/calls.js'
@@ -26,10 +27,17 @@ function optionalNumber(value: unknown, integer = false): number | null | undefi
   return Number.isFinite(number) && (!integer || Number.isSafeInteger(number)) ? number : null
 }
 
+/** The result subtypes of a run claude stopped at a limit it was given (2.1.332). */
+const LIMIT_SUBTYPES = new Map<string, LimitReason>([
+  ['error_max_turns', 'max_turns'], ['error_max_budget_usd', 'max_cost']
+])
+
 /** Claude's report is its `result` line (stream-json's last, json mode's only one): the last such line is the one. */
 function reportOf(event: Record<string, unknown>): ParsedReport | null {
   if (typeof event['is_error'] !== 'boolean') return null
+  const limit = LIMIT_SUBTYPES.get(textOf(event['subtype']) ?? '')
   return {
+    ...(limit === undefined ? {} : { limit }),
     text: textOf(event['result']) ?? '',
     report: {
       is_error: event['is_error'],
@@ -85,9 +93,22 @@ export function claudeSteps(): StepParser {
   let report: ParsedReport | null = null
   // The model its `system` `init` line says the session runs with.
   let announced: string | undefined
+  // The message whose usage was last told: claude prints each block of a response as a line of its own, each with
+  // the response's usage.
+  let toldUsageOf: string | undefined
+  const responseUsage = (response: Record<string, unknown>): Step[] => {
+    const id = textOf(response['id'])
+    if (id === undefined || id === toldUsageOf || !isObject(response['usage'])) return []
+    toldUsageOf = id
+    const tokens = response['usage']
+    // As the response began: its output tokens are those of its first block only; the result line has the totals.
+    const model = textOf(response['model'])
+    return [usage({ input: tokens['input_tokens'], output: tokens['output_tokens'], model }, false)]
+  }
   const assistant = (event: Record<string, unknown>): Step[] => {
-    const content = isObject(event['message']) ? event['message']['content'] : undefined
-    const steps: Step[] = Array.isArray(content)
+    const response = isObject(event['message']) ? event['message'] : {}
+    const content = response['content']
+    const blocks: Step[] = Array.isArray(content)
       ? content.flatMap((block): Step[] => {
         if (!isObject(block)) return []
         if (block['type'] === 'text') return [message(textOf(block['text']) ?? '')]
@@ -96,6 +117,7 @@ export function claudeSteps(): StepParser {
         return [calls.open(textOf(block['id']) ?? '', callOf(textOf(block['name']) ?? '', input))]
       })
       : []
+    const steps = [...blocks, ...responseUsage(response)]
     const error = textOf(event['error'])
     return error === undefined ? steps : [...steps, failure(error, false)]
   }
@@ -206,6 +228,12 @@ export const claude: AgentSpec<'claude'> = {
     // --resume takes an optional value: joined to it, the id is never read as anything else, nor the flag without it.
     ...(session === undefined ? [] : [`--resume=${session}`])
   ],
+  // Joined to their flags, as the model is. Claude then ends the run itself, its result's subtype saying which.
+  limitArgs: (limits) => [
+    ...(limits.max_turns === undefined ? [] : [`--max-turns=${limits.max_turns}`]),
+    ...(limits.max_cost_usd === undefined ? [] : [`--max-budget-usd=${limits.max_cost_usd}`])
+  ],
+  reportsCost: true,
   resumes: { sessionId: UUID },
   steps: claudeSteps,
   // Claude Code refuses to skip its permission prompts as root (containers, CI), unless told it is in a sandbox. What

@@ -110,6 +110,8 @@ export const opencode: AgentSpec<'opencode'> = {
     ...modelOption('--model', model),
     ...(session === undefined ? [] : [`--session=${session}`])
   ],
+  // Each step_finish says what its model call cost: 0 for a model opencode has no price for (MODEL_PRICES_FILE's wins).
+  reportsCost: true,
   resumes: { sessionId: OPENCODE_SESSION },
   steps: opencodeSteps
 }

@@ -1,12 +1,15 @@
 import type { TSchema } from '@sinclair/typebox'
 import type { Step } from '../schemas/steps.js'
 import type { AgentReport } from '../schemas/run.js'
+import type { LimitReason, RunLimits } from '../schemas/limits.js'
 import type { ToolLimits } from '../process/containment.js'
 
 /** What a CLI's structured output said of the run's end: the answer a person reads, and the rest of its report. */
 export interface ParsedReport {
   text: string
   report: AgentReport
+  /** The limit the CLI stopped the run at itself, where it was given one (claude's --max-turns). */
+  limit?: LimitReason
 }
 
 /**
@@ -41,6 +44,8 @@ export interface AgentSettings {
   models: string[]
   /** The model of a run that names none (<AGENT>_MODEL); undefined: the CLI's own choice. */
   model: string | undefined
+  /** The most a run may ask for (<AGENT>_MAX_TURNS, _MAX_TOKENS, _MAX_COST_USD), and what it gets naming none. */
+  ceilings: RunLimits
 }
 
 /**
@@ -74,6 +79,13 @@ export interface AgentSpec<Agent extends string = string> {
    * CLI's flag), placed where its CLI reads it.
    */
   args(settings: AgentSettings, session?: string, model?: string): string[]
+  /**
+   * A run's limits as its CLI's own options, where it has them: it then stops cleanly at one before the service has
+   * to stop it (claude's --max-turns, --max-budget-usd). Each joined to its flag.
+   */
+  limitArgs?(limits: RunLimits): string[]
+  /** Its steps carry the dollars its calls cost (claude, opencode): a cost limit needs no price table. */
+  reportsCost?: boolean
   /**
    * For a CLI that does not read a piped task byte for byte (crush appends two newlines to it): the words that end
    * its argv with the task as its prompt, never as an option.
@@ -115,6 +127,9 @@ export function agentVariables(spec: AgentSpec): {
   maxMemory: string
   models: string
   model: string
+  maxTurns: string
+  maxTokens: string
+  maxCostUsd: string
 } {
   const upper = spec.agent.toUpperCase()
   return {
@@ -125,6 +140,9 @@ export function agentVariables(spec: AgentSpec): {
     maxProcesses: `${upper}_MAX_PROCESSES`,
     maxMemory: `${upper}_MAX_MEMORY_MB`,
     models: `${upper}_MODELS`,
-    model: `${upper}_MODEL`
+    model: `${upper}_MODEL`,
+    maxTurns: `${upper}_MAX_TURNS`,
+    maxTokens: `${upper}_MAX_TOKENS`,
+    maxCostUsd: `${upper}_MAX_COST_USD`
   }
 }

@@ -1,3 +1,4 @@
+import { priceOf, type ModelPrices, type RunLimits } from '../schemas/limits.js'
 import { buildAgentEnv, ruleForAgent, type AgentEnvRule } from './environment.js'
 import { acceptedSessionId } from './session-ids.js'
 import type { ToolName } from './catalog.js'
@@ -8,6 +9,15 @@ export interface AgentInvocation {
   args: string[]
   input: string | undefined
 }
+
+const LIMIT_NAMES = ['max_turns', 'max_tokens', 'max_cost_usd'] as const
+type LimitName = typeof LIMIT_NAMES[number]
+
+/** A run's limits as the tool can hold it to them, or why it cannot. */
+export type LimitsVerdict =
+  | { limits: RunLimits | undefined }
+  | { refused: 'above_ceiling'; limit: LimitName; ceiling: number }
+  | { refused: 'not_supported' | 'cost_unknown'; limit: LimitName }
 
 /**
  * An agent's spec bound to its settings: what the service runs under the tool's name. Everything else (its summary,
@@ -34,10 +44,11 @@ export class AgentTool {
   /**
    * How one run hands `task` to its CLI: the argv after the binary, and what it reads on standard input (the task,
    * unless its spec puts it in the argv). `session`: the session this run continues, when it does; `model`: the model
-   * it asks for (`modelOf`).
+   * it asks for (`modelOf`); `limits`: its limits, given to a CLI that takes them too (`limitsOf`).
    */
-  invocation(task: string, session?: string, model?: string): AgentInvocation {
-    const args = this.spec.args(this.settings, session, model)
+  invocation(task: string, session?: string, model?: string, limits?: RunLimits): AgentInvocation {
+    const native = limits === undefined ? [] : (this.spec.limitArgs?.(limits) ?? [])
+    const args = [...this.spec.args(this.settings, session, model), ...native]
     return this.spec.taskInArgv === undefined
       ? { args, input: task }
       : { args: [...args, ...this.spec.taskInArgv(task)], input: undefined }
@@ -51,6 +62,26 @@ export class AgentTool {
     const { models, model } = this.settings
     if (requested === undefined) return model
     return models.length === 0 || models.includes(requested) ? requested : null
+  }
+
+  /**
+   * A run's limits: each it names, at most the operator's ceiling for the tool, else that ceiling. Why not, when it
+   * cannot be held to them: a limit above a ceiling, any limit for a CLI that reports no steps (crush), a cost limit
+   * where nothing says what the run costs (the CLI does not, nor the price table for the run's model).
+   */
+  limitsOf(requested: RunLimits | undefined, model: string | undefined, prices: ModelPrices): LimitsVerdict {
+    const { ceilings } = this.settings
+    const asked = requested ?? {}
+    const above = LIMIT_NAMES.find((name) =>
+      asked[name] !== undefined && ceilings[name] !== undefined && asked[name] > ceilings[name])
+    if (above !== undefined) return { refused: 'above_ceiling', limit: above, ceiling: ceilings[above]! }
+    const limits: RunLimits = { ...ceilings, ...asked }
+    const named = LIMIT_NAMES.filter((name) => limits[name] !== undefined)
+    if (named.length === 0) return { limits: undefined }
+    if (!this.reportsActions) return { refused: 'not_supported', limit: named[0]! }
+    const costKnown = this.spec.reportsCost === true || priceOf(prices, model) !== undefined
+    if (limits.max_cost_usd !== undefined && !costKnown) return { refused: 'cost_unknown', limit: 'max_cost_usd' }
+    return { limits }
   }
 
   get resumes(): boolean {

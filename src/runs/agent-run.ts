@@ -5,6 +5,7 @@ import { RunAbandoned, runAgent, type OutputSink } from '../process/agent-proces
 import { LoopShare } from '../process/loop-share.js'
 import type { RunLedger } from '../process/ledger.js'
 import { AgentSpawnError, RunNotRecorded } from '../process/spawn-error.js'
+import type { RunLimits } from '../schemas/limits.js'
 import type { RunResult } from '../schemas/run.js'
 import { SudoPasswordDetector } from '../sudo/detector.js'
 import { sudoReport } from '../sudo/message.js'
@@ -15,6 +16,7 @@ import {
 import { wslScriptOutput } from '../process/wsl-group.js'
 import { findOnPath } from '../process/find-executable.js'
 import type { Placement } from './placement.js'
+import type { Pricing } from './run-budget.js'
 import { toRunResult } from './result.js'
 import { RunSteps } from './run-steps.js'
 import { stopRefusal, type Run } from './run.js'
@@ -64,11 +66,25 @@ async function watchSudo(
 const followedLive = (run: Run, sink: OutputSink | undefined): boolean =>
   sink !== undefined || run.listenerCount('output') > 0 || run.listenerCount('step') > 0
 
-/** The steps read from the agent's structured output as it comes, told by the run; null for a plain-text CLI. */
-function readSteps(run: Run, tool: AgentTool): RunSteps | null {
+/** How far a run's agent may go, and how its tokens are priced. */
+export interface RunBudget {
+  limits: RunLimits | undefined
+  pricing: Pricing
+}
+
+/**
+ * The steps read from the agent's structured output as it comes, told by the run, held against its limits: the first
+ * crossed stops the run as its deadline would. Null for a plain-text CLI.
+ */
+function readSteps(run: Run, tool: AgentTool, { limits, pricing }: RunBudget): RunSteps | null {
   const parser = tool.steps()
   if (parser === null) return null
-  const steps = new RunSteps(parser, (step) => run.emit('step', step))
+  const steps = new RunSteps(parser, {
+    onStep: (step) => run.emit('step', step),
+    pricing,
+    limits,
+    onLimit: (reason) => run.stop(reason)
+  })
   run.on('stdout', (chunk) => steps.push(chunk))
   return steps
 }
@@ -81,6 +97,7 @@ export async function runPlacedAgent(
   run: Run,
   tool: AgentTool,
   placement: Placement,
+  budget: RunBudget,
   parts: AgentRunParts,
   log: FastifyBaseLogger,
   sink?: OutputSink
@@ -90,7 +107,7 @@ export async function runPlacedAgent(
   const live = followedLive(run, sink)
   const sudoFailure = new SudoPasswordDetector()
   run.on('output', sudoFailure.push)
-  const steps = readSteps(run, tool)
+  const steps = readSteps(run, tool, budget)
   const sudoWatch = await watchSudo(placement, parts.sudoShim, run.id, log)
   run.once('spawn', (pid) => {
     log.info(

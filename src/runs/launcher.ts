@@ -9,13 +9,14 @@ import type { Containment } from '../process/containment.js'
 import type { RunLedger } from '../process/ledger.js'
 import type { TokenIdentity, TokenUsers } from '../process/token-users.js'
 import type { WslDistros } from '../process/wsl-distros.js'
+import type { ModelPrices, RunLimits } from '../schemas/limits.js'
 import type { RunParams, RunResult, StopReason } from '../schemas/run.js'
 import type { SlotLease, SlotLimiter } from '../slots/limiter.js'
 import type { QueueRefusal, SlotQueue } from '../slots/queue.js'
 import type { SudoProbe } from '../sudo/probe.js'
 import type { SudoShim } from '../sudo/shim.js'
 import { webhookRefusal, type WebhookSettings } from '../webhooks/policy.js'
-import { runPlacedAgent, type AgentRunParts } from './agent-run.js'
+import { runPlacedAgent, type AgentRunParts, type RunBudget } from './agent-run.js'
 import { assertPromptFitsArgv, compileOutputSchema, promptWithSchema, structuredOutput } from './output-schema.js'
 import { placeRun, type Placement } from './placement.js'
 import { stopRefusal, type Run } from './run.js'
@@ -35,6 +36,8 @@ interface LaunchSettings {
   agentUser: AgentUser | undefined
   killGraceMs: number
   outputLimitBytes: number
+  /** What models cost, where a CLI says nothing of it (MODEL_PRICES_FILE). */
+  modelPrices: ModelPrices
 }
 
 export interface LauncherDeps {
@@ -78,6 +81,7 @@ interface PlacedRun {
   params: RunParams
   /** The session it continues. */
   session: string | undefined
+  budget: RunBudget
 }
 
 /** A continued session stays claimed past its run's deadline by the stop's grace periods, and a margin. */
@@ -122,12 +126,13 @@ export class RunLauncher {
     const { sessions } = this.#deps
     const tool = this.#deps.tools[run.tool]
     const model = this.#modelOf(tool, request.model)
+    const budget = this.#budgetOf(tool, request, model)
     if (request.webhook !== undefined) await this.#assertWebhook(run.caller, request.webhook.url)
     const session = request.resume
     const continued = session === undefined ? undefined : await this.#sessionOf(tool, run, session)
     const params = continued === undefined ? request : continuedPlace(request, continued)
     const identity = await this.#identityOf(run.caller, tool)
-    const placement = this.#place(tool, params, run.id, { session, model }, identity)
+    const placement = this.#place(tool, params, run.id, { session, model, limits: budget.limits }, identity)
     await this.#assertPlaceable(placement, params)
     const worktree = await this.#deps.worktrees.plan(params, placement, continued)
     const claimed = session !== undefined &&
@@ -140,9 +145,9 @@ export class RunLauncher {
       try {
         run.advance('starting')
         if (worktree !== undefined) {
-          return await this.#runInWorktree(worktree, { run, tool, placement, params, session }, log, sink)
+          return await this.#runInWorktree(worktree, { run, tool, placement, params, session, budget }, log, sink)
         }
-        const result = await runPlacedAgent(run, tool, placement, this.#parts, log, sink)
+        const result = await runPlacedAgent(run, tool, placement, budget, this.#parts, log, sink)
         return await this.#remember(result, { tool, run, params, resumed: session }, log)
       } finally {
         lease.release()
@@ -181,6 +186,22 @@ export class RunLauncher {
     return model
   }
 
+  /**
+   * The run's limits (its own, its tool's ceilings) and its pricing; limits it cannot be held to are refused first,
+   * before anything is asked of anyone.
+   */
+  #budgetOf(tool: AgentTool, request: RunParams, model: string | undefined): RunBudget {
+    const prices = this.#deps.settings.modelPrices
+    const verdict = tool.limitsOf(request.limits, model, prices)
+    if ('limits' in verdict) return { limits: verdict.limits, pricing: { prices, model } }
+    switch (verdict.refused) {
+      case 'above_ceiling':
+        throw serviceError('LIMIT_ABOVE_CEILING', verdict.limit, request.limits![verdict.limit]!, verdict.ceiling)
+      case 'not_supported': throw serviceError('LIMIT_NOT_SUPPORTED', verdict.limit, tool.name)
+      case 'cost_unknown': throw serviceError('COST_UNKNOWN', tool.name, model)
+    }
+  }
+
   /** A webhook the run could never deliver, or should never reach, is refused before anything else is done. */
   async #assertWebhook(caller: string, url: string): Promise<void> {
     const refusal = await webhookRefusal(this.#deps.webhooks, caller, url)
@@ -206,7 +227,7 @@ export class RunLauncher {
    */
   async #runInWorktree(
     plan: WorktreePlan,
-    { run, tool, placement, params, session }: PlacedRun,
+    { run, tool, placement, params, session, budget }: PlacedRun,
     log: FastifyBaseLogger,
     sink: OutputSink | undefined
   ): Promise<RunResult> {
@@ -218,7 +239,7 @@ export class RunLauncher {
     let result: RunResult
     try {
       const inWorktree = { ...placement, command: { ...placement.command, cwd: open.cwd } }
-      result = await runPlacedAgent(run, tool, inWorktree, this.#parts, log, sink)
+      result = await runPlacedAgent(run, tool, inWorktree, budget, this.#parts, log, sink)
     } catch (error) {
       await worktrees.discard(open)
       throw error
@@ -240,7 +261,7 @@ export class RunLauncher {
    */
   async #remember(
     result: RunResult,
-    { tool, run, params, resumed, worktree }: Omit<PlacedRun, 'placement' | 'session'> & {
+    { tool, run, params, resumed, worktree }: Omit<PlacedRun, 'placement' | 'session' | 'budget'> & {
       resumed: string | undefined
       worktree?: SessionWorktree
     },
@@ -275,14 +296,14 @@ export class RunLauncher {
     tool: AgentTool,
     params: RunParams,
     runId: string,
-    { session, model }: { session: string | undefined; model: string | undefined },
+    { session, model, limits }: { session: string | undefined; model: string | undefined; limits?: RunLimits },
     identity: TokenIdentity | undefined
   ): Placement {
     const { settings, hostContainment } = this.#deps
     return placeRun({
       params,
       agentBin: tool.settings.bin,
-      agent: tool.invocation(promptOf(params), session, model),
+      agent: tool.invocation(promptOf(params), session, model, limits),
       hostPlatform: settings.hostPlatform,
       wslBin: settings.wslBin,
       hostContainment,

@@ -22,7 +22,7 @@ interface RunsObserver {
   /** How to count the open runs by phase, whenever the observer wants to. */
   countRunsBy(phases: () => RunPhase[]): void
   /** A run finished with this result. */
-  observeRun(result: RunResult): void
+  observeRun(result: RunResult, caller: string): void
 }
 
 export interface RegistryOptions {
@@ -92,7 +92,7 @@ export class RunRegistry {
     this.#open.set(run.id, run)
     run.on('phase', (from) => {
       log.debug({ run: run.id, tool, kind, from, phase: run.phase }, 'run phase')
-      if (run.phase === 'finished') this.#options.metrics.observeRun(run.result!)
+      if (run.phase === 'finished') this.#options.metrics.observeRun(run.result!, run.caller)
       if (isEnd(run.phase)) this.#open.delete(run.id)
     })
     // A request that got past routing as shutdown began: its run ends before any agent starts.

@@ -1,4 +1,4 @@
-import type { RunResult, SudoReport } from '../schemas/run.js'
+import type { RunResult, StopReason, SudoReport } from '../schemas/run.js'
 import type { RunStatus } from '../schemas/runs.js'
 import type { AgentCommand, AgentEnd } from '../process/agent-process.js'
 import type { AgentTool } from '../agents/tools.js'
@@ -16,17 +16,20 @@ export function toRunResult(
   // Read as the output came, whole whatever of it `printed` kept.
   const parsed = steps?.parsed ?? null
   const timedOut = outcome.stopReason === 'timeout'
+  // A limit the CLI stopped at itself (claude's own --max-turns), or one its steps crossed as it ended (codex reports
+  // its usage last): not ok all the same, and said so.
+  const stopReason = outcome.stopReason ?? parsed?.limit ?? steps?.limitCrossed ?? null
   return {
     tool: tool.name,
     ok:
       outcome.exitCode === 0 &&
-      outcome.stopReason === null &&
+      stopReason === null &&
       parsed?.report.is_error !== true &&
       steps?.allDenied !== true,
     exit_code: outcome.exitCode,
     signal: outcome.signal,
     timed_out: timedOut,
-    stop_reason: outcome.stopReason,
+    stop_reason: stopReason,
     duration_ms: outcome.durationMs,
     // A report without an answer (claude's error subtypes) would leave nothing to read: show what was printed instead.
     output: parsed?.text || printed,
@@ -45,12 +48,15 @@ export function toRunResult(
   }
 }
 
+/** Stops for going past a limit: the run failed, nobody cancelled it. */
+const OVER_LIMIT = new Set<StopReason>(['process_limit', 'memory_limit', 'max_turns', 'max_tokens', 'max_cost'])
+
 /** How a run ended, in one word: the status a poller reads, and the metrics label. */
 export function finishedStatus(
   result: Pick<RunResult, 'ok' | 'stop_reason'>
 ): Exclude<RunStatus, 'running' | 'lost'> {
   if (result.stop_reason === 'timeout') return 'timed_out'
-  if (result.stop_reason === 'process_limit' || result.stop_reason === 'memory_limit') return 'failed'
+  if (result.stop_reason !== null && OVER_LIMIT.has(result.stop_reason)) return 'failed'
   if (result.stop_reason !== null) return 'cancelled'
   return result.ok ? 'succeeded' : 'failed'
 }

@@ -1,3 +1,4 @@
+import { TurnCounter } from './run-budget.js'
 import {
   SUMMARY_COMMANDS_MAX, SUMMARY_DENIALS_MAX, SUMMARY_FILES_MAX, type RunUsage, type Step, type StepsSummary
 } from '../schemas/steps.js'
@@ -11,6 +12,7 @@ export class StepsTally {
     files_omitted: 0,
     tools: {},
     denied: [],
+    turns: 0,
     messages: 0,
     errors: 0,
     skipped_lines: 0
@@ -21,9 +23,11 @@ export class StepsTally {
   readonly #tools = new Map<string, number>()
   #usage: RunUsage | null = null
   #succeeded = 0
+  readonly #turns = new TurnCounter()
 
   add(step: Step): void {
     const summary = this.#summary
+    this.#turns.take(step)
     if (step.kind === 'message') summary.messages++
     else if (step.kind === 'error') summary.errors++
     else if (step.kind === 'usage') this.#addUsage(step)
@@ -48,12 +52,17 @@ export class StepsTally {
       ...this.#summary,
       files_changed: [...this.#files.values()],
       tools: Object.fromEntries(this.#tools),
+      turns: this.#turns.turns,
       skipped_lines: skippedLines
     }
   }
 
   get usage(): RunUsage | null {
     return this.#usage
+  }
+
+  get turns(): number {
+    return this.#turns.turns
   }
 
   #addCommand(step: Extract<Step, { kind: 'command' }>): void {
@@ -74,18 +83,21 @@ export class StepsTally {
   }
 
   #addUsage(step: Extract<Step, { kind: 'usage' }>): void {
-    const { input_tokens: input, output_tokens: output, cost_usd: cost, model } = step
-    const before = this.#usage
-    // Totals replace what came before; one more call's usage adds to it.
-    this.#usage = step.cumulative || before === null
-      ? { input_tokens: input, output_tokens: output, cost_usd: cost, model }
-      : {
-          input_tokens: sum(before.input_tokens, input),
-          output_tokens: sum(before.output_tokens, output),
-          cost_usd: sum(before.cost_usd, cost),
-          model: model ?? before.model
-        }
+    this.#usage = addUsage(this.#usage, step)
   }
+}
+
+/** Usage so far with one more report: totals replace what came before; one more call's usage adds to it. */
+function addUsage(before: RunUsage | null, step: Extract<Step, { kind: 'usage' }>): RunUsage {
+  const { input_tokens: input, output_tokens: output, cost_usd: cost, model } = step
+  return step.cumulative || before === null
+    ? { input_tokens: input, output_tokens: output, cost_usd: cost, model }
+    : {
+        input_tokens: sum(before.input_tokens, input),
+        output_tokens: sum(before.output_tokens, output),
+        cost_usd: sum(before.cost_usd, cost),
+        model: model ?? before.model
+      }
 }
 
 const sum = (a: number | null, b: number | null): number | null =>

@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
+import { RunLimits } from './limits.js'
 import { RunUsage, StepsSummary } from './steps.js'
 import { RunWebhook } from './webhooks.js'
 import { Changes, WorkspaceBase, WorkspaceCommit, WorkspaceKeep, WorkspaceKind } from './workspace.js'
@@ -97,6 +98,7 @@ export const RunParams = Type.Object(
         '`MAX_QUEUED_<AGENT>` wait per tool). 0 (default): a full tool answers 429 `AGENT_LIMIT_REACHED` at once. ' +
         'Its wait over, 429 `QUEUE_TIMED_OUT`. The agent’s `timeout` starts when it starts.'
     })),
+    limits: Type.Optional(RunLimits),
     output_schema: Type.Optional(Type.Object({}, {
       additionalProperties: true,
       description:
@@ -140,7 +142,10 @@ export const StopReason = Type.Union([
   Type.Literal('timeout'), Type.Literal('client_gone'), Type.Literal('shutdown'), Type.Literal('cancelled'),
   // The run crossed a limit of its cgroup (AGENT_MAX_PROCESSES, AGENT_MAX_MEMORY_MB), and was stopped as a deadline
   // stops one.
-  Type.Literal('process_limit'), Type.Literal('memory_limit')
+  Type.Literal('process_limit'), Type.Literal('memory_limit'),
+  // The run crossed one of its `limits` (or its tool's ceiling): stopped the same way, or stopped by its CLI itself
+  // where the limit was passed to it (claude's --max-turns, --max-budget-usd).
+  Type.Literal('max_turns'), Type.Literal('max_tokens'), Type.Literal('max_cost')
 ])
 export type StopReason = Static<typeof StopReason>
 
@@ -266,6 +271,7 @@ export const RunResult = Type.Object({
         files_omitted: 0,
         tools: { Read: 1 },
         denied: [],
+        turns: 2,
         messages: 2,
         errors: 0,
         skipped_lines: 0

@@ -120,6 +120,10 @@ export const StepsSummary = Type.Object(
       Type.Object({ kind: Type.String(), name: Type.String(), call_id: CallId }),
       { maxItems: SUMMARY_DENIALS_MAX, description: 'Calls a permission rule refused.' }
     ),
+    turns: Type.Integer({
+      description:
+        'Model responses, counted from the steps: one begins with the first message or call after a call’s result.'
+    }),
     messages: Type.Integer(),
     errors: Type.Integer(),
     skipped_lines: Type.Integer({ description: 'Lines of its output read as no step: not JSON, too long, unknown.' })
@@ -132,7 +136,11 @@ export const RunUsage = Type.Object(
   {
     input_tokens: Type.Union([Type.Integer(), Type.Null()]),
     output_tokens: Type.Union([Type.Integer(), Type.Null()]),
-    cost_usd: Type.Union([Type.Number(), Type.Null()]),
+    cost_usd: Type.Union([Type.Number(), Type.Null()], {
+      description:
+        'Dollars: from the operator’s price table (`MODEL_PRICES_FILE`) when it prices the model used, else the ' +
+        'CLI’s own figure; null when neither says.'
+    }),
     model: Type.Union([Type.String(), Type.Null()])
   },
   { description: 'Tokens (and cost, when the CLI says) the run used in all.' }

@@ -60,11 +60,11 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     wslBin,
     agentEnv
   })
-  const { hostPlatform, killGraceMs, outputLimitBytes } = config
+  const { hostPlatform, killGraceMs, outputLimitBytes, modelPrices } = config
   await app.register(runsPlugin, {
     tools,
     store: storeChoice(config),
-    launch: { hostPlatform, wslBin, agentWorkdir, agentUser, killGraceMs, outputLimitBytes },
+    launch: { hostPlatform, wslBin, agentWorkdir, agentUser, killGraceMs, outputLimitBytes, modelPrices },
     sudoProbeTtlMs: config.sudoProbeTtlMs,
     agentEnv,
     metrics,

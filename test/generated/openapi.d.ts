@@ -396,6 +396,15 @@ export interface components {
             events?: "both" | "steps" | "output";
             /** @description Seconds the run may wait for a slot of its tool when all are taken, first come first served (at most `MAX_QUEUED_<AGENT>` wait per tool). 0 (default): a full tool answers 429 `AGENT_LIMIT_REACHED` at once. Its wait over, 429 `QUEUE_TIMED_OUT`. The agent’s `timeout` starts when it starts. */
             queue_timeout?: number;
+            /** @description How far the agent may go, each at most the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`, which apply when a run names none; above one: 400 `LIMIT_ABOVE_CEILING`). Crossing one stops the agent as its deadline does: `ok: false`, `stop_reason` `max_turns`, `max_tokens` or `max_cost`, the usage so far in the result. Read from the agent’s steps, so crush (plain text) takes none (400 `LIMIT_NOT_SUPPORTED`). */
+            limits?: {
+                /** @description Model responses the agent may get (a turn is one response, whatever tool calls it asks for). */
+                max_turns?: number;
+                /** @description Input plus output tokens, as the CLI reports them, summed over the run. */
+                max_tokens?: number;
+                /** @description Dollars: the CLI’s own figure (claude, opencode), else the operator’s price table (`MODEL_PRICES_FILE`); a tool whose runs’ cost neither gives is 400 `COST_UNKNOWN`. */
+                max_cost_usd?: number;
+            };
             /** @description A JSON Schema (2020-12, at most 64 KiB) the agent’s answer must end with an object of: the agent is asked so after its task, and the result carries `structured_output`, or `ok: false` with `error.code` `OUTPUT_SCHEMA_MISMATCH`. A schema Ajv (strict) cannot compile is 400 `BAD_OUTPUT_SCHEMA`. */
             output_schema?: {
                 [key: string]: unknown;
@@ -482,6 +491,7 @@ export interface components {
          *           "Read": 1
          *         },
          *         "denied": [],
+         *         "turns": 2,
          *         "messages": 2,
          *         "errors": 0,
          *         "skipped_lines": 0
@@ -501,7 +511,7 @@ export interface components {
             signal: string | null;
             timed_out: boolean;
             /** @description Why the service stopped the agent, if it did. */
-            stop_reason: ("timeout" | "client_gone" | "shutdown" | "cancelled" | "process_limit" | "memory_limit") | null;
+            stop_reason: ("timeout" | "client_gone" | "shutdown" | "cancelled" | "process_limit" | "memory_limit" | "max_turns" | "max_tokens" | "max_cost") | null;
             duration_ms: number;
             /** @description stdout and stderr merged in arrival order (claude: the report's answer text). */
             output: string;
@@ -539,6 +549,7 @@ export interface components {
             usage?: {
                 input_tokens: number | null;
                 output_tokens: number | null;
+                /** @description Dollars: from the operator’s price table (`MODEL_PRICES_FILE`) when it prices the model used, else the CLI’s own figure; null when neither says. */
                 cost_usd: number | null;
                 model: string | null;
             } | null;
@@ -574,6 +585,8 @@ export interface components {
                     /** @description The CLI's own id of the call (claude's tool_use id, codex's item id, gemini's tool_id, opencode's callID): a started step and its completion share it. */
                     call_id: string;
                 }[];
+                /** @description Model responses, counted from the steps: one begins with the first message or call after a call’s result. */
+                turns: number;
                 messages: number;
                 errors: number;
                 /** @description Lines of its output read as no step: not JSON, too long, unknown. */
@@ -783,6 +796,15 @@ export interface components {
             model?: string;
             /** @description Seconds the run may wait for a slot of its tool when all are taken, first come first served (at most `MAX_QUEUED_<AGENT>` wait per tool). 0 (default): a full tool answers 429 `AGENT_LIMIT_REACHED` at once. Its wait over, 429 `QUEUE_TIMED_OUT`. The agent’s `timeout` starts when it starts. */
             queue_timeout?: number;
+            /** @description How far the agent may go, each at most the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`, which apply when a run names none; above one: 400 `LIMIT_ABOVE_CEILING`). Crossing one stops the agent as its deadline does: `ok: false`, `stop_reason` `max_turns`, `max_tokens` or `max_cost`, the usage so far in the result. Read from the agent’s steps, so crush (plain text) takes none (400 `LIMIT_NOT_SUPPORTED`). */
+            limits?: {
+                /** @description Model responses the agent may get (a turn is one response, whatever tool calls it asks for). */
+                max_turns?: number;
+                /** @description Input plus output tokens, as the CLI reports them, summed over the run. */
+                max_tokens?: number;
+                /** @description Dollars: the CLI’s own figure (claude, opencode), else the operator’s price table (`MODEL_PRICES_FILE`); a tool whose runs’ cost neither gives is 400 `COST_UNKNOWN`. */
+                max_cost_usd?: number;
+            };
             /** @description A JSON Schema (2020-12, at most 64 KiB) the agent’s answer must end with an object of: the agent is asked so after its task, and the result carries `structured_output`, or `ok: false` with `error.code` `OUTPUT_SCHEMA_MISMATCH`. A schema Ajv (strict) cannot compile is 400 `BAD_OUTPUT_SCHEMA`. */
             output_schema?: {
                 [key: string]: unknown;
@@ -956,7 +978,7 @@ export interface components {
              * @example AGENT_LIMIT_REACHED
              * @enum {string}
              */
-            code: "VALIDATION_ERROR" | "INVALID_JSON" | "INVALID_CONTENT_LENGTH" | "MALFORMED_REQUEST" | "BAD_URL" | "RESUME_NOT_SUPPORTED" | "RESUME_PLACE_MISMATCH" | "MODEL_NOT_ALLOWED" | "WEBHOOKS_NOT_CONFIGURED" | "WEBHOOK_URL_NOT_ALLOWED" | "CWD_NOT_FOUND" | "CWD_NOT_A_DIRECTORY" | "WSL_NOT_AVAILABLE" | "WSL_DISTRO_NOT_FOUND" | "WSL_ARGUMENT_UNSAFE" | "COMMAND_LINE_TOO_LONG" | "NOT_A_GIT_REPOSITORY" | "BASE_NOT_FOUND" | "INVALID_BRANCH_NAME" | "BAD_OUTPUT_SCHEMA" | "WORKSPACE_NOT_SUPPORTED" | "UNAUTHORIZED" | "HOST_NOT_ALLOWED" | "FORBIDDEN_PATH" | "ORIGIN_NOT_ALLOWED" | "ROUTE_NOT_FOUND" | "RUN_NOT_FOUND" | "SESSION_NOT_FOUND" | "DIFF_NOT_FOUND" | "METHOD_NOT_ALLOWED" | "REQUEST_TIMEOUT" | "SESSION_BUSY" | "BRANCH_EXISTS" | "BODY_TOO_LARGE" | "URL_TOO_LONG" | "UNSUPPORTED_MEDIA_TYPE" | "AGENT_LIMIT_REACHED" | "QUEUE_FULL" | "QUEUE_TIMED_OUT" | "HEADERS_TOO_LARGE" | "INTERNAL_ERROR" | "AGENT_NOT_INSTALLED" | "AGENT_SPAWN_FAILED" | "RUN_NOT_RECORDED" | "SLOTS_UNAVAILABLE" | "RUNS_UNAVAILABLE" | "GIT_NOT_INSTALLED" | "WORKTREE_NOT_CREATED" | "SHUTTING_DOWN";
+            code: "VALIDATION_ERROR" | "INVALID_JSON" | "INVALID_CONTENT_LENGTH" | "MALFORMED_REQUEST" | "BAD_URL" | "RESUME_NOT_SUPPORTED" | "RESUME_PLACE_MISMATCH" | "MODEL_NOT_ALLOWED" | "WEBHOOKS_NOT_CONFIGURED" | "WEBHOOK_URL_NOT_ALLOWED" | "CWD_NOT_FOUND" | "CWD_NOT_A_DIRECTORY" | "WSL_NOT_AVAILABLE" | "WSL_DISTRO_NOT_FOUND" | "WSL_ARGUMENT_UNSAFE" | "COMMAND_LINE_TOO_LONG" | "NOT_A_GIT_REPOSITORY" | "BASE_NOT_FOUND" | "INVALID_BRANCH_NAME" | "BAD_OUTPUT_SCHEMA" | "LIMIT_ABOVE_CEILING" | "LIMIT_NOT_SUPPORTED" | "COST_UNKNOWN" | "WORKSPACE_NOT_SUPPORTED" | "UNAUTHORIZED" | "HOST_NOT_ALLOWED" | "FORBIDDEN_PATH" | "ORIGIN_NOT_ALLOWED" | "ROUTE_NOT_FOUND" | "RUN_NOT_FOUND" | "SESSION_NOT_FOUND" | "DIFF_NOT_FOUND" | "METHOD_NOT_ALLOWED" | "REQUEST_TIMEOUT" | "SESSION_BUSY" | "BRANCH_EXISTS" | "BODY_TOO_LARGE" | "URL_TOO_LONG" | "UNSUPPORTED_MEDIA_TYPE" | "AGENT_LIMIT_REACHED" | "QUEUE_FULL" | "QUEUE_TIMED_OUT" | "HEADERS_TOO_LARGE" | "INTERNAL_ERROR" | "AGENT_NOT_INSTALLED" | "AGENT_SPAWN_FAILED" | "RUN_NOT_RECORDED" | "SLOTS_UNAVAILABLE" | "RUNS_UNAVAILABLE" | "GIT_NOT_INSTALLED" | "WORKTREE_NOT_CREATED" | "SHUTTING_DOWN";
             /**
              * @description For people: what went wrong, naming the field or value at fault.
              * @example Limite de 2 agents atteinte
@@ -1099,6 +1121,9 @@ export interface operations {
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
              *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
              *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB; or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
+             *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
+             *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
+             *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, or the tool’s `<AGENT>_MAX_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
              *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {
@@ -1238,6 +1263,9 @@ export interface operations {
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
              *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
              *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB; or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
+             *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
+             *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
+             *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, or the tool’s `<AGENT>_MAX_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
              *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {
@@ -1403,6 +1431,9 @@ export interface operations {
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
              *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
              *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB; or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
+             *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
+             *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
+             *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, or the tool’s `<AGENT>_MAX_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
              *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {
@@ -1568,6 +1599,9 @@ export interface operations {
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
              *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
              *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB; or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
+             *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
+             *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
+             *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, or the tool’s `<AGENT>_MAX_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
              *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {
@@ -1733,6 +1767,9 @@ export interface operations {
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
              *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
              *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB; or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
+             *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
+             *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
+             *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, or the tool’s `<AGENT>_MAX_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
              *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {
@@ -1938,6 +1975,9 @@ export interface operations {
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
              *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
              *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB; or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
+             *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
+             *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
+             *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, or the tool’s `<AGENT>_MAX_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
              *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {
@@ -2222,6 +2262,9 @@ export interface operations {
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
              *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
              *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB; or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
+             *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
+             *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
+             *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, or the tool’s `<AGENT>_MAX_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
              *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {

@@ -61,6 +61,8 @@ export const scenario = {
    */
   edit: (...operations: Array<`write:${string}:${string}` | `delete:${string}` | `rename:${string}:${string}`>) =>
     task('edit', ...operations),
+  /** A shell call every `ms`, `count` times, each shown as its CLI shows one (a response each); `<count> calls`. */
+  toolCalls: (count: number, ms: number) => task('tool-calls', count, ms),
   /** `count` lines, `ms` apart, each the monotonic time of its write. */
   stamp: (count: number, ms: number) => task('stamp', count, ms),
   /** Its pid in `pidFile`, then runs until released (see `heldAgent`) and answers `released`. */

@@ -132,6 +132,26 @@ t.test('the console in chromium', { skip: NO_CHROMIUM }, async (t) => {
     t.same(errors, [], 'no console error, no CSP violation')
   })
 
+  t.test('an ended run says what it spent: its stop, turns, tokens', async (t) => {
+    const ended = await createRun(app, {
+      tool: 'codex_run', task: scenario.toolCalls(5, 300), limits: { max_turns: 2 }
+    }, as)
+    await settled(app, ended.id, 15_000, as)
+    await row(page, ended.id, 'failed')
+    await page.click(`#runs tr[data-id="${ended.id}"] a`)
+    await page.waitForFunction(() => /turns/.test(document.querySelector('#run-result')!.textContent), WAIT)
+    // The codex stand-in reports its tokens only as its turn completes: stopped before, it reported none.
+    t.match(await page.$eval('#run-result', (result) => result.textContent), /^not ok · max_turns · .* · 3 turns$/)
+    const answered = await createRun(app, { tool: 'codex_run', task: scenario.toolCalls(1, 1) }, as)
+    await settled(app, answered.id, 15_000, as)
+    await row(page, answered.id, 'succeeded')
+    await page.click(`#runs tr[data-id="${answered.id}"] a`)
+    await page.waitForFunction(() => /in, /.test(document.querySelector('#run-result')!.textContent), WAIT)
+    t.match(
+      await page.$eval('#run-result', (result) => result.textContent), /^ok · exit 0 · .* · 2 turns · 10 in, 5 out$/
+    )
+  })
+
   t.test('a synchronous run is listed and stopped; its output stays its own caller’s', async (t) => {
     const answer = fetch(`${base}/tools/gemini_run`, {
       method: 'POST',

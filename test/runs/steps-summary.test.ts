@@ -45,10 +45,12 @@ t.test('what a run did: its commands once ended, each file once with its last ch
     files_omitted: 0,
     tools: Object.fromEntries([['Grep', 2], ['__proto__', 1]]),
     denied: [],
+    turns: 2,
     messages: 1,
     errors: 1,
     skipped_lines: 3
-  }, 'a file created then edited was created; a change that failed changed nothing')
+  }, 'a file created then edited was created; a change that failed changed nothing; the message after the calls ' +
+    'a second response')
   t.notOk(tally.allDenied)
 })
 
