@@ -497,7 +497,9 @@ export function provePromises(t: Test, cli: RealCli): void {
     t.ok(turns.steps_summary!.turns <= 2, `${turns.steps_summary!.turns} turn(s) seen`)
     if (cli.agent === 'claude') {
       t.ok(turns.command.includes('--max-turns=1'))
-      t.match(turns.agent_report, { subtype: 'error_max_turns' }, 'claude stopped itself')
+      // As its stand-in says it (test/fixtures/agents/claude.mjs): an error result, exit 1.
+      t.match(turns, { agent_report: { subtype: 'error_max_turns', is_error: true }, exit_code: 1 },
+        'claude stopped itself')
     }
     const tokens = await run({ max_tokens: 1 })
     t.match(tokens, { ok: false, stop_reason: 'max_tokens', usage: { input_tokens: Number } }, { result: tokens })
