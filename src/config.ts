@@ -119,6 +119,7 @@ const ServiceSchema = Type.Object({
   WORKSPACE_DIFF_LIMIT_BYTES: Type.Integer({ default: 262_144, minimum: 1024, maximum: 64 * 1_048_576 }),
   WORKSPACE_COMMIT_AUTHOR: Type.String({ default: 'agent-runner <agent-runner@localhost>' }),
   MODEL_PRICES_FILE: Type.Optional(Type.String({ minLength: 1 })),
+  TOKEN_DAILY_COST_USD: Type.String({ default: '' }),
 })
 
 export const EnvSchema = envSchemaFor(BUILT_IN_AGENTS)
@@ -184,6 +185,8 @@ export interface Config {
   workspaces: { worktreesDir: string; diffLimitBytes: number; author: Author }
   /** What models cost (MODEL_PRICES_FILE): runs' cost where their CLI says none, and their cost limits. */
   modelPrices: ModelPrices
+  /** TOKEN_DAILY_COST_USD: dollars each named token's runs may cost over any 24 hours. */
+  dailyCostUsd: Record<string, number>
   /** The agents to run, each with its settings. */
   agents: Array<{ spec: AgentSpec; settings: AgentSettings }>
 }
@@ -255,13 +258,37 @@ export function loadConfig(
       author: commitAuthor(env.WORKSPACE_COMMIT_AUTHOR)
     },
     modelPrices: env.MODEL_PRICES_FILE === undefined ? {} : readModelPrices(env.MODEL_PRICES_FILE),
+    dailyCostUsd: {},
     secretFiles,
     exposedSecretFiles: checkSecretFiles(secretFiles, agentUser).exposed,
     agents: agents.map((spec) => ({ spec, settings: agentSettings(spec, env) }))
   }
+  config.dailyCostUsd = parseDailyCosts(splitList(env.TOKEN_DAILY_COST_USD), config.apiTokens)
   assertSafeExposure(config, env.ALLOW_UNAUTHENTICATED)
   assertSeparateTokens(config, env.ALLOW_SHARED_AGENT_USER)
   return config
+}
+
+/**
+ * TOKEN_DAILY_COST_USD: `name:dollars` entries, each a token API_TOKENS names (`anonymous` without tokens), in a
+ * Map-free record: a name like `__proto__` is refused by the token names' own pattern.
+ */
+function parseDailyCosts(entries: string[], tokens: ApiToken[]): Record<string, number> {
+  const names = tokens.length === 0 ? ['anonymous'] : tokens.map((token) => token.name)
+  const costs: Record<string, number> = {}
+  for (const entry of entries) {
+    const separator = entry.lastIndexOf(':')
+    const name = entry.slice(0, Math.max(0, separator))
+    const dollars = Number(entry.slice(separator + 1))
+    if (!names.includes(name)) {
+      throw new Error(`TOKEN_DAILY_COST_USD: ${JSON.stringify(name)} is no token's name (${names.join(', ')})`)
+    }
+    if (!(Number.isFinite(dollars) && dollars > 0) || entry.slice(separator + 1).trim() === '') {
+      throw new Error(`TOKEN_DAILY_COST_USD: ${name}'s ceiling must be dollars above 0: ${entry.slice(separator + 1)}`)
+    }
+    costs[name] = dollars
+  }
+  return costs
 }
 
 /** MODEL_PRICES_FILE: JSON, `{"<model>": {"input_usd_per_mtok": 3, "output_usd_per_mtok": 15}, …}`. */

@@ -178,11 +178,13 @@ export const ERROR_CATALOG = {
   },
   COST_UNKNOWN: {
     status: 400,
-    when: 'A cost limit (`limits.max_cost_usd`, or the tool’s `<AGENT>_MAX_COST_USD`) for a tool whose CLI reports ' +
-      'no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.',
+    when: 'A cost limit (`limits.max_cost_usd`, the tool’s `<AGENT>_MAX_COST_USD`, or the token’s ' +
+      '`TOKEN_DAILY_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table ' +
+      '(`MODEL_PRICES_FILE`) does not price.',
     message: (tool: string, model: string | undefined) =>
       `body/limits/max_cost_usd: ${tool} reports no cost, and MODEL_PRICES_FILE prices no ` +
-      (model ?? 'model for a run that names none'),
+      `${model ?? 'model for a run that names none'}: no cost limit (the run’s, the tool’s, the token’s daily) ` +
+      'can be held',
     example: ['codex_run', 'gpt-5.1-codex']
   },
   WORKSPACE_NOT_SUPPORTED: {
@@ -306,6 +308,14 @@ export const ERROR_CATALOG = {
     // The seed's message, `Limite de N agents atteinte`, in French that agrees with N (`Limite de 1 agent atteinte`).
     message: (limit: number) => `Limite de ${limit} agent${limit > 1 ? 's' : ''} atteinte`,
     example: [2]
+  },
+  BUDGET_EXHAUSTED: {
+    status: 429,
+    when: 'The token’s runs have cost its daily ceiling (`TOKEN_DAILY_COST_USD`) over the last 24 hours; retry once ' +
+      'older runs leave that window.',
+    message: (caller: string, ceiling: number, spent: number) =>
+      `${caller} has spent $${spent.toFixed(4)} of its $${ceiling} a day over the last 24 hours`,
+    example: ['alice', 10, 10.0213]
   },
   QUEUE_FULL: {
     status: 429,

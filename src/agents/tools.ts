@@ -67,15 +67,19 @@ export class AgentTool {
   /**
    * A run's limits: each it names, at most the operator's ceiling for the tool, else that ceiling. Why not, when it
    * cannot be held to them: a limit above a ceiling, any limit for a CLI that reports no steps (crush), a cost limit
-   * where nothing says what the run costs (the CLI does not, nor the price table for the run's model).
+   * where nothing says what the run costs (the CLI does not, nor the price table for the run's model). `dollarsLeft`:
+   * what its token's daily ceiling leaves it, a cost limit of its own.
    */
-  limitsOf(requested: RunLimits | undefined, model: string | undefined, prices: ModelPrices): LimitsVerdict {
+  limitsOf(
+    requested: RunLimits | undefined, model: string | undefined, prices: ModelPrices, dollarsLeft?: number
+  ): LimitsVerdict {
     const { ceilings } = this.settings
     const asked = requested ?? {}
     const above = LIMIT_NAMES.find((name) =>
       asked[name] !== undefined && ceilings[name] !== undefined && asked[name] > ceilings[name])
     if (above !== undefined) return { refused: 'above_ceiling', limit: above, ceiling: ceilings[above]! }
     const limits: RunLimits = { ...ceilings, ...asked }
+    if (dollarsLeft !== undefined) limits.max_cost_usd = Math.min(limits.max_cost_usd ?? dollarsLeft, dollarsLeft)
     const named = LIMIT_NAMES.filter((name) => limits[name] !== undefined)
     if (named.length === 0) return { limits: undefined }
     if (!this.reportsActions) return { refused: 'not_supported', limit: named[0]! }

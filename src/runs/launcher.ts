@@ -22,7 +22,9 @@ import { placeRun, type Placement } from './placement.js'
 import { stopRefusal, type Run } from './run.js'
 import { continuedPlace, sessionLeftBy } from './sessions.js'
 import type { RunWorktrees, WorktreePlan } from './run-worktree.js'
-import type { SessionRecord, SessionStore, SessionWorktree } from './stores/run-store.js'
+import {
+  SPEND_WINDOW_MS, type SessionRecord, type SessionStore, type SessionWorktree, type SpendLedger
+} from './stores/run-store.js'
 import { assertRunnableOnWindows } from './windows-checks.js'
 import { assertHostDirectory } from './workspace.js'
 
@@ -38,6 +40,8 @@ interface LaunchSettings {
   outputLimitBytes: number
   /** What models cost, where a CLI says nothing of it (MODEL_PRICES_FILE). */
   modelPrices: ModelPrices
+  /** Dollars each named token's runs may cost over any 24 hours (TOKEN_DAILY_COST_USD). */
+  dailyCostUsd: Record<string, number>
 }
 
 export interface LauncherDeps {
@@ -58,6 +62,8 @@ export interface LauncherDeps {
   webhooks: Pick<WebhookSettings, 'secrets' | 'allow'>
   /** Worktree runs' worktrees, changesets and diffs. */
   worktrees: RunWorktrees
+  /** What each token's runs cost over the last day. */
+  spend: SpendLedger
 }
 
 /** What the agent is asked: its task, byte for byte, and what its answer must end with when a schema is given. */
@@ -114,6 +120,7 @@ export class RunLauncher {
         assertPromptFitsArgv(promptOf(params))
       }
       const result = withStructuredOutput(await this.#launch(run, params, log, sink), validate)
+      await this.#recordSpend(run, result, log)
       run.finish(result)
       return result
     } catch (error) {
@@ -126,7 +133,7 @@ export class RunLauncher {
     const { sessions } = this.#deps
     const tool = this.#deps.tools[run.tool]
     const model = this.#modelOf(tool, request.model)
-    const budget = this.#budgetOf(tool, request, model)
+    const budget = await this.#budgetOf(tool, request, run.caller, model)
     if (request.webhook !== undefined) await this.#assertWebhook(run.caller, request.webhook.url)
     const session = request.resume
     const continued = session === undefined ? undefined : await this.#sessionOf(tool, run, session)
@@ -190,9 +197,9 @@ export class RunLauncher {
    * The run's limits (its own, its tool's ceilings) and its pricing; limits it cannot be held to are refused first,
    * before anything is asked of anyone.
    */
-  #budgetOf(tool: AgentTool, request: RunParams, model: string | undefined): RunBudget {
+  async #budgetOf(tool: AgentTool, request: RunParams, caller: string, model: string | undefined): Promise<RunBudget> {
     const prices = this.#deps.settings.modelPrices
-    const verdict = tool.limitsOf(request.limits, model, prices)
+    const verdict = tool.limitsOf(request.limits, model, prices, await this.#dollarsLeft(caller))
     if ('limits' in verdict) return { limits: verdict.limits, pricing: { prices, model } }
     switch (verdict.refused) {
       case 'above_ceiling':
@@ -200,6 +207,28 @@ export class RunLauncher {
       case 'not_supported': throw serviceError('LIMIT_NOT_SUPPORTED', verdict.limit, tool.name)
       case 'cost_unknown': throw serviceError('COST_UNKNOWN', tool.name, model)
     }
+  }
+
+  /**
+   * What the caller's daily ceiling leaves its next run, undefined without one; none left is a 429 before anything is
+   * asked of anyone.
+   */
+  async #dollarsLeft(caller: string): Promise<number | undefined> {
+    const { dailyCostUsd } = this.#deps.settings
+    if (!Object.hasOwn(dailyCostUsd, caller)) return undefined
+    const ceiling = dailyCostUsd[caller]!
+    const spent = await this.#deps.spend.spentSince(caller, new Date(Date.now() - SPEND_WINDOW_MS))
+    if (spent >= ceiling) throw serviceError('BUDGET_EXHAUSTED', caller, ceiling, spent)
+    return ceiling - spent
+  }
+
+  /** What the run cost goes to its token's spend; a store that fails costs its daily ceiling that run, not the run. */
+  async #recordSpend(run: Run, result: RunResult, log: FastifyBaseLogger): Promise<void> {
+    const cost = result.usage?.cost_usd ?? null
+    if (cost === null || cost <= 0) return
+    await this.#deps.spend.record(run.caller, run.id, cost, new Date()).catch((error: unknown) => {
+      log.warn({ err: error, cost_usd: cost }, 'the run’s cost could not be added to its token’s spend')
+    })
   }
 
   /** A webhook the run could never deliver, or should never reach, is refused before anything else is done. */

@@ -60,11 +60,13 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     wslBin,
     agentEnv
   })
-  const { hostPlatform, killGraceMs, outputLimitBytes, modelPrices } = config
+  const { hostPlatform, killGraceMs, outputLimitBytes, modelPrices, dailyCostUsd } = config
   await app.register(runsPlugin, {
     tools,
     store: storeChoice(config),
-    launch: { hostPlatform, wslBin, agentWorkdir, agentUser, killGraceMs, outputLimitBytes, modelPrices },
+    launch: {
+      hostPlatform, wslBin, agentWorkdir, agentUser, killGraceMs, outputLimitBytes, modelPrices, dailyCostUsd
+    },
     sudoProbeTtlMs: config.sudoProbeTtlMs,
     agentEnv,
     metrics,

@@ -79,7 +79,8 @@ export const runsPlugin = fp<RunsOptions>(async (app, options) => {
     sessions: store,
     tokenUsers: platform.tokenUsers,
     webhooks: options.webhooks,
-    worktrees
+    worktrees,
+    spend: store.spend
   })
   const dispatcher = new WebhookDispatcher({
     outbox: store.outbox,

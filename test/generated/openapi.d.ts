@@ -978,7 +978,7 @@ export interface components {
              * @example AGENT_LIMIT_REACHED
              * @enum {string}
              */
-            code: "VALIDATION_ERROR" | "INVALID_JSON" | "INVALID_CONTENT_LENGTH" | "MALFORMED_REQUEST" | "BAD_URL" | "RESUME_NOT_SUPPORTED" | "RESUME_PLACE_MISMATCH" | "MODEL_NOT_ALLOWED" | "WEBHOOKS_NOT_CONFIGURED" | "WEBHOOK_URL_NOT_ALLOWED" | "CWD_NOT_FOUND" | "CWD_NOT_A_DIRECTORY" | "WSL_NOT_AVAILABLE" | "WSL_DISTRO_NOT_FOUND" | "WSL_ARGUMENT_UNSAFE" | "COMMAND_LINE_TOO_LONG" | "NOT_A_GIT_REPOSITORY" | "BASE_NOT_FOUND" | "INVALID_BRANCH_NAME" | "BAD_OUTPUT_SCHEMA" | "LIMIT_ABOVE_CEILING" | "LIMIT_NOT_SUPPORTED" | "COST_UNKNOWN" | "WORKSPACE_NOT_SUPPORTED" | "UNAUTHORIZED" | "HOST_NOT_ALLOWED" | "FORBIDDEN_PATH" | "ORIGIN_NOT_ALLOWED" | "ROUTE_NOT_FOUND" | "RUN_NOT_FOUND" | "SESSION_NOT_FOUND" | "DIFF_NOT_FOUND" | "METHOD_NOT_ALLOWED" | "REQUEST_TIMEOUT" | "SESSION_BUSY" | "BRANCH_EXISTS" | "BODY_TOO_LARGE" | "URL_TOO_LONG" | "UNSUPPORTED_MEDIA_TYPE" | "AGENT_LIMIT_REACHED" | "QUEUE_FULL" | "QUEUE_TIMED_OUT" | "HEADERS_TOO_LARGE" | "INTERNAL_ERROR" | "AGENT_NOT_INSTALLED" | "AGENT_SPAWN_FAILED" | "RUN_NOT_RECORDED" | "SLOTS_UNAVAILABLE" | "RUNS_UNAVAILABLE" | "GIT_NOT_INSTALLED" | "WORKTREE_NOT_CREATED" | "SHUTTING_DOWN";
+            code: "VALIDATION_ERROR" | "INVALID_JSON" | "INVALID_CONTENT_LENGTH" | "MALFORMED_REQUEST" | "BAD_URL" | "RESUME_NOT_SUPPORTED" | "RESUME_PLACE_MISMATCH" | "MODEL_NOT_ALLOWED" | "WEBHOOKS_NOT_CONFIGURED" | "WEBHOOK_URL_NOT_ALLOWED" | "CWD_NOT_FOUND" | "CWD_NOT_A_DIRECTORY" | "WSL_NOT_AVAILABLE" | "WSL_DISTRO_NOT_FOUND" | "WSL_ARGUMENT_UNSAFE" | "COMMAND_LINE_TOO_LONG" | "NOT_A_GIT_REPOSITORY" | "BASE_NOT_FOUND" | "INVALID_BRANCH_NAME" | "BAD_OUTPUT_SCHEMA" | "LIMIT_ABOVE_CEILING" | "LIMIT_NOT_SUPPORTED" | "COST_UNKNOWN" | "WORKSPACE_NOT_SUPPORTED" | "UNAUTHORIZED" | "HOST_NOT_ALLOWED" | "FORBIDDEN_PATH" | "ORIGIN_NOT_ALLOWED" | "ROUTE_NOT_FOUND" | "RUN_NOT_FOUND" | "SESSION_NOT_FOUND" | "DIFF_NOT_FOUND" | "METHOD_NOT_ALLOWED" | "REQUEST_TIMEOUT" | "SESSION_BUSY" | "BRANCH_EXISTS" | "BODY_TOO_LARGE" | "URL_TOO_LONG" | "UNSUPPORTED_MEDIA_TYPE" | "AGENT_LIMIT_REACHED" | "BUDGET_EXHAUSTED" | "QUEUE_FULL" | "QUEUE_TIMED_OUT" | "HEADERS_TOO_LARGE" | "INTERNAL_ERROR" | "AGENT_NOT_INSTALLED" | "AGENT_SPAWN_FAILED" | "RUN_NOT_RECORDED" | "SLOTS_UNAVAILABLE" | "RUNS_UNAVAILABLE" | "GIT_NOT_INSTALLED" | "WORKTREE_NOT_CREATED" | "SHUTTING_DOWN";
             /**
              * @description For people: what went wrong, naming the field or value at fault.
              * @example Limite de 2 agents atteinte
@@ -1123,7 +1123,7 @@ export interface operations {
              *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB; or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
              *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
              *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
-             *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, or the tool’s `<AGENT>_MAX_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
+             *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, the tool’s `<AGENT>_MAX_COST_USD`, or the token’s `TOKEN_DAILY_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
              *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {
@@ -1176,6 +1176,7 @@ export interface operations {
             };
             /**
              * @description - `AGENT_LIMIT_REACHED`: The tool already runs as many agents as it may; retry later.
+             *     - `BUDGET_EXHAUSTED`: The token’s runs have cost its daily ceiling (`TOKEN_DAILY_COST_USD`) over the last 24 hours; retry once older runs leave that window.
              *     - `QUEUE_FULL`: `queue_timeout` given, but `MAX_QUEUED_<AGENT>` runs of the tool wait already; retry later.
              *     - `QUEUE_TIMED_OUT`: The run waited `queue_timeout` seconds for a slot of its tool and none freed up; nothing was started.
              */
@@ -1265,7 +1266,7 @@ export interface operations {
              *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB; or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
              *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
              *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
-             *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, or the tool’s `<AGENT>_MAX_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
+             *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, the tool’s `<AGENT>_MAX_COST_USD`, or the token’s `TOKEN_DAILY_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
              *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {
@@ -1344,6 +1345,7 @@ export interface operations {
             };
             /**
              * @description - `AGENT_LIMIT_REACHED`: The tool already runs as many agents as it may; retry later.
+             *     - `BUDGET_EXHAUSTED`: The token’s runs have cost its daily ceiling (`TOKEN_DAILY_COST_USD`) over the last 24 hours; retry once older runs leave that window.
              *     - `QUEUE_FULL`: `queue_timeout` given, but `MAX_QUEUED_<AGENT>` runs of the tool wait already; retry later.
              *     - `QUEUE_TIMED_OUT`: The run waited `queue_timeout` seconds for a slot of its tool and none freed up; nothing was started.
              */
@@ -1433,7 +1435,7 @@ export interface operations {
              *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB; or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
              *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
              *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
-             *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, or the tool’s `<AGENT>_MAX_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
+             *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, the tool’s `<AGENT>_MAX_COST_USD`, or the token’s `TOKEN_DAILY_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
              *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {
@@ -1512,6 +1514,7 @@ export interface operations {
             };
             /**
              * @description - `AGENT_LIMIT_REACHED`: The tool already runs as many agents as it may; retry later.
+             *     - `BUDGET_EXHAUSTED`: The token’s runs have cost its daily ceiling (`TOKEN_DAILY_COST_USD`) over the last 24 hours; retry once older runs leave that window.
              *     - `QUEUE_FULL`: `queue_timeout` given, but `MAX_QUEUED_<AGENT>` runs of the tool wait already; retry later.
              *     - `QUEUE_TIMED_OUT`: The run waited `queue_timeout` seconds for a slot of its tool and none freed up; nothing was started.
              */
@@ -1601,7 +1604,7 @@ export interface operations {
              *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB; or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
              *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
              *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
-             *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, or the tool’s `<AGENT>_MAX_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
+             *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, the tool’s `<AGENT>_MAX_COST_USD`, or the token’s `TOKEN_DAILY_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
              *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {
@@ -1680,6 +1683,7 @@ export interface operations {
             };
             /**
              * @description - `AGENT_LIMIT_REACHED`: The tool already runs as many agents as it may; retry later.
+             *     - `BUDGET_EXHAUSTED`: The token’s runs have cost its daily ceiling (`TOKEN_DAILY_COST_USD`) over the last 24 hours; retry once older runs leave that window.
              *     - `QUEUE_FULL`: `queue_timeout` given, but `MAX_QUEUED_<AGENT>` runs of the tool wait already; retry later.
              *     - `QUEUE_TIMED_OUT`: The run waited `queue_timeout` seconds for a slot of its tool and none freed up; nothing was started.
              */
@@ -1769,7 +1773,7 @@ export interface operations {
              *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB; or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
              *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
              *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
-             *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, or the tool’s `<AGENT>_MAX_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
+             *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, the tool’s `<AGENT>_MAX_COST_USD`, or the token’s `TOKEN_DAILY_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
              *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {
@@ -1848,6 +1852,7 @@ export interface operations {
             };
             /**
              * @description - `AGENT_LIMIT_REACHED`: The tool already runs as many agents as it may; retry later.
+             *     - `BUDGET_EXHAUSTED`: The token’s runs have cost its daily ceiling (`TOKEN_DAILY_COST_USD`) over the last 24 hours; retry once older runs leave that window.
              *     - `QUEUE_FULL`: `queue_timeout` given, but `MAX_QUEUED_<AGENT>` runs of the tool wait already; retry later.
              *     - `QUEUE_TIMED_OUT`: The run waited `queue_timeout` seconds for a slot of its tool and none freed up; nothing was started.
              */
@@ -1977,7 +1982,7 @@ export interface operations {
              *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB; or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
              *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
              *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
-             *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, or the tool’s `<AGENT>_MAX_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
+             *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, the tool’s `<AGENT>_MAX_COST_USD`, or the token’s `TOKEN_DAILY_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
              *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {
@@ -2056,6 +2061,7 @@ export interface operations {
             };
             /**
              * @description - `AGENT_LIMIT_REACHED`: The tool already runs as many agents as it may; retry later.
+             *     - `BUDGET_EXHAUSTED`: The token’s runs have cost its daily ceiling (`TOKEN_DAILY_COST_USD`) over the last 24 hours; retry once older runs leave that window.
              *     - `QUEUE_FULL`: `queue_timeout` given, but `MAX_QUEUED_<AGENT>` runs of the tool wait already; retry later.
              *     - `QUEUE_TIMED_OUT`: The run waited `queue_timeout` seconds for a slot of its tool and none freed up; nothing was started.
              */
@@ -2264,7 +2270,7 @@ export interface operations {
              *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB; or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
              *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
              *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
-             *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, or the tool’s `<AGENT>_MAX_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
+             *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, the tool’s `<AGENT>_MAX_COST_USD`, or the token’s `TOKEN_DAILY_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
              *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
              */
             400: {

@@ -109,6 +109,25 @@ if (NO_REDIS === false) {
 
 for (const [kind, open] of Object.entries(stores)) {
   t.test(`${kind} store`, async (t) => {
+    t.test('spend: each token’s runs’ costs over a window, the older forgotten as more are recorded', async (t) => {
+      const store = await open(t, {
+        retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100
+      })
+      const now = Date.now()
+      const hoursAgo = (hours: number) => new Date(now - hours * 3_600_000)
+      t.equal(await store.spend.spentSince('alice', hoursAgo(24)), 0, 'nothing yet')
+      await store.spend.record('alice', 'run-1', 0.5, hoursAgo(30))
+      await store.spend.record('alice', 'run-2', 0.25, hoursAgo(2))
+      await store.spend.record('alice', 'run-3', 0.125, hoursAgo(0))
+      await store.spend.record('bob', 'run-4', 4, hoursAgo(1))
+      t.equal(await store.spend.spentSince('alice', hoursAgo(24)), 0.375, 'the last 24 hours only')
+      t.equal(await store.spend.spentSince('alice', hoursAgo(40)), 0.375, 'a day older than the last: gone')
+      t.equal(await store.spend.spentSince('alice', hoursAgo(1)), 0.125)
+      t.equal(await store.spend.spentSince('bob', hoursAgo(24)), 4, 'each token its own')
+      await store.spend.record('__proto__', 'run-5', 1, hoursAgo(0))
+      t.equal(await store.spend.spentSince('__proto__', hoursAgo(24)), 1, 'any name is a name')
+    })
+
     t.test('a session is its owner’s and its tool’s, forgotten past retention; ' +
       'one claim at a time, released by its holder', async (t) => {
       const store = await open(t, {

@@ -5,6 +5,7 @@ import {
 } from './run-store.js'
 import { LocalClaims } from './local-claims.js'
 import { MemoryOutbox } from './memory-outbox.js'
+import { MemorySpendLedger } from './spend-ledgers.js'
 
 interface Entry {
   record: RunRecord
@@ -15,6 +16,7 @@ interface Entry {
 export class MemoryRunStore implements RunStore {
   readonly kind = 'memory'
   readonly outbox: MemoryOutbox
+  readonly spend = new MemorySpendLedger()
   readonly #entries = new Map<string, Entry>()
   readonly #retention: RetentionOptions
   readonly #sessions = new Map<string, SessionRecord>()

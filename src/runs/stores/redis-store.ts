@@ -8,6 +8,7 @@ import { RunResult, resultFromStore, TIMEOUT_MAX_SECONDS } from '../../schemas/r
 import { MAX_RETRY_DELAY_MS } from '../../webhooks/schedule.js'
 import type { StoredEvent } from '../event-log.js'
 import { RedisOutbox } from './redis-outbox.js'
+import { RedisSpendLedger } from './spend-ledgers.js'
 import {
   isFreshSession, RunRecordHead, SessionRecord, sessionKey, type RetentionOptions, type RunRecord, type RunStore
 } from './run-store.js'
@@ -112,6 +113,7 @@ const RESUBSCRIBE_DELAY_MS = 1000
 export class RedisRunStore implements RunStore {
   readonly kind = 'redis'
   readonly outbox: RedisOutbox
+  readonly spend: RedisSpendLedger
   readonly #redis: Redis
   readonly #options: RedisRunStoreOptions
   #subscriber: Redis | undefined
@@ -132,6 +134,9 @@ export class RedisRunStore implements RunStore {
       replicaKey: (replica) => this.#replicaKey(replica),
       call: (operation) => this.#call(operation),
       log: options.log
+    })
+    this.spend = new RedisSpendLedger({
+      redis: this.#redis, keyPrefix: options.keyPrefix, call: (operation) => this.#call(operation)
     })
     const beat = (): void => {
       this.#redis

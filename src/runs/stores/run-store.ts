@@ -86,12 +86,25 @@ export const sessionKey = (tool: string, id: string): string => `${tool}:${id}`
 export const isFreshSession = (session: SessionRecord, retentionMs: number, now = Date.now()): boolean =>
   now - Date.parse(session.updatedAt) <= retentionMs
 
+/** How far back a token's daily ceiling (TOKEN_DAILY_COST_USD) looks: its spend is rolling, not per calendar day. */
+export const SPEND_WINDOW_MS = 86_400_000
+
+/** What each token's runs cost as they ended, kept a day: what its daily ceiling is held against. */
+export interface SpendLedger {
+  /** Dollars the caller's runs that ended since `since` cost. */
+  spentSince(caller: string, since: Date): Promise<number>
+  /** A run's cost, as it ended at `at`; what is a day older than that goes. */
+  record(caller: string, run: string, costUsd: number, at: Date): Promise<void>
+}
+
 /** Where async runs are kept: their record, and their kept events, also after their agent has ended. */
 export interface RunStore extends SessionStore {
   /** What 'auto' chose, for the startup log and /readyz. */
   readonly kind: 'memory' | 'sqlite' | 'redis'
   /** The runs' webhook deliveries, kept with them: what keeps the runs keeps the deliveries. */
   readonly outbox: WebhookOutbox
+  /** Each token's spend over the last day: fleet-wide where the runs are. */
+  readonly spend: SpendLedger
   /**
    * Runs that a previous life of this replica left running can no longer be finished: they become `lost`, with the
    * events they had saved. Returns their ids.

@@ -12,6 +12,7 @@ import {
   sessionKey, type RetentionOptions, type RunRecord, type RunStore, type SessionRecord, type SessionWorktree
 } from './run-store.js'
 import { SqliteOutbox } from './sqlite-outbox.js'
+import { SqliteSpendLedger } from './spend-ledgers.js'
 
 const SCHEMA = `
   CREATE TABLE IF NOT EXISTS runs (
@@ -155,6 +156,7 @@ const toRow = (record: RunRecord): RunRow => ({
 export class SqliteRunStore implements RunStore {
   readonly kind = 'sqlite'
   readonly outbox: SqliteOutbox
+  readonly spend: SqliteSpendLedger
   readonly #db: BetterSqlite3.Database
   readonly #retention: RetentionOptions
   readonly #statements
@@ -175,6 +177,7 @@ export class SqliteRunStore implements RunStore {
     addMissingColumns(this.#db)
     this.#retention = retention
     this.outbox = new SqliteOutbox(this.#db, { replica, retentionMs: retention.retentionMs })
+    this.spend = new SqliteSpendLedger(this.#db)
     const db = this.#db
     this.#statements = {
       insertRun: db.prepare(
