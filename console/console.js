@@ -299,6 +299,7 @@ function renderFacts(run, now = Date.now()) {
   $('run-caller').textContent = run.caller
   $('run-elapsed').textContent = elapsedOf(run, now)
   $('run-deadline').textContent = deadlineOf(run, now)
+  $('run-budget').textContent = budgetOf(run)
   $('run-task').textContent = run.task ?? ''
   $('stop').disabled = run.status !== 'running'
   $('run').dataset.status = run.status
@@ -441,6 +442,18 @@ function showStep(step) {
   $('steps-title').hidden = false
   // The steps tell what the agent does; its raw output stays one click away.
   $('output-box').open = false
+}
+
+/** The model a run asked for and the limits it is held to, as its state says (the CLI's choice and none: —). */
+function budgetOf(run) {
+  const limits = run.limits ?? {}
+  const parts = [
+    run.model ?? null,
+    limits.max_turns === undefined ? null : `${limits.max_turns} turns`,
+    limits.max_tokens === undefined ? null : `${limits.max_tokens} tokens`,
+    limits.max_cost_usd === undefined ? null : `$${limits.max_cost_usd}`
+  ].filter((part) => part !== null)
+  return parts.length === 0 ? '—' : parts.join(' · ')
 }
 
 /** What a run spent, as its result says: turns, tokens, dollars, the model its CLI named. */

@@ -134,6 +134,7 @@ export class RunLauncher {
     const tool = this.#deps.tools[run.tool]
     const model = this.#modelOf(tool, request.model)
     const budget = await this.#budgetOf(tool, request, run.caller, model)
+    run.holdTo(model, budget.limits)
     if (request.webhook !== undefined) await this.#assertWebhook(run.caller, request.webhook.url)
     const session = request.resume
     const continued = session === undefined ? undefined : await this.#sessionOf(tool, run, session)

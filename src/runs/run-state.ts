@@ -16,6 +16,8 @@ export function stateOf(found: Omit<RunRecord, 'replica'> & { kind?: RunKind }):
     finished_at: found.finishedAt,
     ...(found.webhook === undefined ? {} : { webhook: found.webhook }),
     ...(found.workspace === undefined ? {} : { workspace: found.workspace }),
+    ...(found.model === undefined ? {} : { model: found.model }),
+    ...(found.limits === undefined ? {} : { limits: found.limits }),
     ...(found.queuePosition === undefined ? {} : { queue_position: found.queuePosition }),
     ...(found.error === undefined ? {} : { error: found.error }),
     result: found.result

@@ -8,6 +8,7 @@ import type { Step } from '../schemas/steps.js'
 import { DEFAULT_WEBHOOK_EVENTS, type ListedWebhook } from '../schemas/webhooks.js'
 import type { RunError } from '../schemas/runs.js'
 import type { RunWorkspace } from '../schemas/workspace.js'
+import type { RunLimits } from '../schemas/limits.js'
 import { finishedStatus } from './result.js'
 import { hasAgent, isEnd, nextPhase, type RunPhase } from './run-phase.js'
 import type { RunRecord } from './stores/run-store.js'
@@ -65,6 +66,8 @@ export class Run extends EventEmitter<RunEvents> implements AgentObserver {
   #finishedAt: Date | null = null
   #result: RunResult | null = null
   #workspace: RunWorkspace | undefined
+  #model: string | undefined
+  #limits: RunLimits | undefined
   /** Its place among the runs waiting for a slot of its tool, while it waits. */
   #queuePosition: number | null = null
   #refusal: unknown = undefined
@@ -128,6 +131,8 @@ export class Run extends EventEmitter<RunEvents> implements AgentObserver {
       finishedAt: this.#finishedAt?.toISOString() ?? null,
       ...(this.webhook === undefined ? {} : { webhook: this.webhook }),
       ...(this.#workspace === undefined ? {} : { workspace: this.#workspace }),
+      ...(this.#model === undefined ? {} : { model: this.#model }),
+      ...(this.#limits === undefined ? {} : { limits: this.#limits }),
       ...(this.#queuePosition === null ? {} : { queuePosition: this.#queuePosition }),
       ...(error === undefined ? {} : { error }),
       result
@@ -144,6 +149,12 @@ export class Run extends EventEmitter<RunEvents> implements AgentObserver {
   #endedUnrun(): 'cancelled' | 'failed' {
     const reason = this.signal.aborted ? this.signal.reason as StopReason : null
     return reason === 'cancelled' || reason === 'shutdown' ? 'cancelled' : 'failed'
+  }
+
+  /** The model its CLI is asked for, and the limits it is held to (before it waits for a slot). */
+  holdTo(model: string | undefined, limits: RunLimits | undefined): void {
+    this.#model = model
+    this.#limits = limits
   }
 
   /** Its agent works in a worktree of its own, from now on (before it starts). */

@@ -2,6 +2,7 @@ import { Type, type Static } from '@sinclair/typebox'
 import { ref } from './ref.js'
 import { RunParams, RunResult } from './run.js'
 import { ToolName } from './tool-name.js'
+import { RunLimits } from './limits.js'
 import { ListedWebhook } from './webhooks.js'
 import { RunWorkspace } from './workspace.js'
 
@@ -76,6 +77,13 @@ const runStateProperties = {
   finished_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
   webhook: Type.Optional(ListedWebhook),
   workspace: Type.Optional(RunWorkspace),
+  model: Type.Optional(Type.String({
+    description: 'The model it asked its CLI for (its own, or its tool’s `<AGENT>_MODEL`); the one used: its result’s.'
+  })),
+  limits: Type.Optional(Type.Object(RunLimits.properties, {
+    additionalProperties: false,
+    description: 'The limits it is held to: its own, its tool’s ceilings, what its token’s daily ceiling left it.'
+  })),
   queue_position: Type.Optional(Type.Integer({
     minimum: 1,
     description: 'While queued: its place among the runs of its tool waiting on this replica, 1 being next.'

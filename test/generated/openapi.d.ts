@@ -865,6 +865,17 @@ export interface components {
                 /** @description The commit it was made at. */
                 base: string;
             };
+            /** @description The model it asked its CLI for (its own, or its tool’s `<AGENT>_MODEL`); the one used: its result’s. */
+            model?: string;
+            /** @description The limits it is held to: its own, its tool’s ceilings, what its token’s daily ceiling left it. */
+            limits?: {
+                /** @description Model responses the agent may get (a turn is one response, whatever tool calls it asks for). */
+                max_turns?: number;
+                /** @description Input plus output tokens, as the CLI reports them, summed over the run. */
+                max_tokens?: number;
+                /** @description Dollars: the CLI’s own figure (claude, opencode), else the operator’s price table (`MODEL_PRICES_FILE`); a tool whose runs’ cost neither gives is 400 `COST_UNKNOWN`. */
+                max_cost_usd?: number;
+            };
             /** @description While queued: its place among the runs of its tool waiting on this replica, 1 being next. */
             queue_position?: number;
             /** @description Why the run ended before its agent started. */
@@ -908,6 +919,17 @@ export interface components {
                 path: string;
                 /** @description The commit it was made at. */
                 base: string;
+            };
+            /** @description The model it asked its CLI for (its own, or its tool’s `<AGENT>_MODEL`); the one used: its result’s. */
+            model?: string;
+            /** @description The limits it is held to: its own, its tool’s ceilings, what its token’s daily ceiling left it. */
+            limits?: {
+                /** @description Model responses the agent may get (a turn is one response, whatever tool calls it asks for). */
+                max_turns?: number;
+                /** @description Input plus output tokens, as the CLI reports them, summed over the run. */
+                max_tokens?: number;
+                /** @description Dollars: the CLI’s own figure (claude, opencode), else the operator’s price table (`MODEL_PRICES_FILE`); a tool whose runs’ cost neither gives is 400 `COST_UNKNOWN`. */
+                max_cost_usd?: number;
             };
             /** @description While queued: its place among the runs of its tool waiting on this replica, 1 being next. */
             queue_position?: number;

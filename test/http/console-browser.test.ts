@@ -141,8 +141,11 @@ t.test('the console in chromium', { skip: NO_CHROMIUM }, async (t) => {
     await page.click(`#runs tr[data-id="${ended.id}"] a`)
     await page.waitForFunction(() => /turns/.test(document.querySelector('#run-result')!.textContent), WAIT)
     // The codex stand-in reports its tokens only as its turn completes: stopped before, it reported none.
-    t.match(await page.$eval('#run-result', (result) => result.textContent), /^not ok · max_turns · .* · 3 turns$/)
-    const answered = await createRun(app, { tool: 'codex_run', task: scenario.toolCalls(1, 1) }, as)
+    t.match(await page.$eval('#run-result', (result) => result.textContent), /^not ok · max_turns · .* · \d+ turns$/)
+    t.equal(await page.$eval('#run-budget', (budget) => budget.textContent), '2 turns', 'the limit it was held to')
+    const answered = await createRun(app, {
+      tool: 'codex_run', task: scenario.toolCalls(1, 1), model: 'gpt-x', limits: { max_tokens: 1000, max_turns: 9 }
+    }, as)
     await settled(app, answered.id, 15_000, as)
     await row(page, answered.id, 'succeeded')
     await page.click(`#runs tr[data-id="${answered.id}"] a`)
@@ -150,6 +153,7 @@ t.test('the console in chromium', { skip: NO_CHROMIUM }, async (t) => {
     t.match(
       await page.$eval('#run-result', (result) => result.textContent), /^ok · exit 0 · .* · 2 turns · 10 in, 5 out$/
     )
+    t.equal(await page.$eval('#run-budget', (budget) => budget.textContent), 'gpt-x · 9 turns · 1000 tokens')
   })
 
   t.test('a synchronous run is listed and stopped; its output stays its own caller’s', async (t) => {

@@ -71,13 +71,18 @@ t.test('max_turns held by the service: codex stopped as its next response begins
   t.ok(turns >= 3 && turns < 30, `stopped as its third response began: ${turns} seen`)
   t.ok(commands.length >= 2 && commands.length < 30, `${commands.length} calls made`)
   const async = await createRun(app, { tool: 'codex_run', task: MANY_CALLS, limits: { max_turns: 1 } })
-  t.match(await settled(app, async.id), { status: 'failed', result: { stop_reason: 'max_turns' } })
+  t.match(await settled(app, async.id), {
+    status: 'failed', limits: { max_turns: 1 }, result: { stop_reason: 'max_turns' }
+  }, 'its state says the limit it was held to')
   const within = await runTool(app, 'codex_run', { task: scenario.toolCalls(2, 1), limits: { max_turns: 3 } })
   t.match(within, { ok: true, stop_reason: null, output: '2 calls', steps_summary: { turns: 3 } }, 'reached, not past')
 })
 
 t.test('a ceiling is every run’s limit when it names none, lowered by one that names less', async (t) => {
-  const app = await build(t, { GEMINI_MAX_TURNS: '2', CLAUDE_MAX_TURNS: '4' })
+  const app = await build(t, { GEMINI_MAX_TURNS: '2', CLAUDE_MAX_TURNS: '4', GEMINI_MODEL: 'gemini-x' })
+  const listed = await createRun(app, { tool: 'gemini_run', task: 'x', limits: { max_tokens: 100 } })
+  const state = await settled(app, listed.id)
+  t.same([state.model, state.limits], ['gemini-x', { max_turns: 2, max_tokens: 100 }], 'what its state says')
   t.match(await runTool(app, 'gemini_run', { task: MANY_CALLS }), { ok: false, stop_reason: 'max_turns' })
   t.match(await runTool(app, 'gemini_run', { task: MANY_CALLS, limits: { max_turns: 1 } }), {
     stop_reason: 'max_turns', steps_summary: { commands: [{ command: 'echo call 1' }] }

@@ -193,12 +193,17 @@ for (const [kind, open] of Object.entries(stores)) {
       t.same(await store.session('codex_run', bobs.id), bobs, 'bob’s is not alice’s to push out')
     })
 
-    t.test('a run’s task excerpt and deadline are kept and listed; ' +
+    t.test('a run’s task excerpt, deadline, model and limits are kept and listed; ' +
       'a run stored without them reads back without', async (t) => {
       const store = await open(t, {
         retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100
       })
-      const briefed = record('alice', { task: 'Add tests', deadline: new Date(Date.now() + 60_000).toISOString() })
+      const briefed = record('alice', {
+        task: 'Add tests',
+        deadline: new Date(Date.now() + 60_000).toISOString(),
+        model: 'sonnet',
+        limits: { max_turns: 5, max_cost_usd: 0.25 }
+      })
       const bare = record('alice', { createdAt: new Date(Date.now() - 1000).toISOString() })
       for (const run of [briefed, bare]) await store.create(run)
       t.same(await store.get(briefed.id), briefed)
@@ -206,7 +211,9 @@ for (const [kind, open] of Object.entries(stores)) {
       t.same(await store.list('alice'), [briefed, bare].map(({ result: _result, ...listing }) => listing))
       await store.finish(finished(briefed))
       t.match(
-        await store.get(briefed.id), { task: 'Add tests', deadline: briefed.deadline, status: 'succeeded' },
+        await store.get(briefed.id), {
+          task: 'Add tests', deadline: briefed.deadline, model: 'sonnet', limits: briefed.limits, status: 'succeeded'
+        },
         'kept at its end'
       )
     })

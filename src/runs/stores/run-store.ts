@@ -3,6 +3,7 @@ import type { RunResult } from '../../schemas/run.js'
 import { RunError, RunStatus } from '../../schemas/runs.js'
 import { ListedWebhook } from '../../schemas/webhooks.js'
 import { RunWorkspace } from '../../schemas/workspace.js'
+import { RunLimits } from '../../schemas/limits.js'
 import type { WebhookOutbox } from '../../webhooks/outbox.js'
 import type { StoredEvent } from '../event-log.js'
 
@@ -23,6 +24,9 @@ export const RunRecordHead = Type.Object({
   deadline: Type.Optional(Type.String({ description: 'When its timeout stops it.' })),
   webhook: Type.Optional(ListedWebhook),
   workspace: Type.Optional(RunWorkspace),
+  /** The model it asked for, and the limits it is held to. */
+  model: Type.Optional(Type.String()),
+  limits: Type.Optional(RunLimits),
   /** While queued: its place on the replica it waits on, as of its last save. */
   queuePosition: Type.Optional(Type.Integer()),
   /** Ended before its agent started, after it was accepted: why. */

@@ -6,6 +6,7 @@ import { resultFromStore } from '../../schemas/run.js'
 import type { ListedWebhook } from '../../schemas/webhooks.js'
 import type { RunError } from '../../schemas/runs.js'
 import type { RunWorkspace } from '../../schemas/workspace.js'
+import type { RunLimits } from '../../schemas/limits.js'
 import type { StoredEvent } from '../event-log.js'
 import { LocalClaims } from './local-claims.js'
 import {
@@ -29,7 +30,9 @@ const SCHEMA = `
     webhook TEXT,
     workspace TEXT,
     queue_position TEXT,
-    error TEXT
+    error TEXT,
+    model TEXT,
+    limits TEXT
   );
   CREATE INDEX IF NOT EXISTS runs_by_owner ON runs (owner, created_at);
   CREATE TABLE IF NOT EXISTS events (
@@ -59,7 +62,7 @@ const SCHEMA = `
 
 /** Columns added since the first schema: a file an older version made gets them, empty for its runs. */
 const ADDED_COLUMNS = {
-  runs: ['task', 'deadline', 'webhook', 'workspace', 'queue_position', 'error'],
+  runs: ['task', 'deadline', 'webhook', 'workspace', 'queue_position', 'error', 'model', 'limits'],
   sessions: ['worktree']
 }
 
@@ -112,6 +115,9 @@ interface RunRow {
   queue_position: string | null
   /** Why it ended before its agent, as JSON. */
   error: string | null
+  model: string | null
+  /** Its limits, as JSON. */
+  limits: string | null
 }
 
 const toRecord = (row: RunRow): RunRecord => ({
@@ -128,7 +134,9 @@ const toRecord = (row: RunRow): RunRecord => ({
   ...(row.webhook === null ? {} : { webhook: JSON.parse(row.webhook) as ListedWebhook }),
   ...(row.workspace === null ? {} : { workspace: JSON.parse(row.workspace) as RunWorkspace }),
   ...(row.queue_position === null ? {} : { queuePosition: Number(row.queue_position) }),
-  ...(row.error === null ? {} : { error: JSON.parse(row.error) as RunError })
+  ...(row.error === null ? {} : { error: JSON.parse(row.error) as RunError }),
+  ...(row.model === null ? {} : { model: row.model }),
+  ...(row.limits === null ? {} : { limits: JSON.parse(row.limits) as RunLimits })
 })
 
 const toRow = (record: RunRecord): RunRow => ({
@@ -145,7 +153,9 @@ const toRow = (record: RunRecord): RunRow => ({
   webhook: record.webhook === undefined ? null : JSON.stringify(record.webhook),
   workspace: record.workspace === undefined ? null : JSON.stringify(record.workspace),
   queue_position: record.queuePosition === undefined ? null : String(record.queuePosition),
-  error: record.error === undefined ? null : JSON.stringify(record.error)
+  error: record.error === undefined ? null : JSON.stringify(record.error),
+  model: record.model ?? null,
+  limits: record.limits === undefined ? null : JSON.stringify(record.limits)
 })
 
 /**
@@ -182,11 +192,13 @@ export class SqliteRunStore implements RunStore {
     this.#statements = {
       insertRun: db.prepare(
         'INSERT INTO runs (id, owner, tool, status, created_at, finished_at, result, replica, task, deadline, ' +
-          'webhook, workspace, queue_position, error) VALUES (@id, @owner, @tool, @status, @created_at, ' +
-          '@finished_at, @result, @replica, @task, @deadline, @webhook, @workspace, @queue_position, @error) ' +
+          'webhook, workspace, queue_position, error, model, limits) VALUES (@id, @owner, @tool, @status, ' +
+          '@created_at, @finished_at, @result, @replica, @task, @deadline, @webhook, @workspace, @queue_position, ' +
+          '@error, @model, @limits) ' +
           // A queued run is stored as it starts waiting, and again as its agent starts.
           'ON CONFLICT (id) DO UPDATE SET status = excluded.status, deadline = excluded.deadline, ' +
-          'workspace = excluded.workspace, queue_position = excluded.queue_position'
+          'workspace = excluded.workspace, queue_position = excluded.queue_position, model = excluded.model, ' +
+          'limits = excluded.limits'
       ),
       updateRun: db.prepare(
         'UPDATE runs SET status = @status, finished_at = @finished_at, result = @result, workspace = @workspace, ' +
@@ -197,7 +209,7 @@ export class SqliteRunStore implements RunStore {
       ),
       listRuns: db.prepare<[string, string]>(
         'SELECT id, owner, tool, status, created_at, finished_at, NULL AS result, replica, task, deadline, webhook, ' +
-          'workspace, queue_position, error ' +
+          'workspace, queue_position, error, model, limits ' +
           'FROM runs ' +
           'WHERE owner = ? AND (finished_at IS NULL OR finished_at >= ?) ORDER BY created_at DESC'
       ),
