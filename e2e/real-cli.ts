@@ -35,6 +35,8 @@ export interface RealCli {
   offline: (home: string, modelUrl: string) => Record<string, string>
   /** The model its offline configuration serves, as a run names it. */
   model: string
+  /** Another model it may be asked for offline, and how its requests to the model server name it. */
+  otherModel: { asked: string; sent: string }
 }
 
 export const REAL_CLIS: Record<RealCli['agent'], RealCli> = {
@@ -44,7 +46,8 @@ export const REAL_CLIS: Record<RealCli['agent'], RealCli> = {
     version: CLAUDE_VERSION,
     startModel: startAnthropicServer,
     offline: claudeOffline,
-    model: 'claude-opus-5-5'
+    model: 'claude-opus-5-5',
+    otherModel: { asked: 'claude-sonnet-e2e', sent: 'claude-sonnet-e2e' }
   },
   codex: {
     agent: 'codex',
@@ -52,7 +55,8 @@ export const REAL_CLIS: Record<RealCli['agent'], RealCli> = {
     version: CODEX_VERSION,
     startModel: startResponsesServer,
     offline: codexOffline,
-    model: 'gpt-5.5'
+    model: 'gpt-5.5',
+    otherModel: { asked: 'gpt-5.4', sent: 'gpt-5.4' }
   },
   gemini: {
     agent: 'gemini',
@@ -60,7 +64,8 @@ export const REAL_CLIS: Record<RealCli['agent'], RealCli> = {
     version: GEMINI_VERSION,
     startModel: startGeminiServer,
     offline: geminiOffline,
-    model: 'gemini-2.5-flash'
+    model: 'gemini-2.5-flash',
+    otherModel: { asked: 'gemini-2.5-pro', sent: 'gemini-2.5-pro' }
   },
   opencode: {
     agent: 'opencode',
@@ -68,7 +73,8 @@ export const REAL_CLIS: Record<RealCli['agent'], RealCli> = {
     version: OPENCODE_VERSION,
     startModel: startChatServer,
     offline: opencodeOffline,
-    model: 'scripted/scripted-model'
+    model: 'scripted/scripted-model',
+    otherModel: { asked: 'scripted/scripted-other', sent: 'scripted-other' }
   }
 }
 
@@ -481,6 +487,21 @@ export function provePromises(t: Test, cli: RealCli): void {
       t.match(asked, 'e2e output schema', 'the task reached the model')
       t.match(asked, JSON.stringify(JSON.stringify(schema)).slice(1, -1), 'and the schema after it')
     })
+
+  t.test('model: the one a run names is the one its CLI asks the model server for', async (t) => {
+    const service = await serviceFor(t, cli, [{ say: 'ALL DONE' }])
+    const { asked, sent } = cli.otherModel
+    const since = service.model.requests.length
+    const { result } = await runThrough('json', service.base, service.tool, {
+      task: 'e2e model', cwd: workdir(t, service), timeout: 300, model: asked
+    })
+    t.match(result, { ok: true, output: /ALL DONE/ }, { result })
+    const requests = service.model.requests.slice(since)
+    const naming = (request: { url: string; body: unknown }) =>
+      request.url.includes(`/${sent}:`) || (request.body as { model?: unknown } | undefined)?.model === sent
+    t.ok(requests.some(naming), `a request names ${sent}`, { requests: requests.map((request) => request.url) })
+    if (cli.agent === 'claude' || cli.agent === 'gemini') t.equal(result.usage?.model, sent, 'the model it says it used')
+  })
 
   t.test('limits: a two-call script held to one turn never gets its answer; one token is past at once; ' +
     'a dollar limit from the CLI’s cost or the price table', async (t) => {

@@ -6,6 +6,7 @@ export const OPENCODE_VERSION = '1.18.33'
 /** The provider and model ids the config declares; `model` in the config is `<provider>/<model>`. */
 const OPENCODE_PROVIDER_ID = 'scripted'
 const OPENCODE_MODEL_ID = 'scripted-model'
+const OPENCODE_OTHER_MODEL_ID = 'scripted-other'
 
 /**
  * Points the real opencode CLI at a scripted Chat Completions server and keeps it off the network, for a run with
@@ -44,7 +45,11 @@ function opencodeConfig(modelUrl: string): Record<string, unknown> {
         npm: '@ai-sdk/openai-compatible',
         name: 'Scripted',
         options: { baseURL: `${modelUrl}/v1`, apiKey: 'scripted' },
-        models: { [OPENCODE_MODEL_ID]: { name: 'Scripted model', tool_call: true } }
+        models: {
+          [OPENCODE_MODEL_ID]: { name: 'Scripted model', tool_call: true },
+          // Another the provider serves, for a run that names it (`model`).
+          [OPENCODE_OTHER_MODEL_ID]: { name: 'Another scripted model', tool_call: true }
+        }
       }
     },
     model,
