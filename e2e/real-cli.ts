@@ -500,7 +500,9 @@ export function provePromises(t: Test, cli: RealCli): void {
     const naming = (request: { url: string; body: unknown }) =>
       request.url.includes(`/${sent}:`) || (request.body as { model?: unknown } | undefined)?.model === sent
     t.ok(requests.some(naming), `a request names ${sent}`, { requests: requests.map((request) => request.url) })
-    if (cli.agent === 'claude' || cli.agent === 'gemini') t.equal(result.usage?.model, sent, 'the model it says it used')
+    if (cli.agent === 'claude' || cli.agent === 'gemini') {
+      t.equal(result.usage?.model, sent, 'the model it says it used')
+    }
   })
 
   t.test('limits: a two-call script held to one turn never gets its answer; one token is past at once; ' +
