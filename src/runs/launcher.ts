@@ -1,4 +1,3 @@
-import type { ValidateFunction } from 'ajv'
 import type { FastifyBaseLogger } from 'fastify'
 import type { ToolName } from '../agents/catalog.js'
 import type { AgentTool } from '../agents/tools.js'
@@ -17,7 +16,7 @@ import type { SudoProbe } from '../sudo/probe.js'
 import type { SudoShim } from '../sudo/shim.js'
 import { webhookRefusal, type WebhookSettings } from '../webhooks/policy.js'
 import { runPlacedAgent, type AgentRunParts, type RunBudget } from './agent-run.js'
-import { assertPromptFitsArgv, compileOutputSchema, promptWithSchema, structuredOutput } from './output-schema.js'
+import { outputCheck } from './output-schema.js'
 import { placeRun, type Placement } from './placement.js'
 import { stopRefusal, type Run } from './run.js'
 import { continuedPlace, sessionLeftBy } from './sessions.js'
@@ -66,19 +65,6 @@ export interface LauncherDeps {
   spend: SpendLedger
 }
 
-/** What the agent is asked: its task, byte for byte, and what its answer must end with when a schema is given. */
-const promptOf = (params: RunParams): string =>
-  params.output_schema === undefined ? params.task : promptWithSchema(params.task, params.output_schema)
-
-/** The result with the object its answer ended with, or not ok for want of one that validates. */
-function withStructuredOutput(result: RunResult, validate: ValidateFunction | undefined): RunResult {
-  if (validate === undefined) return result
-  const checked = structuredOutput(result.output, validate)
-  return 'value' in checked
-    ? { ...result, structured_output: checked.value }
-    : { ...result, ok: false, error: checked.error }
-}
-
 /** A run placed, its slot held: what its agent's part of the launch needs. */
 interface PlacedRun {
   run: Run
@@ -114,12 +100,9 @@ export class RunLauncher {
    */
   async launch(run: Run, params: RunParams, log: FastifyBaseLogger, sink?: OutputSink): Promise<RunResult> {
     try {
-      const schema = params.output_schema
-      const validate = schema === undefined ? undefined : compileOutputSchema(schema)
-      if (schema !== undefined && this.#deps.tools[run.tool].spec.taskInArgv !== undefined) {
-        assertPromptFitsArgv(promptOf(params))
-      }
-      const result = withStructuredOutput(await this.#launch(run, params, log, sink), validate)
+      const tool = this.#deps.tools[run.tool]
+      const output = outputCheck(params.task, params.output_schema, tool.spec.taskInArgv !== undefined)
+      const result = output.checked(await this.#launch(run, params, output.prompt, log, sink))
       await this.#recordSpend(run, result, log)
       run.finish(result)
       return result
@@ -129,7 +112,9 @@ export class RunLauncher {
     }
   }
 
-  async #launch(run: Run, request: RunParams, log: FastifyBaseLogger, sink?: OutputSink): Promise<RunResult> {
+  async #launch(
+    run: Run, request: RunParams, prompt: string, log: FastifyBaseLogger, sink?: OutputSink
+  ): Promise<RunResult> {
     const { sessions } = this.#deps
     const tool = this.#deps.tools[run.tool]
     const model = this.#modelOf(tool, request.model)
@@ -140,7 +125,7 @@ export class RunLauncher {
     const continued = session === undefined ? undefined : await this.#sessionOf(tool, run, session)
     const params = continued === undefined ? request : continuedPlace(request, continued)
     const identity = await this.#identityOf(run.caller, tool)
-    const placement = this.#place(tool, params, run.id, { session, model, limits: budget.limits }, identity)
+    const placement = this.#place(tool, params, run.id, { prompt, session, model, limits: budget.limits }, identity)
     await this.#assertPlaceable(placement, params)
     const worktree = await this.#deps.worktrees.plan(params, placement, continued)
     const claimed = session !== undefined &&
@@ -326,14 +311,16 @@ export class RunLauncher {
     tool: AgentTool,
     params: RunParams,
     runId: string,
-    { session, model, limits }: { session: string | undefined; model: string | undefined; limits?: RunLimits },
+    { prompt, session, model, limits }: {
+      prompt: string; session: string | undefined; model: string | undefined; limits?: RunLimits
+    },
     identity: TokenIdentity | undefined
   ): Placement {
     const { settings, hostContainment } = this.#deps
     return placeRun({
       params,
       agentBin: tool.settings.bin,
-      agent: tool.invocation(promptOf(params), session, model, limits),
+      agent: tool.invocation(prompt, session, model, limits),
       hostPlatform: settings.hostPlatform,
       wslBin: settings.wslBin,
       hostContainment,

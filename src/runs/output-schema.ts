@@ -1,6 +1,6 @@
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js'
 import { serviceError } from '../errors.js'
-import type { StructuredOutputError } from '../schemas/run.js'
+import type { RunResult, StructuredOutputError } from '../schemas/run.js'
 
 /** A schema is a request's field: 64 KiB of JSON at most (it is also written into the prompt). */
 export const OUTPUT_SCHEMA_MAX_BYTES = 64 * 1024
@@ -45,7 +45,7 @@ const ARGV_ELEMENT_MAX_BYTES = 120_000
  * A CLI that takes its task as one argv element (crush) cannot take a prompt longer than one may hold: a task and a
  * schema each within their bounds can be, together. Refused (400) before anything runs, rather than failing to spawn.
  */
-export function assertPromptFitsArgv(prompt: string): void {
+function assertPromptFitsArgv(prompt: string): void {
   const bytes = Buffer.byteLength(prompt)
   if (bytes > ARGV_ELEMENT_MAX_BYTES) {
     throw serviceError(
@@ -100,6 +100,34 @@ export function structuredOutput(answer: string, validate: ValidateFunction):
       code: 'OUTPUT_SCHEMA_MISMATCH',
       message: 'the JSON object the answer ends with does not match output_schema',
       schema_errors: described(validate.errors ?? [])
+    }
+  }
+}
+
+/** What a run with an `output_schema` asks its agent, and how its answer is read: checked before anything runs. */
+export interface OutputCheck {
+  /** The task, byte for byte, and after it (with a schema) the request for a final object. */
+  prompt: string
+  /** The result with the object its answer ended with, or not ok for want of one that validates. */
+  checked(result: RunResult): RunResult
+}
+
+/**
+ * A run's prompt and how its answer is checked: the schema compiled, and for a CLI that takes its task on its command
+ * line (`taskInArgv`) the prompt measured; 400 BAD_OUTPUT_SCHEMA either way before any slot.
+ */
+export function outputCheck(task: string, schema: object | undefined, taskInArgv: boolean): OutputCheck {
+  if (schema === undefined) return { prompt: task, checked: (result) => result }
+  const validate = compileOutputSchema(schema)
+  const prompt = promptWithSchema(task, schema)
+  if (taskInArgv) assertPromptFitsArgv(prompt)
+  return {
+    prompt,
+    checked: (result) => {
+      const read = structuredOutput(result.output, validate)
+      return 'value' in read
+        ? { ...result, structured_output: read.value }
+        : { ...result, ok: false, error: read.error }
     }
   }
 }
