@@ -486,6 +486,16 @@ export function provePromises(t: Test, cli: RealCli): void {
       const asked = JSON.stringify(service.model.conversations().at(-1))
       t.match(asked, 'e2e output schema', 'the task reached the model')
       t.match(asked, JSON.stringify(JSON.stringify(schema)).slice(1, -1), 'and the schema after it')
+      // Missed: an object that breaks the schema, then none at all.
+      const misses = [['Counted them.\n{"verdict":"maybe","count":2}', 1], ['Counted them.', 0]] as const
+      for (const [answer, errors] of misses) {
+        service.model.rescript([{ say: answer }])
+        const missed = (await runThrough('json', service.base, service.tool, {
+          task: 'e2e output schema missed', cwd: workdir(t, service), timeout: 300, output_schema: schema
+        })).result
+        t.match(missed, { ok: false, structured_output: null, error: { code: 'OUTPUT_SCHEMA_MISMATCH' } }, answer)
+        t.equal(missed.error?.schema_errors.length, errors, `${errors} schema error(s)`)
+      }
     })
 
   t.test('model: the one a run names is the one its CLI asks the model server for', async (t) => {
