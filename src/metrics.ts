@@ -3,12 +3,15 @@ import { finishedStatus } from './runs/result.js'
 import { isEnd as isEndPhase, RUN_PHASES, type RunPhase } from './runs/run-phase.js'
 import type { RunResult } from './schemas/run.js'
 import type { SlotLimiter } from './slots/limiter.js'
+import type { SlotQueue } from './slots/queue.js'
 
 /**
  * Runs last from seconds to the 30-minute cap: buckets spread over that range rather than prom-client's web
  * defaults.
  */
 const RUN_DURATION_BUCKETS = [1, 5, 15, 30, 60, 120, 300, 600, 900, 1200, 1800]
+/** A run's wait for a slot: none (most), a slot freed within the queue's 200 ms retry, up to `queue_timeout`'s cap. */
+const QUEUE_WAIT_BUCKETS = [0.005, 0.05, 0.25, 1, 5, 15, 60, 300, 900, 1800]
 
 /**
  * The service's Prometheus metrics, in a registry of their own so that several apps in one process (tests) never share
@@ -18,6 +21,7 @@ export class Metrics {
   readonly registry = new Registry()
   readonly #runs: Counter<'tool' | 'outcome'>
   readonly #duration: Histogram<'tool'>
+  readonly #queueWait: Histogram<'tool'>
   readonly #rejections: Counter<'tool' | 'reason'>
   readonly #webhookAttempts: Counter<'outcome'>
   readonly #tokens: Counter<'caller' | 'tool' | 'kind'>
@@ -25,7 +29,7 @@ export class Metrics {
   #pendingDeliveries: (() => Promise<number>) | undefined
   #phases: (() => RunPhase[]) | undefined
 
-  constructor(tools: readonly string[], slots: SlotLimiter) {
+  constructor(tools: readonly string[], slots: SlotLimiter, queue: Pick<SlotQueue, 'queued'>) {
     collectDefaultMetrics({ register: this.registry })
     const registers = [this.registry]
     this.#runs = new Counter({
@@ -39,6 +43,13 @@ export class Metrics {
       help: 'Duration of agent runs, by tool',
       labelNames: ['tool'],
       buckets: RUN_DURATION_BUCKETS,
+      registers
+    })
+    this.#queueWait = new Histogram({
+      name: 'agent_runner_queue_wait_seconds',
+      help: 'How long runs that got a slot waited for it, by tool (0 for most: a free slot)',
+      labelNames: ['tool'],
+      buckets: QUEUE_WAIT_BUCKETS,
       registers
     })
     this.#rejections = new Counter({
@@ -89,6 +100,16 @@ export class Metrics {
         }
       }
     })
+    // eslint-disable-next-line no-new -- registered on construction; its collect() reads the queue at each scrape
+    new Gauge({
+      name: 'agent_runner_queued',
+      help: 'Runs waiting for a slot (queue_timeout), by tool: this replica’s own',
+      labelNames: ['tool'],
+      registers,
+      collect() {
+        for (const tool of tools) this.set({ tool }, queue.queued(tool))
+      }
+    })
     // eslint-disable-next-line no-new -- registered on construction; its collect() reads the slots at each scrape
     new Gauge({
       name: 'agent_runner_slots_in_use',
@@ -115,6 +136,11 @@ export class Metrics {
     this.#tokens.inc({ caller, tool, kind: 'input' }, usage.input_tokens ?? 0)
     this.#tokens.inc({ caller, tool, kind: 'output' }, usage.output_tokens ?? 0)
     if (usage.cost_usd !== null) this.#cost.inc({ caller, tool }, usage.cost_usd)
+  }
+
+  /** A run got its slot after waiting this long. */
+  observeQueueWait(tool: string, seconds: number): void {
+    this.#queueWait.observe({ tool }, seconds)
   }
 
   observeWebhookAttempt(outcome: string): void {

@@ -2,7 +2,9 @@ import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { build, cancelRun, createRun, heldAgent, readPidFile, runTool, scenario, tempDir } from './helpers/index.js'
+import {
+  build, cancelRun, createRun, heldAgent, readPidFile, runTool, scenario, tempDir, until
+} from './helpers/index.js'
 
 // Prometheus reads values with Go's ParseFloat, which accepts NaN in any case (prom-client writes "Nan").
 const SAMPLE = new RegExp(
@@ -129,4 +131,24 @@ t.test('spend: each token’s runs’ tokens and dollars, by tool, as their resu
   t.notOk(samples.has('agent_runner_cost_usd_total{caller="bob",tool="codex_run"}'), 'no cost known: none counted')
   t.equal(samples.get('agent_runner_cost_usd_total{caller="bob",tool="claude_run"}'), 0.0123)
   t.notOk([...samples.keys()].some((key) => key.includes('crush_run') && key.startsWith('agent_runner_tokens')))
+})
+
+t.test('the queue: runs waiting per tool, and how long each run waited for its slot', async (t) => {
+  const app = await build(t, { MAX_CRUSH_AGENTS: '1' })
+  const held = heldAgent(t)
+  const holding = runTool(app, 'crush_run', { task: held.task })
+  await readPidFile(held.pidFile)
+  const waiting = runTool(app, 'crush_run', { task: 'after the holder', queue_timeout: 60 })
+  const during = await until(() => scrape(t, app), (samples) => samples.get('agent_runner_queued{tool="crush_run"}') === 1,
+    10_000, 'the run to wait')
+  t.equal(during.get('agent_runner_queued{tool="claude_run"}'), 0)
+  // The holder got its slot at once; the other waits at least this long.
+  await new Promise((resolve) => setTimeout(resolve, 300))
+  held.release()
+  await Promise.all([holding, waiting])
+  const after = await scrape(t, app)
+  t.equal(after.get('agent_runner_queued{tool="crush_run"}'), 0)
+  t.equal(after.get('agent_runner_queue_wait_seconds_count{tool="crush_run"}'), 2, 'both runs that got a slot')
+  t.equal(after.get('agent_runner_queue_wait_seconds_bucket{le="0.25",tool="crush_run"}'), 1, 'one at once')
+  t.ok(after.get('agent_runner_queue_wait_seconds_sum{tool="crush_run"}')! >= 0.3, 'the other, its wait')
 })

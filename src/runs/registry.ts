@@ -23,6 +23,8 @@ interface RunsObserver {
   countRunsBy(phases: () => RunPhase[]): void
   /** A run finished with this result. */
   observeRun(result: RunResult, caller: string): void
+  /** A run got its slot after waiting this long. */
+  observeQueueWait(tool: string, seconds: number): void
 }
 
 export interface RegistryOptions {
@@ -92,6 +94,7 @@ export class RunRegistry {
     this.#open.set(run.id, run)
     run.on('phase', (from) => {
       log.debug({ run: run.id, tool, kind, from, phase: run.phase }, 'run phase')
+      if (run.phase === 'starting') this.#options.metrics.observeQueueWait(tool, run.waitedMs / 1000)
       if (run.phase === 'finished') this.#options.metrics.observeRun(run.result!, run.caller)
       if (isEnd(run.phase)) this.#open.delete(run.id)
     })

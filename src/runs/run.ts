@@ -70,6 +70,9 @@ export class Run extends EventEmitter<RunEvents> implements AgentObserver {
   #limits: RunLimits | undefined
   /** Its place among the runs waiting for a slot of its tool, while it waits. */
   #queuePosition: number | null = null
+  /** When it began to wait for a slot, and how long it waited once it got one. */
+  #waitingSince = 0
+  #waitedMs = 0
   #refusal: unknown = undefined
   readonly #ended: () => void
   readonly #whenEnded: Promise<void>
@@ -183,6 +186,11 @@ export class Run extends EventEmitter<RunEvents> implements AgentObserver {
     this.emit('spawn', pid)
   }
 
+  /** How long it waited for its slot, once it has one (0 before). */
+  get waitedMs(): number {
+    return this.#waitedMs
+  }
+
   /** Its agent's process began to stop it (a stop asked for, or its deadline). */
   stopping(reason: StopReason): void {
     this.#moveTo('stopping')
@@ -223,6 +231,8 @@ export class Run extends EventEmitter<RunEvents> implements AgentObserver {
     // Whatever comes after waiting for a slot, it waits no more.
     if (to !== 'waiting_for_slot') this.#queuePosition = null
     this.#phase = nextPhase(from, to)
+    if (to === 'waiting_for_slot') this.#waitingSince = performance.now()
+    if (to === 'starting') this.#waitedMs = performance.now() - this.#waitingSince
     this.emit('phase', from)
     if (isEnd(to)) this.#ended()
   }

@@ -46,7 +46,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     config.agents.map(({ spec, settings }) => [toolNameOf(spec), settings.maxQueued])
   )
   await app.register(slotsPlugin, { limits, maxQueued, backend: config.slots })
-  const metrics = new Metrics(Object.keys(tools), app.slots)
+  const metrics = new Metrics(Object.keys(tools), app.slots, app.slotQueue)
   // What the service's own helpers (sudo probe, wsl --list, leftover stops) inherit: the common variables only.
   const agentEnv = buildAgentEnv(serviceEnv, config.agentEnvRule)
   const { dataDir, agentWorkdir, agentUser, wslBin } = config
