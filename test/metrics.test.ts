@@ -139,8 +139,9 @@ t.test('the queue: runs waiting per tool, and how long each run waited for its s
   const holding = runTool(app, 'crush_run', { task: held.task })
   await readPidFile(held.pidFile)
   const waiting = runTool(app, 'crush_run', { task: 'after the holder', queue_timeout: 60 })
-  const during = await until(() => scrape(t, app), (samples) => samples.get('agent_runner_queued{tool="crush_run"}') === 1,
-    10_000, 'the run to wait')
+  const during = await until(
+    () => scrape(t, app), (samples) => samples.get('agent_runner_queued{tool="crush_run"}') === 1, 10_000, 'its wait'
+  )
   t.equal(during.get('agent_runner_queued{tool="claude_run"}'), 0)
   // The holder got its slot at once; the other waits at least this long.
   await new Promise((resolve) => setTimeout(resolve, 300))
