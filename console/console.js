@@ -96,8 +96,11 @@ function deadlineOf(run, now = Date.now()) {
   return left > 0 ? `in ${duration(left)}` : 'passed'
 }
 
+/** A run not yet ended: running, or waiting for a slot. */
+const LIVE = new Set(['running', 'queued'])
+
 /** Live runs first; the API gives each group newest first. */
-const liveFirst = (runs) => [...runs.filter((run) => run.status === 'running'), ...runs.filter((run) => run.status !== 'running')]
+const liveFirst = (runs) => [...runs.filter((run) => LIVE.has(run.status)), ...runs.filter((run) => !LIVE.has(run.status))]
 
 function setStatus(text, kind = 'ok') {
   const status = $('status')
@@ -185,8 +188,9 @@ function renderRuns() {
     const link = element('a', { href: `#run=${encodeURIComponent(run.id)}`, className: 'task-link' },
       run.task ?? `(${run.tool} run ${run.id.slice(0, 8)})`)
     if (run.id === state.selected) link.setAttribute('aria-current', 'true')
+    const place = run.queue_position === undefined ? null : ` #${run.queue_position}`
     return element('tr', { dataset: { id: run.id, status: run.status } },
-      element('td', {}, badge(run.status)),
+      element('td', {}, badge(run.status), place),
       element('td', {}, run.tool, element('span', { className: 'kind muted' }, ` ${run.kind}`)),
       element('td', { className: 'task-cell' }, link),
       element('td', { className: 'wide' }, run.caller),
@@ -195,7 +199,7 @@ function renderRuns() {
   })
   body.replaceChildren(...rows)
   if (focused !== undefined) body.querySelector(`tr[data-id="${window.CSS.escape(focused)}"] a`)?.focus()
-  const live = state.runs.filter((run) => run.status === 'running').length
+  const live = state.runs.filter((run) => LIVE.has(run.status)).length
   $('runs-count').textContent = state.runs.length === 0 ? '' : `${live} live · ${state.runs.length} listed`
   $('runs-empty').hidden = state.runs.length > 0
   $('runs').hidden = state.runs.length === 0
@@ -212,6 +216,7 @@ function renderSlots(tools, refused) {
       element('th', { scope: 'row' }, tool.name),
       element('td', {}, meter, element('span', { className: 'slots-text' },
         ` ${tool.in_use} / ${tool.limit}`, full ? element('strong', { className: 'full' }, ' full') : null)),
+      element('td', { className: 'queued' }, String(tool.queued)),
       element('td', { className: 'refused' }, String(refused[tool.name] ?? 0)))
   }))
 }
@@ -235,7 +240,7 @@ function renderReadiness(ready) {
 function tick() {
   const now = Date.now()
   for (const run of state.runs) {
-    if (run.status !== 'running') continue
+    if (!LIVE.has(run.status)) continue
     const id = window.CSS.escape(run.id)
     const elapsed = document.querySelector(`[data-elapsed="${id}"]`)
     if (elapsed) elapsed.textContent = elapsedOf(run, now)
@@ -301,7 +306,7 @@ function renderFacts(run, now = Date.now()) {
   $('run-deadline').textContent = deadlineOf(run, now)
   $('run-budget').textContent = budgetOf(run)
   $('run-task').textContent = run.task ?? ''
-  $('stop').disabled = run.status !== 'running'
+  $('stop').disabled = !LIVE.has(run.status)
   $('run').dataset.status = run.status
 }
 

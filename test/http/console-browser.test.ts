@@ -2,7 +2,9 @@ import t from 'tap'
 import { existsSync } from 'node:fs'
 import puppeteer, { type Browser, type ConsoleMessage, type Page } from 'puppeteer-core'
 import { CONSOLE_CSP } from '#src/http/console.js'
-import { build, createRun, fromRoot, getRun, heldAgent, listen, scenario, settled } from '../helpers/index.js'
+import {
+  build, createRun, fromRoot, getRun, heldAgent, listen, readPidFile, scenario, settled
+} from '../helpers/index.js'
 import { webhookReceiver } from '../helpers/webhook-receiver.js'
 
 // The operator console (console/, docs/console.md) in a real browser: Debian's chromium, driven by puppeteer-core,
@@ -155,6 +157,29 @@ t.test('the console in chromium', { skip: NO_CHROMIUM }, async (t) => {
     )
     t.equal(await page.$eval('#run-budget', (budget) => budget.textContent), 'gpt-x · 9 turns · 1000 tokens')
   })
+
+  t.test('a run waiting for a slot shows its place and its tool’s queue, and is stopped before it starts',
+    async (t) => {
+      const holders = [heldAgent(t), heldAgent(t)]
+      const held = []
+      for (const holder of holders) {
+        held.push(await createRun(app, { tool: 'opencode_run', task: holder.task }, as))
+        await readPidFile(holder.pidFile)
+      }
+      const queued = await createRun(app, { tool: 'opencode_run', task: 'after them', queue_timeout: 60 }, as)
+      await row(page, queued.id, 'queued')
+      t.match(await page.$eval(`#runs tr[data-id="${queued.id}"] td`, (cell) => cell.textContent), /^queued #1$/)
+      await page.waitForFunction(
+        () => document.querySelector('#slots tr[data-tool="opencode_run"] td.queued')?.textContent === '1', WAIT
+      )
+      await page.click(`#runs tr[data-id="${queued.id}"] a`)
+      await page.waitForSelector('#stop:not([disabled])', WAIT)
+      await page.click('#stop')
+      await row(page, queued.id, 'cancelled')
+      t.match(await getRun(app, queued.id, as), { status: 'cancelled', result: null }, 'it never started')
+      for (const holder of holders) holder.release()
+      for (const run of held) await settled(app, run.id, 15_000, as)
+    })
 
   t.test('a synchronous run is listed and stopped; its output stays its own caller’s', async (t) => {
     const answer = fetch(`${base}/tools/gemini_run`, {
