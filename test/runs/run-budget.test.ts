@@ -2,7 +2,12 @@ import t from 'tap'
 import { readFileSync } from 'node:fs'
 import { BUILT_IN_AGENTS } from '#src/agents/catalog.js'
 import { crossedLimit, pricedUsage, TurnCounter } from '#src/runs/run-budget.js'
+import type { AgentTool } from '#src/agents/tools.js'
+import { HeadTailBuffer } from '#src/process/head-tail-buffer.js'
+import type { AgentEnd } from '#src/process/agent-process.js'
+import { toRunResult } from '#src/runs/result.js'
 import { RunSteps } from '#src/runs/run-steps.js'
+import type { SudoReport } from '#src/schemas/run.js'
 import type { LimitReason, RunLimits } from '#src/schemas/limits.js'
 import type { RunUsage, Step } from '#src/schemas/steps.js'
 import { fromRoot } from '../helpers/root.js'
@@ -84,3 +89,36 @@ t.test('summed and cumulative reports: opencode’s steps add up, claude’s res
     'three responses of 1 + 1 reported as they began are past five before the result says six')
   t.match(crossingOf('codex', {}).usage, { input_tokens: 30, output_tokens: 15 }, 'one turn.completed')
 })
+
+t.test('a limit the steps crossed as the agent ended, or that its CLI stopped at itself, makes the result not ok',
+  async (t) => {
+    const tool = { name: 'codex_run' } as unknown as AgentTool
+    const ended: AgentEnd = {
+      pid: 1,
+      exitCode: 0,
+      signal: null,
+      stopReason: null,
+      durationMs: 5,
+      output: new HeadTailBuffer(1024),
+      containmentFailed: false
+    }
+    const sudo: SudoReport = { status: 'passwordless', password_needed: false, message: null }
+    const steps = (crossed: LimitReason | null, limit?: LimitReason) => ({
+      parsed: { text: 'done', report: { is_error: false }, ...(limit === undefined ? {} : { limit }) },
+      session_id: null,
+      usage: null,
+      steps_summary: null,
+      allDenied: false,
+      limitCrossed: crossed
+    })
+    const command = { file: 'codex', args: [], cwd: undefined }
+    t.match(toRunResult(tool, command, ended, sudo, steps(null)), { ok: true, stop_reason: null })
+    t.match(toRunResult(tool, command, ended, sudo, steps('max_cost')), {
+      ok: false, stop_reason: 'max_cost', exit_code: 0
+    }, 'usage that came last: over its limit, exit 0 and all')
+    t.match(toRunResult(tool, command, ended, sudo, steps(null, 'max_turns')), { ok: false, stop_reason: 'max_turns' },
+      'the CLI’s own stop')
+    t.match(toRunResult(tool, command, { ...ended, stopReason: 'timeout' }, sudo, steps('max_cost')), {
+      stop_reason: 'timeout'
+    }, 'the service’s own stop first')
+  })
