@@ -15,6 +15,7 @@ import { closeConnectionsWhenIdle } from './connections.js'
 import { consoleRoutes } from './console.js'
 import { answerClientError, formatValidationError, registerErrorHandlers, toErrorResponse } from './error-handler.js'
 import { allowedHostNames, requireKnownHost } from './host-check.js'
+import { a2aCards, a2aRoutes } from './a2a/route.js'
 import mcpRoute from './mcp/route.js'
 import { registerOpenApi } from './openapi.js'
 import healthRoutes from './routes/health.js'
@@ -124,8 +125,10 @@ export const routesPlugin = fp<RoutesOptions>(async (app, options) => {
   if (apiTokens.length === 0) requireKnownHost(app, allowedHostNames(options.host, options.allowedHosts))
   for (const schema of sharedSchemas(toolNames)) app.addSchema(schema)
   await registerOpenApi(app, Object.values(tools).map((tool) => tool.spec.agent), options.publicUrl)
-  // The page needs no token to load (it asks for one).
+  // The page needs no token to load (it asks for one); nor do A2A's cards (discovery says how to authenticate).
   await app.register(consoleRoutes)
+  const a2a = { tools, runs, version, publicUrl: options.publicUrl, secured: apiTokens.length > 0, heartbeatMs }
+  await app.register(a2aCards, a2a)
   await app.register(async (authenticated) => {
     await requireBearerToken(authenticated, apiTokens)
     await authenticated.register(toolRoutes, { heartbeatMs, tools, slots, queue: app.slotQueue, runs })
@@ -136,6 +139,7 @@ export const routesPlugin = fp<RoutesOptions>(async (app, options) => {
       version,
       onRejection: (tool, code) => metrics.observeRejection(tool, code)
     })
+    await authenticated.register(a2aRoutes, a2a)
   })
   const { readiness, containment, isolation } = options
   await app.register(healthRoutes, { tokens: apiTokens, readiness, metrics, slots, containment, isolation })

@@ -10,3 +10,10 @@ export function formatEvent(format: StreamFormat, event: RunEvent): string {
   const id = 'id' in event && event.id !== undefined ? `id: ${event.id}\n` : ''
   return `${id}event: ${event.type}\ndata: ${json}\n\n`
 }
+
+/** An SSE frame of this service's back into its event (an async run's log keeps frames, not objects). */
+export function parseFrame(frame: Buffer): RunEvent {
+  const text = frame.toString('utf8')
+  const data = text.indexOf('data: ')
+  return JSON.parse(text.slice(data + 'data: '.length, text.indexOf('\n', data))) as RunEvent
+}

@@ -1,5 +1,6 @@
 import t from 'tap'
-import { PendingProgress, stepLine } from '#src/http/mcp/progress.js'
+import { PendingProgress } from '#src/http/mcp/progress.js'
+import { stepLine } from '#src/http/step-line.js'
 
 // What an MCP host shows people while an agent works: each step as one line, the newest output bounded.
 

@@ -10,8 +10,10 @@ import { serviceError, ServiceError } from '../../errors.js'
 import { toErrorResponse, type RejectionObserver } from '../error-handler.js'
 import type { ErrorResponse } from '../../schemas/error.js'
 import { errorResponses } from '../../schemas/shared.js'
-import { PendingProgress, PROGRESS_EVERY_MS, PROGRESS_PENDING_BYTES, stepLine } from './progress.js'
-import { mcpToolsOf, paramsOf } from './tools.js'
+import { PendingProgress, PROGRESS_EVERY_MS, PROGRESS_PENDING_BYTES } from './progress.js'
+import { mcpToolsOf } from './tools.js'
+import { paramsOf } from '../run-params.js'
+import { stepLine } from '../step-line.js'
 
 interface McpRouteOptions {
   tools: Record<ToolName, AgentTool>

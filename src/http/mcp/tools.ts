@@ -1,24 +1,11 @@
-import { Ajv } from 'ajv'
-import type { TSchema } from '@sinclair/typebox'
 import type { AgentTool } from '../../agents/tools.js'
-import type { ServiceError } from '../../errors.js'
-import { formatValidationError } from '../error-handler.js'
 import { ErrorResponse } from '../../schemas/error.js'
 import { forCallers } from '../../schemas/for-callers.js'
-import { RunParams, RunResult, type RunParams as RunParamsType } from '../../schemas/run.js'
+import { RunParams, RunResult } from '../../schemas/run.js'
 import { namingTools } from '../../schemas/tool-name.js'
-
-/** A TypeBox schema as a plain JSON Schema for MCP hosts: without the $id this service registers it under. */
-function plainJsonSchema(schema: TSchema): Record<string, unknown> {
-  const { $id: _id, examples: _examples, ...plain } = JSON.parse(JSON.stringify(schema)) as Record<string, unknown>
-  return plain
-}
+import { plainJsonSchema } from '../plain-json-schema.js'
 
 const runParams = plainJsonSchema(RunParams)
-// The REST route's validation, option for option (Fastify's: defaults filled in, nothing coerced, nothing dropped).
-const validateParams = new Ajv({
-  useDefaults: true, coerceTypes: false, removeAdditional: false, allErrors: false, strict: false
-}).compile(runParams)
 
 /**
  * One MCP tool per agent, described as the OpenAPI document describes POST /tools/{tool}: the caller-facing body
@@ -40,13 +27,4 @@ export function mcpToolsOf(tools: readonly AgentTool[]) {
     // Runs an agent that changes files and reaches the network: neither read-only nor idempotent, and open-world.
     annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true }
   }))
-}
-
-/**
- * A tool call's arguments as a run's parameters (defaults filled in), or the REST route's refusal of them.
- */
-export function paramsOf(args: Record<string, unknown> | undefined): RunParamsType | ServiceError {
-  const params = { ...args }
-  if (validateParams(params)) return params as RunParamsType
-  return formatValidationError(validateParams.errors ?? [], 'body')
 }

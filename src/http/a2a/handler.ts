@@ -1,0 +1,215 @@
+import type {
+  AgentCard, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, GetTaskPushNotificationConfigRequest,
+  GetTaskRequest, ListTaskPushNotificationConfigsRequest, ListTaskPushNotificationConfigsResponse, ListTasksRequest,
+  ListTasksResponse, Message, SendMessageRequest, StreamResponse, SubscribeToTaskRequest, Task,
+  TaskPushNotificationConfig
+} from '@a2a-js/sdk'
+import {
+  ExtendedAgentCardNotConfiguredError, PushNotificationNotSupportedError, RequestMalformedError,
+  TaskNotCancelableError, UnsupportedOperationError
+} from '@a2a-js/sdk/errors'
+import type { A2ARequestHandler, ServerCallContext } from '@a2a-js/sdk/server'
+import type { FastifyBaseLogger } from 'fastify'
+import type { ToolName } from '../../agents/catalog.js'
+import { serviceError, ServiceError } from '../../errors.js'
+import { parseFrame } from '../../runs/events.js'
+import type { RunRegistry } from '../../runs/registry.js'
+import type { RunState } from '../../schemas/runs.js'
+import { paramsOf } from '../run-params.js'
+import { a2aErrorOf } from './errors.js'
+import { endUpdates, isTerminal, stepUpdate, taskEvent, taskOf, taskStateOf } from './tasks.js'
+import { pageOf } from './pages.js'
+
+/** What a call carries beside its A2A parameters: set by the route in the context's state. */
+export interface CallState {
+  caller: string
+  log: FastifyBaseLogger
+  /** Aborted when the client leaves: a stream stops following its task (the task goes on). */
+  gone: AbortSignal
+  /** The Last-Event-ID a resubscribing client gave: its stream resumes after that event. */
+  lastEventId: number
+}
+
+const CALL = 'agent-runner'
+
+export function withCall(context: ServerCallContext, call: CallState): ServerCallContext {
+  context.state.set(CALL, call)
+  return context
+}
+
+const callOf = (context: ServerCallContext): CallState => context.state.get(CALL) as CallState
+
+const refused = (detail: string) => a2aErrorOf(new ServiceError('VALIDATION_ERROR', detail))
+
+/** A refusal of the service, as the A2A error carrying its code; anything else as it is. */
+async function asA2a<T>(work: Promise<T>): Promise<T> {
+  try {
+    return await work
+  } catch (error) {
+    throw error instanceof ServiceError ? a2aErrorOf(error) : error
+  }
+}
+
+/**
+ * The message's text parts, as one task: byte for byte, in order, nothing between them. A file or a data part is no
+ * task an agent's prompt can carry.
+ */
+function taskText(message: Message): string {
+  if (message.parts.some((part) => part.content?.$case !== 'text')) {
+    throw refused('message/parts: only text parts make a task')
+  }
+  if (message.parts.length === 0) throw refused('message/parts: no text part: the task is the message’s text')
+  return message.parts.map((part) => (part.content as { value: string }).value).join('')
+}
+
+/**
+ * One tool's runs (or every tool's, for the service's agent) as A2A tasks: every operation is the REST API's (a task
+ * is an async run: the same id, store, owner and refusals), spoken in A2A's types; the SDK's transports parse and
+ * answer the wire.
+ */
+export class RunTasks implements A2ARequestHandler {
+  readonly #runs: RunRegistry
+  /** undefined: the service's agent, every tool's tasks, the tool named by each message. */
+  readonly #tool: ToolName | undefined
+  readonly #toolNames: readonly ToolName[]
+  readonly #card: AgentCard
+
+  constructor(runs: RunRegistry, tool: ToolName | undefined, toolNames: readonly ToolName[], card: AgentCard) {
+    this.#runs = runs
+    this.#tool = tool
+    this.#toolNames = toolNames
+    this.#card = card
+  }
+
+  async getAgentCard(): Promise<AgentCard> {
+    return this.#card
+  }
+
+  async getAuthenticatedExtendedAgentCard(): Promise<AgentCard> {
+    throw new ExtendedAgentCardNotConfiguredError()
+  }
+
+  async sendMessage(params: SendMessageRequest, context: ServerCallContext): Promise<Task> {
+    const { caller } = callOf(context)
+    const { run, result } = await this.#launch(params, context)
+    const historyLength = params.configuration?.historyLength
+    if (params.configuration?.returnImmediately === true) return taskOf(run, historyLength)
+    // The task goes on whatever becomes of this request: it is async, as POST /runs's.
+    await result.catch(() => undefined)
+    return taskOf(await this.#owned(run.id, caller), historyLength)
+  }
+
+  async* sendMessageStream(params: SendMessageRequest, context: ServerCallContext): AsyncGenerator<StreamResponse> {
+    const { caller } = callOf(context)
+    const { run } = await this.#launch(params, context)
+    yield taskEvent(taskOf(run))
+    yield* this.#follow(run.id, caller, 0, callOf(context).gone)
+  }
+
+  async* resubscribe(params: SubscribeToTaskRequest, context: ServerCallContext): AsyncGenerator<StreamResponse> {
+    const { caller, gone, lastEventId } = callOf(context)
+    const state = await this.#owned(params.id, caller)
+    if (isTerminal(taskStateOf(state))) throw new UnsupportedOperationError(`Task ${state.id} has ended.`)
+    yield taskEvent(taskOf(state))
+    yield* this.#follow(state.id, caller, lastEventId, gone)
+  }
+
+  async getTask(params: GetTaskRequest, context: ServerCallContext): Promise<Task> {
+    return taskOf(await this.#owned(params.id, callOf(context).caller), params.historyLength)
+  }
+
+  async listTasks(params: ListTasksRequest, context: ServerCallContext): Promise<ListTasksResponse> {
+    const { caller } = callOf(context)
+    const mine = (await this.#runs.list(caller)).filter((run) => this.#tool === undefined || run.tool === this.#tool)
+    const page = pageOf(mine, params)
+    const states = await Promise.all(page.runs.map((run) => this.#runs.state(run.id, caller)))
+    return {
+      tasks: states.filter((state) => state !== undefined).map((state) => taskOf(state, params.historyLength)),
+      nextPageToken: page.nextPageToken,
+      pageSize: page.pageSize,
+      totalSize: page.totalSize
+    }
+  }
+
+  async cancelTask(params: CancelTaskRequest, context: ServerCallContext): Promise<Task> {
+    const { caller } = callOf(context)
+    const state = await this.#owned(params.id, caller)
+    if (isTerminal(taskStateOf(state))) throw new TaskNotCancelableError(`Task ${state.id} has ended.`)
+    const cancelled = await this.#runs.cancel(state.id, caller)
+    return taskOf(cancelled ?? state)
+  }
+
+  async createTaskPushNotificationConfig(): Promise<TaskPushNotificationConfig> {
+    throw new PushNotificationNotSupportedError()
+  }
+
+  async getTaskPushNotificationConfig(
+    _params: GetTaskPushNotificationConfigRequest
+  ): Promise<TaskPushNotificationConfig> {
+    throw new PushNotificationNotSupportedError()
+  }
+
+  async listTaskPushNotificationConfigs(
+    _params: ListTaskPushNotificationConfigsRequest
+  ): Promise<ListTaskPushNotificationConfigsResponse> {
+    throw new PushNotificationNotSupportedError()
+  }
+
+  async deleteTaskPushNotificationConfig(_params: DeleteTaskPushNotificationConfigRequest): Promise<void> {
+    throw new PushNotificationNotSupportedError()
+  }
+
+  /** A task of this tool's and this caller's; any other is not found, as REST's runs are. */
+  async #owned(id: string, caller: string): Promise<RunState> {
+    const state = await this.#runs.state(id, caller)
+    if (state === undefined || (this.#tool !== undefined && state.tool !== this.#tool)) {
+      throw a2aErrorOf(serviceError('RUN_NOT_FOUND', id))
+    }
+    return state
+  }
+
+  /** A new async run for the message, refused as POST /runs refuses (before any slot or agent). */
+  async #launch(params: SendMessageRequest, context: ServerCallContext) {
+    const { caller, log } = callOf(context)
+    const message = params.message
+    if (message === undefined) throw new RequestMalformedError('message is required')
+    if (message.taskId !== '') {
+      const state = await this.#owned(message.taskId, caller)
+      throw new UnsupportedOperationError(`Task ${state.id} takes no more messages: send a new one.`)
+    }
+    if (message.contextId !== '') {
+      throw new UnsupportedOperationError('Continuing a context is not supported yet: send without contextId.')
+    }
+    const { tool: named, ...metadata } = (message.metadata ?? {}) as Record<string, unknown>
+    if (Object.hasOwn(metadata, 'task')) throw refused('message/metadata/task: the task is the message text')
+    const tool = this.#tool ?? this.#toolNames.find((name) => name === named)
+    if (tool === undefined) {
+      throw refused(`message/metadata/tool must be one of ${this.#toolNames.join(', ')}`)
+    }
+    if (this.#tool !== undefined && named !== undefined && named !== this.#tool) {
+      throw refused('message/metadata/tool: this agent is one tool’s; name the tool only at the service’s')
+    }
+    const runParams = paramsOf({ ...metadata, task: taskText(message) })
+    if (runParams instanceof ServiceError) throw a2aErrorOf(runParams)
+    const launched = this.#runs.launch({ kind: 'async', tool, params: runParams, caller, log })
+    return { run: await asA2a(launched.accepted()), result: launched.result }
+  }
+
+  /**
+   * A task's steps as status messages as they come, from after `lastId`, then its artifacts and final status once it
+   * ends; pulled only as fast as the client takes them, as /runs/{id}/events is.
+   */
+  async* #follow(id: string, caller: string, lastId: number, gone: AbortSignal): AsyncGenerator<StreamResponse> {
+    const feed = await this.#runs.feed(id, caller)
+    if (feed === undefined) return
+    for await (const frames of feed(lastId, 'steps', gone)) {
+      for (const frame of frames) {
+        const event = parseFrame(frame)
+        if (event.type === 'step') yield stepUpdate({ id }, event)
+      }
+    }
+    if (gone.aborted) return
+    const state = await this.#runs.state(id, caller)
+    if (state !== undefined && isTerminal(taskStateOf(state))) yield* endUpdates(state)
+  }
+}
