@@ -38,9 +38,10 @@ function skillOf(tool: AgentTool, description: string): AgentSkill {
 function card(site: CardSite, path: string, head: Pick<AgentCard, 'name' | 'description' | 'skills'>): AgentCard {
   return {
     ...head,
-    supportedInterfaces: [
-      { url: `${site.baseUrl}${path}`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: A2A_PROTOCOL_VERSION }
-    ],
+    // JSON-RPC first: the binding a client prefers when it speaks both.
+    supportedInterfaces: ['JSONRPC', 'HTTP+JSON'].map((protocolBinding) => ({
+      url: `${site.baseUrl}${path}`, protocolBinding, tenant: '', protocolVersion: A2A_PROTOCOL_VERSION
+    })),
     provider: { organization: 'agent-runner', url: site.baseUrl },
     version: site.version,
     documentationUrl: `${site.baseUrl}/docs`,

@@ -11,7 +11,7 @@ export const SERVICE_ERROR_DOMAIN = 'agent-runner'
  * A refusal A2A has no error for (a full tool, a token's budget spent, the service shutting down): its reason is the
  * service's code, in the service's domain, so that a client tells "not now" from "never" as a REST caller does.
  */
-class ServiceRefusalError extends A2AError {
+export class ServiceRefusalError extends A2AError {
   override readonly reason: string
   readonly httpStatus: number
 

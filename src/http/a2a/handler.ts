@@ -39,6 +39,12 @@ export function withCall(context: ServerCallContext, call: CallState): ServerCal
 
 const callOf = (context: ServerCallContext): CallState => context.state.get(CALL) as CallState
 
+/** A history length as A2A has it: none (no limit), or a count of messages. */
+function checkedHistoryLength(historyLength: number | undefined): number | undefined {
+  if (historyLength === undefined || (Number.isInteger(historyLength) && historyLength >= 0)) return historyLength
+  throw new RequestMalformedError('historyLength must be a non-negative integer')
+}
+
 const refused = (detail: string) => a2aErrorOf(new ServiceError('VALIDATION_ERROR', detail))
 
 /** A refusal of the service, as the A2A error carrying its code; anything else as it is. */
@@ -92,7 +98,7 @@ export class RunTasks implements A2ARequestHandler {
   async sendMessage(params: SendMessageRequest, context: ServerCallContext): Promise<Task> {
     const { caller } = callOf(context)
     const { run, result } = await this.#launch(params, context)
-    const historyLength = params.configuration?.historyLength
+    const historyLength = checkedHistoryLength(params.configuration?.historyLength)
     if (params.configuration?.returnImmediately === true) return taskOf(run, historyLength)
     // The task goes on whatever becomes of this request: it is async, as POST /runs's.
     await result.catch(() => undefined)
@@ -115,7 +121,7 @@ export class RunTasks implements A2ARequestHandler {
   }
 
   async getTask(params: GetTaskRequest, context: ServerCallContext): Promise<Task> {
-    return taskOf(await this.#owned(params.id, callOf(context).caller), params.historyLength)
+    return taskOf(await this.#owned(params.id, callOf(context).caller), checkedHistoryLength(params.historyLength))
   }
 
   async listTasks(params: ListTasksRequest, context: ServerCallContext): Promise<ListTasksResponse> {
@@ -123,8 +129,12 @@ export class RunTasks implements A2ARequestHandler {
     const mine = (await this.#runs.list(caller)).filter((run) => this.#tool === undefined || run.tool === this.#tool)
     const page = pageOf(mine, params)
     const states = await Promise.all(page.runs.map((run) => this.#runs.state(run.id, caller)))
+    const historyLength = checkedHistoryLength(params.historyLength)
+    // Artifacts only when asked for (A2A's default keeps a list light).
+    const listed = (state: RunState): Task =>
+      ({ ...taskOf(state, historyLength), ...(params.includeArtifacts === true ? {} : { artifacts: [] }) })
     return {
-      tasks: states.filter((state) => state !== undefined).map((state) => taskOf(state, params.historyLength)),
+      tasks: states.filter((state) => state !== undefined).map(listed),
       nextPageToken: page.nextPageToken,
       pageSize: page.pageSize,
       totalSize: page.totalSize
@@ -173,6 +183,7 @@ export class RunTasks implements A2ARequestHandler {
     const { caller, log } = callOf(context)
     const message = params.message
     if (message === undefined) throw new RequestMalformedError('message is required')
+    if (message.messageId === '') throw new RequestMalformedError('message.messageId is required')
     if (message.taskId !== '') {
       const state = await this.#owned(message.taskId, caller)
       throw new UnsupportedOperationError(`Task ${state.id} takes no more messages: send a new one.`)

@@ -1,9 +1,11 @@
-import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import type { ToolName } from '../../agents/catalog.js'
 import type { AgentTool } from '../../agents/tools.js'
 import { parseEventId } from '../../runs/event-log.js'
 import type { RunRegistry } from '../../runs/registry.js'
+import type { A2aCall } from './call.js'
 import { agentPath, type CardSite } from './cards.js'
+import type { AgentOperation, HttpJsonOperation } from './http-json.js'
 import type * as Protocol from './protocol.js'
 
 interface A2aOptions {
@@ -32,6 +34,8 @@ const siteOf = (options: A2aOptions, request: FastifyRequest): CardSite => ({
 const agents = (tools: Record<ToolName, AgentTool>): Array<AgentTool | undefined> =>
   [undefined, ...Object.values(tools)]
 
+const hidden = { schema: { hide: true } }
+
 /**
  * The agent cards: public, as discovery is (they name what runs here and how to authenticate, nothing of anyone's
  * runs). The service's card is also at the root's well-known path, where A2A clients look first.
@@ -41,35 +45,67 @@ export const a2aCards: FastifyPluginAsync<A2aOptions> = async (app, options) => 
     const { cardJson } = await loadProtocol()
     return cardJson(Object.values(options.tools), tool, siteOf(options, request))
   }
-  const schema = { hide: true }
-  app.get('/.well-known/agent-card.json', { schema }, (request) => cardOf(undefined, request))
+  app.get('/.well-known/agent-card.json', hidden, (request) => cardOf(undefined, request))
   for (const tool of agents(options.tools)) {
-    app.get(`${agentPath(tool?.name)}/.well-known/agent-card.json`, { schema }, (request) => cardOf(tool, request))
+    app.get(`${agentPath(tool?.name)}/.well-known/agent-card.json`, hidden, (request) => cardOf(tool, request))
   }
 }
 
+/** `<id>` or `<id>:<verb>`, as the HTTP+JSON binding names a task and what to do with it. */
+function taskOperation(ref: string, verbs: Record<string, 'get' | 'cancel' | 'subscribe'>): HttpJsonOperation | null {
+  const colon = ref.indexOf(':')
+  const name = verbs[colon === -1 ? '' : ref.slice(colon + 1)]
+  return name === undefined ? null : { name, id: colon === -1 ? ref : ref.slice(0, colon) }
+}
+
 /**
- * Each agent's A2A endpoint (JSON-RPC binding), behind the same token as the REST API: the caller is the token's
- * name, and a task is one of its runs.
+ * Each agent's A2A endpoints, behind the same token as the REST API (the caller is the token's name, a task one of
+ * its runs): JSON-RPC at the agent's path, HTTP+JSON's resources under it.
  */
 export const a2aRoutes: FastifyPluginAsync<A2aOptions> = async (app, options) => {
-  // A2A's own media type is JSON as well.
-  app.addContentTypeParser('application/a2a+json', { parseAs: 'string' }, app.getDefaultJsonParser('error', 'error'))
+  // A2A's own media type is JSON as well; and HTTP+JSON clients send a JSON content type with no body where an
+  // operation takes none (the SDK's cancel).
+  const json = app.getDefaultJsonParser('error', 'error')
+  app.removeContentTypeParser('application/json')
+  app.addContentTypeParser(['application/json', 'application/a2a+json'], { parseAs: 'string' }, (request, body, done) =>
+    body === '' ? done(null, undefined) : json(request, body as string, done))
   for (const tool of agents(options.tools)) {
-    app.post(agentPath(tool?.name), { schema: { hide: true } }, async (request, reply) => {
+    const path = agentPath(tool?.name)
+    const callOf = (request: FastifyRequest, reply: FastifyReply): A2aCall => ({
+      request,
+      reply,
+      tool: tool?.name,
+      tools: Object.values(options.tools),
+      runs: options.runs,
+      site: siteOf(options, request),
+      heartbeatMs: options.heartbeatMs,
+      lastEventId: parseEventId(String(request.headers['last-event-id'] ?? '0'))
+    })
+    app.post(path, hidden, async (request, reply) => {
       const { answerJsonRpc } = await loadProtocol()
-      await answerJsonRpc({
-        request,
-        reply,
-        tool: tool?.name,
-        toolNames: Object.keys(options.tools) as ToolName[],
-        tools: Object.values(options.tools),
-        runs: options.runs,
-        site: siteOf(options, request),
-        heartbeatMs: options.heartbeatMs,
-        lastEventId: parseEventId(String(request.headers['last-event-id'] ?? '0'))
-      })
+      await answerJsonRpc(callOf(request, reply))
       return reply
     })
+    const httpJson = (operation: (request: FastifyRequest) => HttpJsonOperation | null) =>
+      async (request: FastifyRequest, reply: FastifyReply) => {
+        const chosen = operation(request)
+        if (chosen === null) return reply.callNotFound()
+        const { answerHttpJson } = await loadProtocol()
+        await answerHttpJson(callOf(request, reply), chosen)
+        return reply
+      }
+    const task = (verbs: Parameters<typeof taskOperation>[1]) => httpJson((request) =>
+      taskOperation((request.params as { ref: string }).ref, verbs))
+    const fixed = (name: AgentOperation) => httpJson(() => ({ name }))
+    // `::` is a literal colon in Fastify's paths.
+    app.post(`${path}/message::send`, hidden, fixed('send'))
+    app.post(`${path}/message::stream`, hidden, fixed('stream'))
+    app.get(`${path}/tasks`, hidden, fixed('list'))
+    app.get(`${path}/tasks/:ref`, hidden, task({ '': 'get', subscribe: 'subscribe' }))
+    app.post(`${path}/tasks/:ref`, hidden, task({ cancel: 'cancel', subscribe: 'subscribe' }))
+    const configs = `${path}/tasks/:ref/pushNotificationConfigs`
+    app.route({ method: ['GET', 'POST'], url: configs, ...hidden, handler: fixed('push-config') })
+    app.route({ method: ['GET', 'DELETE'], url: `${configs}/:config`, ...hidden, handler: fixed('push-config') })
+    app.get(`${path}/extendedAgentCard`, hidden, fixed('extended-card'))
   }
 }

@@ -1,0 +1,232 @@
+import t, { type Test } from 'tap'
+import type { FastifyInstance } from 'fastify'
+import { a2aClient, a2aRefusal, sendMessage as send, userMessage } from '../helpers/a2a.js'
+import { build, heldAgent, listen, releaseStep, scenario, tempDir, until } from '../helpers/index.js'
+
+// A2A on the wire, without the SDK: requests written from the specification's own examples (JSON-RPC and HTTP+JSON,
+// the A2A-Version header, a 0.3 client's request), the cards, SSE frames and their ids, and what is not offered.
+
+const ALICE = 'secret-a'
+
+async function service(
+  t: Test, overrides: Record<string, string> = {}
+): Promise<{ app: FastifyInstance; base: string }> {
+  const app = await build(t, { API_TOKENS: 'alice:secret-a,bob:secret-b', ...overrides })
+  return { app, base: await listen(t, app) }
+}
+
+t.test('cards: each tool’s and the service’s, public, naming the JSON-RPC endpoint and the bearer scheme',
+  async (t) => {
+    const { base } = await service(t)
+    const card = await (await fetch(`${base}/a2a/claude_run/.well-known/agent-card.json`)).json()
+    t.match(card, {
+      name: /claude/,
+      supportedInterfaces: [{ url: `${base}/a2a/claude_run`, protocolBinding: 'JSONRPC', protocolVersion: '1.0' }],
+      capabilities: { streaming: true },
+      securitySchemes: { bearer: { httpAuthSecurityScheme: { scheme: 'Bearer' } } },
+      skills: [{ id: 'claude_run' }]
+    })
+    const root = await (await fetch(`${base}/.well-known/agent-card.json`)).json() as {
+      skills: Array<{ id: string, description: string }>
+    }
+    t.match(root, { name: 'agent-runner', supportedInterfaces: [{ url: `${base}/a2a` }] })
+    t.same(
+      root.skills.map((skill: { id: string }) => skill.id).sort(),
+      ['claude_run', 'codex_run', 'crush_run', 'gemini_run', 'opencode_run'],
+      'one skill per tool'
+    )
+    t.match(root.skills[0]!.description, /\/a2a\/\w+_run\/\.well-known\/agent-card\.json/, 'each links its tool’s card')
+    const withoutTokens = await build(t)
+    const openBase = await listen(t, withoutTokens)
+    const open = await (await fetch(`${openBase}/a2a/codex_run/.well-known/agent-card.json`)).json() as {
+      securitySchemes?: object
+    }
+    t.same(open.securitySchemes ?? {}, {}, 'no scheme without tokens')
+  })
+
+t.test('plain JSON-RPC: a request without A2A-Version is a 0.3 client’s, refused as the spec says', async (t) => {
+  const { base } = await service(t)
+  const body = {
+    jsonrpc: '2.0',
+    id: 7,
+    method: 'SendMessage',
+    params: { message: { messageId: 'm1', role: 'ROLE_USER', parts: [{ text: 'hello' }] } }
+  }
+  const headers = { authorization: `Bearer ${ALICE}`, 'content-type': 'application/json' }
+  const old = await (
+    await fetch(`${base}/a2a/codex_run`, { method: 'POST', headers, body: JSON.stringify(body) })
+  ).json()
+  t.match(old, { jsonrpc: '2.0', id: 7, error: { code: -32009 } }, 'VersionNotSupportedError')
+  const current = await (await fetch(`${base}/a2a/codex_run`, {
+    method: 'POST', headers: { ...headers, 'a2a-version': '1.0' }, body: JSON.stringify(body)
+  })).json()
+  t.match(current, { jsonrpc: '2.0', id: 7, result: { task: { status: { state: 'TASK_STATE_COMPLETED' } } } })
+  const noToken = await fetch(`${base}/a2a/codex_run`, {
+    method: 'POST', headers: { 'content-type': 'application/json', 'a2a-version': '1.0' }, body: JSON.stringify(body)
+  })
+  t.equal(noToken.status, 401, 'the token the REST API needs')
+  const full = await (await fetch(`${base}/a2a/codex_run`, {
+    method: 'POST',
+    headers: { ...headers, 'a2a-version': '1.0' },
+    body: JSON.stringify({ ...body, params: { message: { ...body.params.message, metadata: { timeout: 'soon' } } } })
+  })).json()
+  t.match(full, {
+    id: 7, error: { code: -32602, data: [{ reason: 'INVALID_PARAMS', metadata: { code: 'VALIDATION_ERROR' } }] }
+  })
+})
+
+t.test('SubscribeToTask: several subscribers each get every step; one resumes after the last event it got',
+  async (t) => {
+    const { base } = await service(t, { STREAM_HEARTBEAT_MS: '50' })
+    const client = await a2aClient(base, '/a2a/claude_run', ALICE)
+    const dir = tempDir(t)
+    const task = await send(client, userMessage(scenario.gated(dir, 'out:one', 'out:two')), true)
+    const headers = {
+      authorization: `Bearer ${ALICE}`, 'content-type': 'application/json', 'a2a-version': '1.0'
+    }
+    const subscribe = (extra: Record<string, string> = {}) => fetch(`${base}/a2a/claude_run`, {
+      method: 'POST',
+      headers: { ...headers, ...extra },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SubscribeToTask', params: { id: task.id } })
+    })
+    const stepsOf = (text: string) => [...text.matchAll(/^id: (\S+)$/gm)].map((match) => match[1]!)
+    const first = await subscribe()
+    const second = await subscribe()
+    t.equal(first.headers.get('content-type'), 'text/event-stream')
+    releaseStep(dir, 1)
+    // The first subscriber reads until its first step, and the third resumes after it.
+    const reader = first.body!.getReader()
+    let seen = ''
+    while (stepsOf(seen).length === 0) seen += new TextDecoder().decode((await reader.read()).value)
+    const resumed = await subscribe({ 'last-event-id': stepsOf(seen)[0]! })
+    releaseStep(dir, 2)
+    for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) {
+      seen += new TextDecoder().decode(chunk.value)
+    }
+    const [two, three] = await Promise.all([second.text(), resumed.text()])
+    t.ok(stepsOf(seen).length > 1, 'steps carry their event ids')
+    t.same(stepsOf(two), stepsOf(seen), 'each subscriber got every step')
+    t.same(stepsOf(three), stepsOf(seen).slice(1), 'a subscriber resumed after the event it named, missing none')
+    t.match(seen, /: heartbeat/, 'a heartbeat while the agent waited')
+    t.match(three, /TASK_STATE_COMPLETED/)
+    t.match(await a2aRefusal(client.resubscribeTask({ tenant: '', id: task.id }).next()),
+      { name: 'UnsupportedOperationError' }, 'an ended task has nothing to subscribe to')
+  })
+
+t.test('what is not offered is refused as A2A says: push configs, the extended card, messages to a task', async (t) => {
+  const { base } = await service(t)
+  const client = await a2aClient(base, '/a2a/codex_run', ALICE)
+  const task = await send(client, userMessage('done'))
+  const rpc = (method: string, params: object) => fetch(`${base}/a2a/codex_run`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${ALICE}`, 'content-type': 'application/a2a+json', 'a2a-version': '1.0' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 'x', method, params })
+  }).then((response) => response.json() as Promise<{ error?: { code: number } }>)
+  t.throws(() => client.createTaskPushNotificationConfig({
+    tenant: '', id: 'c1', taskId: task.id, url: 'https://example.com/hook', token: '', authentication: undefined
+  }), { name: 'PushNotificationNotSupportedError' }, 'the SDK’s client reads the card and does not ask')
+  const configs = [
+    ['CreateTaskPushNotificationConfig', { taskId: task.id, url: 'https://example.com/hook' }],
+    ['GetTaskPushNotificationConfig', { taskId: task.id, id: 'c1' }],
+    ['ListTaskPushNotificationConfigs', { taskId: task.id }],
+    ['DeleteTaskPushNotificationConfig', { taskId: task.id, id: 'c1' }]
+  ] as const
+  for (const [method, params] of configs) {
+    t.match(await rpc(method, params), { error: { code: -32003 } }, `${method}: PushNotificationNotSupportedError`)
+  }
+  t.match(await rpc('GetExtendedAgentCard', {}), { error: { code: -32007 } })
+  t.match(await a2aRefusal(send(client, { ...userMessage('more'), taskId: task.id })),
+    { name: 'UnsupportedOperationError' }, 'an ended task takes no more messages')
+  t.match(await a2aRefusal(send(client, { ...userMessage('more'), contextId: task.id })),
+    { name: 'UnsupportedOperationError' })
+  const list = (extra: object) => rpc('ListTasks', extra)
+  t.match(await list({ pageToken: 'nope' }), { error: { code: -32602 } }, 'a page token it never gave')
+  t.match(await list({ pageSize: 101 }), { error: { code: -32602 } })
+  t.match(await list({ statusTimestampAfter: 'yesterday' }), { error: { code: -32602 } })
+  const completed = await list({ status: 'TASK_STATE_COMPLETED' }) as { result?: { tasks: Array<{ id: string }> } }
+  t.same(completed.result?.tasks.map((each) => each.id), [task.id])
+  const working = await list({ status: 'TASK_STATE_WORKING' }) as { result?: { tasks?: unknown[] } }
+  t.same(working.result?.tasks ?? [], [])
+  const resumeFrom = await fetch(`${base}/a2a/codex_run`, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${ALICE}`, 'content-type': 'application/json', 'a2a-version': '1.0', 'last-event-id': 'x'
+    },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'SubscribeToTask', params: { id: task.id } })
+  })
+  t.match(await resumeFrom.json(), { error: { code: -32602 } }, 'a Last-Event-ID this service never gives')
+})
+
+t.test('plain HTTP+JSON: the specification’s resources, A2A’s error bodies with the service’s code', async (t) => {
+  const { base } = await service(t, { MAX_CODEX_AGENTS: '1' })
+  const headers = { authorization: `Bearer ${ALICE}`, 'content-type': 'application/a2a+json', 'a2a-version': '1.0' }
+  const message = { messageId: 'm1', role: 'ROLE_USER', parts: [{ text: 'hello' }] }
+  const sent = await fetch(`${base}/a2a/codex_run/message:send`, {
+    method: 'POST', headers, body: JSON.stringify({ message })
+  })
+  t.equal(sent.status, 200)
+  t.match(sent.headers.get('content-type'), /^application\/a2a\+json/)
+  const { task } = await sent.json() as { task: { id: string } }
+  t.match(task, { id: String, status: { state: 'TASK_STATE_COMPLETED' }, artifacts: [{ artifactId: 'answer' }] })
+  const got = await (await fetch(`${base}/a2a/codex_run/tasks/${task.id}?historyLength=0`, { headers })).json()
+  t.match(got, { id: task.id, status: { state: 'TASK_STATE_COMPLETED' } })
+  t.notOk((got as { history?: unknown[] }).history?.length, 'historyLength 0: no message')
+  const listed = await (await fetch(`${base}/a2a/codex_run/tasks?pageSize=10`, { headers })).json() as {
+    tasks: Array<{ id: string, artifacts?: unknown[] }>
+  }
+  t.same(listed.tasks.map((each) => each.id), [task.id])
+  t.notOk(listed.tasks[0]!.artifacts?.length, 'a list has no artifacts unless asked for')
+  const withArtifacts = await (await fetch(`${base}/a2a/codex_run/tasks?includeArtifacts=true`, { headers })).json()
+  t.match(withArtifacts, { tasks: [{ artifacts: [{ artifactId: 'answer' }] }] })
+
+  const missing = await fetch(`${base}/a2a/codex_run/tasks/no-such-task`, { headers })
+  t.equal(missing.status, 404)
+  t.match(await missing.json(), {
+    error: {
+      code: 404,
+      status: 'NOT_FOUND',
+      details: [{ reason: 'TASK_NOT_FOUND', domain: 'a2a-protocol.org', metadata: { code: 'RUN_NOT_FOUND' } }]
+    }
+  })
+  const unversioned = await fetch(`${base}/a2a/codex_run/tasks/${task.id}`, {
+    headers: { authorization: headers.authorization }
+  })
+  t.equal(unversioned.status, 400)
+  t.match(await unversioned.json(), { error: { details: [{ reason: 'VERSION_NOT_SUPPORTED' }] } })
+  t.equal((await fetch(`${base}/a2a/codex_run/tasks/${task.id}:frobnicate`, { method: 'POST', headers })).status, 404,
+    'a verb the binding does not have')
+
+  const held = heldAgent(t)
+  const running = await fetch(`${base}/a2a/codex_run/message:send`, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({
+      message: { ...message, messageId: 'm2', parts: [{ text: held.task }] }, configuration: { returnImmediately: true }
+    })
+  })
+  const { task: heldTask } = await running.json() as { task: { id: string } }
+  t.match(heldTask, { status: { state: 'TASK_STATE_WORKING' } })
+  const full = await fetch(`${base}/a2a/codex_run/message:send`, {
+    method: 'POST', headers, body: JSON.stringify({ message: { ...message, messageId: 'm3' } })
+  })
+  t.equal(full.status, 429, 'the status REST answers a full tool with')
+  t.match(await full.json(), {
+    error: {
+      code: 429, details: [{ reason: 'AGENT_LIMIT_REACHED', domain: 'agent-runner', metadata: { status: '429' } }]
+    }
+  })
+  held.release()
+  await until(
+    () => fetch(`${base}/a2a/codex_run/tasks/${heldTask.id}`, { headers }).then((response) => response.json()),
+    (state) => (state as { status: { state: string } }).status.state === 'TASK_STATE_COMPLETED', 10_000, 'its slot back'
+  )
+
+  const stream = await fetch(`${base}/a2a/codex_run/message:stream`, {
+    method: 'POST', headers, body: JSON.stringify({ message: { ...message, messageId: 'm4' } })
+  })
+  t.equal(stream.headers.get('content-type'), 'text/event-stream')
+  const frames = (await stream.text()).split('\n\n').filter((frame) => /^data: /m.test(frame))
+  const events = frames.map((frame) => JSON.parse(frame.slice(frame.indexOf('data: ') + 6)) as Record<string, unknown>)
+  t.ok(events[0]?.['task'], 'the task first')
+  t.match(events.at(-1), { statusUpdate: { status: { state: 'TASK_STATE_COMPLETED' } } }, 'the final status last')
+})
