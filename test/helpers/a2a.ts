@@ -1,9 +1,20 @@
 // The official A2A SDK's client, unmodified, as any A2A client meets the service: from an agent's card, over either
 // binding, speaking as a token's owner.
+import type { Test } from 'tap'
+import type { FastifyInstance } from 'fastify'
 import { Role, type Message, type Task } from '@a2a-js/sdk'
 import {
   ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory, RestTransportFactory, type Client
 } from '@a2a-js/sdk/client'
+import { build, listen } from './app.js'
+
+/** A listening service with two callers, alice (`secret-a`) and bob (`secret-b`). */
+export async function a2aService(
+  t: Test, overrides: Record<string, string> = {}
+): Promise<{ app: FastifyInstance; base: string }> {
+  const app = await build(t, { API_TOKENS: 'alice:secret-a,bob:secret-b', ...overrides })
+  return { app, base: await listen(t, app) }
+}
 
 export type Binding = 'JSONRPC' | 'HTTP+JSON'
 export const BINDINGS: Binding[] = ['JSONRPC', 'HTTP+JSON']

@@ -1,6 +1,5 @@
-import t, { type Test } from 'tap'
-import type { FastifyInstance } from 'fastify'
-import { a2aClient, a2aRefusal, sendMessage as send, userMessage } from '../helpers/a2a.js'
+import t from 'tap'
+import { a2aClient, a2aService, a2aRefusal, sendMessage as send, userMessage } from '../helpers/a2a.js'
 import { build, heldAgent, listen, releaseStep, scenario, tempDir, until } from '../helpers/index.js'
 
 // A2A on the wire, without the SDK: requests written from the specification's own examples (JSON-RPC and HTTP+JSON,
@@ -8,16 +7,9 @@ import { build, heldAgent, listen, releaseStep, scenario, tempDir, until } from 
 
 const ALICE = 'secret-a'
 
-async function service(
-  t: Test, overrides: Record<string, string> = {}
-): Promise<{ app: FastifyInstance; base: string }> {
-  const app = await build(t, { API_TOKENS: 'alice:secret-a,bob:secret-b', ...overrides })
-  return { app, base: await listen(t, app) }
-}
-
 t.test('cards: each tool’s and the service’s, public, naming the JSON-RPC endpoint and the bearer scheme',
   async (t) => {
-    const { base } = await service(t)
+    const { base } = await a2aService(t)
     const card = await (await fetch(`${base}/a2a/claude_run/.well-known/agent-card.json`)).json()
     t.match(card, {
       name: /claude/,
@@ -45,7 +37,7 @@ t.test('cards: each tool’s and the service’s, public, naming the JSON-RPC en
   })
 
 t.test('plain JSON-RPC: a request without A2A-Version is a 0.3 client’s, refused as the spec says', async (t) => {
-  const { base } = await service(t)
+  const { base } = await a2aService(t)
   const body = {
     jsonrpc: '2.0',
     id: 7,
@@ -77,7 +69,7 @@ t.test('plain JSON-RPC: a request without A2A-Version is a 0.3 client’s, refus
 
 t.test('SubscribeToTask: several subscribers each get every step; one resumes after the last event it got',
   async (t) => {
-    const { base } = await service(t, { STREAM_HEARTBEAT_MS: '50' })
+    const { base } = await a2aService(t, { STREAM_HEARTBEAT_MS: '50' })
     const client = await a2aClient(base, '/a2a/claude_run', ALICE)
     const dir = tempDir(t)
     const task = await send(client, userMessage(scenario.gated(dir, 'out:one', 'out:two')), true)
@@ -114,7 +106,7 @@ t.test('SubscribeToTask: several subscribers each get every step; one resumes af
   })
 
 t.test('what is not offered is refused as A2A says: push configs, the extended card, messages to a task', async (t) => {
-  const { base } = await service(t)
+  const { base } = await a2aService(t)
   const client = await a2aClient(base, '/a2a/codex_run', ALICE)
   const task = await send(client, userMessage('done'))
   const rpc = (method: string, params: object) => fetch(`${base}/a2a/codex_run`, {
@@ -158,7 +150,7 @@ t.test('what is not offered is refused as A2A says: push configs, the extended c
 })
 
 t.test('plain HTTP+JSON: the specification’s resources, A2A’s error bodies with the service’s code', async (t) => {
-  const { base } = await service(t, { MAX_CODEX_AGENTS: '1' })
+  const { base } = await a2aService(t, { MAX_CODEX_AGENTS: '1' })
   const headers = { authorization: `Bearer ${ALICE}`, 'content-type': 'application/a2a+json', 'a2a-version': '1.0' }
   const message = { messageId: 'm1', role: 'ROLE_USER', parts: [{ text: 'hello' }] }
   const sent = await fetch(`${base}/a2a/codex_run/message:send`, {

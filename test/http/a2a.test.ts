@@ -1,11 +1,10 @@
-import t, { type Test } from 'tap'
+import t from 'tap'
 import { TaskState, type StreamResponse } from '@a2a-js/sdk'
-import type { FastifyInstance } from 'fastify'
 import {
-  a2aClient, a2aRefusal, answerOf, BINDINGS, sendMessage as send, userMessage
+  a2aClient, a2aService, a2aRefusal, answerOf, BINDINGS, sendMessage as send, userMessage
 } from '../helpers/a2a.js'
 import {
-  build, echoed, getRun, heldAgent, isAlive, listen, readPidFile, scenario, tempDir, until
+  echoed, getRun, heldAgent, isAlive, readPidFile, scenario, tempDir, until
 } from '../helpers/index.js'
 
 // The agents as A2A 1.0 agents, driven by the official SDK's client, unmodified, over a listening service and over
@@ -15,18 +14,11 @@ import {
 const ALICE = 'secret-a'
 const BOB = 'secret-b'
 
-async function service(
-  t: Test, overrides: Record<string, string> = {}
-): Promise<{ app: FastifyInstance; base: string }> {
-  const app = await build(t, { API_TOKENS: 'alice:secret-a,bob:secret-b', ...overrides })
-  return { app, base: await listen(t, app) }
-}
-
 for (const binding of BINDINGS) {
   t.test(`${binding}: SendMessage blocks until the run ends: the text byte for byte, the answer an artifact, ` +
     'the task a run',
   async (t) => {
-    const { app, base } = await service(t)
+    const { app, base } = await a2aService(t)
     const client = await a2aClient(base, '/a2a/codex_run', ALICE, binding)
     const text = '--help me; $(rm -rf /) "quoted" `tick`'
     const cwd = tempDir(t)
@@ -43,7 +35,7 @@ for (const binding of BINDINGS) {
 
   t.test(`${binding}: returnImmediately answers with the task as it starts; GetTask follows it; ` +
     'GET /runs lists it', async (t) => {
-    const { app, base } = await service(t)
+    const { app, base } = await a2aService(t)
     const client = await a2aClient(base, '/a2a/claude_run', ALICE, binding)
     const held = heldAgent(t)
     const task = await send(client, userMessage(held.task), true)
@@ -61,7 +53,7 @@ for (const binding of BINDINGS) {
 
   t.test(`${binding}: SendStreamingMessage: the task, each step as a status message, the answer, then the final status`,
     async (t) => {
-      const { base } = await service(t)
+      const { base } = await a2aService(t)
       const client = await a2aClient(base, '/a2a/claude_run', ALICE, binding)
       const events: StreamResponse[] = []
       for await (const event of client.sendMessageStream({
@@ -80,7 +72,7 @@ for (const binding of BINDINGS) {
     })
 
   t.test(`${binding}: CancelTask stops the agent and its tree; an ended task is not cancelable`, async (t) => {
-    const { base } = await service(t)
+    const { base } = await a2aService(t)
     const client = await a2aClient(base, '/a2a/gemini_run', ALICE, binding)
     const held = heldAgent(t)
     const task = await send(client, userMessage(held.task), true)
@@ -93,7 +85,7 @@ for (const binding of BINDINGS) {
   })
 
   t.test(`${binding}: ownership: another token’s task is not found, its list holds none of them`, async (t) => {
-    const { base } = await service(t)
+    const { base } = await a2aService(t)
     const alice = await a2aClient(base, '/a2a/codex_run', ALICE, binding)
     const bob = await a2aClient(base, '/a2a/codex_run', BOB, binding)
     const task = await send(alice, userMessage('mine'))
@@ -116,7 +108,7 @@ for (const binding of BINDINGS) {
   })
 
   t.test(`${binding}: ListTasks pages with a cursor, newest first`, async (t) => {
-    const { base } = await service(t)
+    const { base } = await a2aService(t)
     const client = await a2aClient(base, '/a2a/codex_run', ALICE, binding)
     const ids: string[] = []
     for (let i = 0; i < 5; i++) ids.push((await send(client, userMessage(`task ${i}`))).id)
@@ -140,7 +132,7 @@ for (const binding of BINDINGS) {
   })
 
   t.test(`${binding}: refusals are A2A errors carrying the service’s code, and start nothing`, async (t) => {
-    const { base } = await service(t, { MAX_CODEX_AGENTS: '1' })
+    const { base } = await a2aService(t, { MAX_CODEX_AGENTS: '1' })
     const client = await a2aClient(base, '/a2a/codex_run', ALICE, binding)
     const data = [
       { content: { $case: 'data' as const, value: { x: 1 } }, metadata: undefined, filename: '', mediaType: '' }
@@ -167,7 +159,7 @@ for (const binding of BINDINGS) {
   })
 
   t.test(`${binding}: the service’s agent runs the tool the message names, and knows every tool’s tasks`, async (t) => {
-    const { base } = await service(t)
+    const { base } = await a2aService(t)
     const client = await a2aClient(base, '/a2a', ALICE, binding)
     const task = await send(client, userMessage('hello', { tool: 'gemini_run' }))
     t.equal(task.status?.state, TaskState.TASK_STATE_COMPLETED)
