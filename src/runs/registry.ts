@@ -53,6 +53,8 @@ export interface LaunchRequest {
   log: FastifyBaseLogger
   /** A live reader that may fall behind (a stream's client): while it does, the agent waits. */
   sink?: OutputSink
+  /** An A2A task's context, which it continues (its `params.resume` is that context's session). */
+  context?: string
 }
 
 /**
@@ -89,8 +91,8 @@ export class RunRegistry {
    * A new run, stoppable (by shutdown, by its caller) from now on, launched; listed once its agent runs, gone at its
    * end. An async run is recorded as its phases come.
    */
-  launch({ kind, tool, params, caller, log, sink }: LaunchRequest): Launched {
-    const run = new Run({ kind, tool, caller, params })
+  launch({ kind, tool, params, caller, log, sink, context }: LaunchRequest): Launched {
+    const run = new Run({ kind, tool, caller, params, context })
     this.#open.set(run.id, run)
     run.on('phase', (from) => {
       log.debug({ run: run.id, tool, kind, from, phase: run.phase }, 'run phase')

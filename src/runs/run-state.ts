@@ -18,6 +18,7 @@ export function stateOf(found: Omit<RunRecord, 'replica'> & { kind?: RunKind }):
     ...(found.workspace === undefined ? {} : { workspace: found.workspace }),
     ...(found.model === undefined ? {} : { model: found.model }),
     ...(found.limits === undefined ? {} : { limits: found.limits }),
+    ...(found.context === undefined ? {} : { context_id: found.context }),
     ...(found.queuePosition === undefined ? {} : { queue_position: found.queuePosition }),
     ...(found.error === undefined ? {} : { error: found.error }),
     result: found.result

@@ -40,6 +40,8 @@ export interface RunOpening {
   tool: ToolName
   caller: string
   params: Pick<RunParams, 'task' | 'timeout' | 'webhook'>
+  /** An A2A task's context, when it continues one. */
+  context?: string
 }
 
 /**
@@ -60,6 +62,8 @@ export class Run extends EventEmitter<RunEvents> implements AgentObserver {
   readonly timeoutMs: number
   /** Who is told of its start and end. */
   readonly webhook: ListedWebhook | undefined
+  /** An A2A task's context, when it continues one. */
+  readonly context: string | undefined
   readonly #controller = new AbortController()
   #phase: RunPhase = 'opened'
   #deadline: Date | null = null
@@ -77,9 +81,10 @@ export class Run extends EventEmitter<RunEvents> implements AgentObserver {
   readonly #ended: () => void
   readonly #whenEnded: Promise<void>
 
-  constructor({ kind, tool, caller, params }: RunOpening) {
+  constructor({ kind, tool, caller, params, context }: RunOpening) {
     super()
     this.kind = kind
+    this.context = context
     this.tool = tool
     this.caller = caller
     this.task = taskExcerpt(params.task)
@@ -136,6 +141,7 @@ export class Run extends EventEmitter<RunEvents> implements AgentObserver {
       ...(this.#workspace === undefined ? {} : { workspace: this.#workspace }),
       ...(this.#model === undefined ? {} : { model: this.#model }),
       ...(this.#limits === undefined ? {} : { limits: this.#limits }),
+      ...(this.context === undefined ? {} : { context: this.context }),
       ...(this.#queuePosition === null ? {} : { queuePosition: this.#queuePosition }),
       ...(error === undefined ? {} : { error }),
       result

@@ -84,6 +84,9 @@ const runStateProperties = {
     additionalProperties: false,
     description: 'The limits it is held to: its own, its tool’s ceilings, what its token’s daily ceiling left it.'
   })),
+  context_id: Type.Optional(Type.String({
+    description: 'A2A tasks that continue a conversation: its context (the id of its first task; docs/a2a.md).'
+  })),
   queue_position: Type.Optional(Type.Integer({
     minimum: 1,
     description: 'While queued: its place among the runs of its tool waiting on this replica, 1 being next.'

@@ -876,6 +876,8 @@ export interface components {
                 /** @description Dollars: the CLI’s own figure (claude, opencode), else the operator’s price table (`MODEL_PRICES_FILE`); a tool whose runs’ cost neither gives is 400 `COST_UNKNOWN`. */
                 max_cost_usd?: number;
             };
+            /** @description A2A tasks that continue a conversation: its context (the id of its first task; docs/a2a.md). */
+            context_id?: string;
             /** @description While queued: its place among the runs of its tool waiting on this replica, 1 being next. */
             queue_position?: number;
             /** @description Why the run ended before its agent started. */
@@ -931,6 +933,8 @@ export interface components {
                 /** @description Dollars: the CLI’s own figure (claude, opencode), else the operator’s price table (`MODEL_PRICES_FILE`); a tool whose runs’ cost neither gives is 400 `COST_UNKNOWN`. */
                 max_cost_usd?: number;
             };
+            /** @description A2A tasks that continue a conversation: its context (the id of its first task; docs/a2a.md). */
+            context_id?: string;
             /** @description While queued: its place among the runs of its tool waiting on this replica, 1 being next. */
             queue_position?: number;
             /** @description Why the run ended before its agent started. */

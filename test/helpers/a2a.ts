@@ -10,9 +10,9 @@ import { build, listen } from './app.js'
 
 /** A listening service with two callers, alice (`secret-a`) and bob (`secret-b`). */
 export async function a2aService(
-  t: Test, overrides: Record<string, string> = {}
+  t: Test, overrides: Record<string, string> = {}, agentEnv?: NodeJS.ProcessEnv
 ): Promise<{ app: FastifyInstance; base: string }> {
-  const app = await build(t, { API_TOKENS: 'alice:secret-a,bob:secret-b', ...overrides })
+  const app = await build(t, { API_TOKENS: 'alice:secret-a,bob:secret-b', ...overrides }, agentEnv)
   return { app, base: await listen(t, app) }
 }
 

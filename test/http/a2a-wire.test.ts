@@ -1,6 +1,6 @@
 import t from 'tap'
 import { a2aClient, a2aService, a2aRefusal, sendMessage as send, userMessage } from '../helpers/a2a.js'
-import { build, heldAgent, listen, releaseStep, scenario, tempDir, until } from '../helpers/index.js'
+import { build, buildLogged, heldAgent, listen, releaseStep, scenario, tempDir, until } from '../helpers/index.js'
 
 // A2A on the wire, without the SDK: requests written from the specification's own examples (JSON-RPC and HTTP+JSON,
 // the A2A-Version header, a 0.3 client's request), the cards, SSE frames and their ids, and what is not offered.
@@ -129,8 +129,6 @@ t.test('what is not offered is refused as A2A says: push configs, the extended c
   t.match(await rpc('GetExtendedAgentCard', {}), { error: { code: -32007 } })
   t.match(await a2aRefusal(send(client, { ...userMessage('more'), taskId: task.id })),
     { name: 'UnsupportedOperationError' }, 'an ended task takes no more messages')
-  t.match(await a2aRefusal(send(client, { ...userMessage('more'), contextId: task.id })),
-    { name: 'UnsupportedOperationError' })
   const list = (extra: object) => rpc('ListTasks', extra)
   t.match(await list({ pageToken: 'nope' }), { error: { code: -32602 } }, 'a page token it never gave')
   t.match(await list({ pageSize: 101 }), { error: { code: -32602 } })
@@ -221,4 +219,101 @@ t.test('plain HTTP+JSON: the specification’s resources, A2A’s error bodies w
   const events = frames.map((frame) => JSON.parse(frame.slice(frame.indexOf('data: ') + 6)) as Record<string, unknown>)
   t.ok(events[0]?.['task'], 'the task first')
   t.match(events.at(-1), { statusUpdate: { status: { state: 'TASK_STATE_COMPLETED' } } }, 'the final status last')
+})
+
+t.test('plain HTTP+JSON: a task’s subscription, push configs and the extended card, as the binding names them',
+  async (t) => {
+    const { base } = await a2aService(t)
+    const headers = { authorization: `Bearer ${ALICE}`, 'content-type': 'application/json', 'a2a-version': '1.0' }
+    const client = await a2aClient(base, '/a2a/claude_run', ALICE, 'HTTP+JSON')
+    const dir = tempDir(t)
+    const task = await send(client, userMessage(scenario.gated(dir, 'out:one')), true)
+    const tasks = `${base}/a2a/claude_run/tasks/${task.id}`
+    const byGet = await fetch(`${tasks}:subscribe`, { headers })
+    const byPost = await fetch(`${tasks}:subscribe`, { method: 'POST', headers })
+    t.equal(byGet.headers.get('content-type'), 'text/event-stream')
+    releaseStep(dir, 1)
+    for (const text of [await byGet.text(), await byPost.text()]) {
+      t.match(text, /^data: \{"task":/m, 'the task first')
+      t.match(text, /^id: \d+\.\d+$/m, 'its steps with their ids')
+      t.match(text, /"state":"TASK_STATE_COMPLETED"/, 'its end')
+    }
+    const configs = `${tasks}/pushNotificationConfigs`
+    const answers = [
+      await fetch(configs, { method: 'POST', headers, body: JSON.stringify({ url: 'https://example.com/hook' }) }),
+      await fetch(configs, { headers }),
+      await fetch(`${configs}/c1`, { headers }),
+      await fetch(`${configs}/c1`, { method: 'DELETE', headers })
+    ]
+    for (const answer of answers) {
+      t.equal(answer.status, 400)
+      t.match(await answer.json(), { error: { details: [{ reason: 'PUSH_NOTIFICATION_NOT_SUPPORTED' }] } })
+    }
+    const card = await fetch(`${base}/a2a/claude_run/extendedAgentCard`, { headers })
+    t.equal(card.status, 400)
+    t.match(await card.json(), { error: { details: [{ reason: 'EXTENDED_AGENT_CARD_NOT_CONFIGURED' }] } })
+  })
+
+t.test('a failure nobody meant (a store gone) is an internal error on either binding, its details only in the log',
+  async (t) => {
+    const { app, lines } = await buildLogged(t, { API_TOKENS: 'alice:secret-a' })
+    const base = await listen(t, app)
+    const client = await a2aClient(base, '/a2a/codex_run', ALICE)
+    const task = await send(client, userMessage('hello'))
+    const headers = { authorization: `Bearer ${ALICE}`, 'content-type': 'application/json', 'a2a-version': '1.0' }
+    const runs = app.runs
+    const state = runs.state.bind(runs)
+    runs.state = () => Promise.reject(new Error('disk on fire'))
+    t.teardown(() => { runs.state = state })
+    const rpc = await fetch(`${base}/a2a/codex_run`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'GetTask', params: { id: task.id } })
+    })
+    t.equal(rpc.status, 500)
+    const rpcBody = await rpc.text()
+    t.match(JSON.parse(rpcBody), { id: 3, error: { code: -32603, message: 'Internal server error' } })
+    const rest = await fetch(`${base}/a2a/codex_run/tasks/${task.id}`, { headers })
+    t.equal(rest.status, 500)
+    const restBody = await rest.text()
+    t.match(JSON.parse(restBody), { error: { code: 500, message: 'Internal server error' } })
+    t.notMatch(rpcBody + restBody, /disk on fire/, 'nothing of it in the answers')
+    t.match(lines.join(''), /disk on fire/, 'all of it in the log')
+    runs.state = state
+
+    // A stream whose task's events cannot be read any more ends with an error event.
+    const dir = tempDir(t)
+    const gated = await send(client, userMessage(scenario.gated(dir, 'out:one')), true)
+    const feed = runs.feed.bind(runs)
+    runs.feed = () => Promise.reject(new Error('store gone'))
+    t.teardown(() => { runs.feed = feed })
+    for (const [url, init] of [
+      [`${base}/a2a/codex_run`, {
+        method: 'POST',
+        body: JSON.stringify({ jsonrpc: '2.0', id: 4, method: 'SubscribeToTask', params: { id: gated.id } })
+      }],
+      [`${base}/a2a/codex_run/tasks/${gated.id}:subscribe`, {}]
+    ] as const) {
+      const text = await (await fetch(url, { ...init, headers })).text()
+      t.match(text, /^data: .*"task"/m, 'the task came first')
+      t.match(text, /^event: error\ndata: .*Internal server error/m, 'then the error, as the stream’s last event')
+      t.notMatch(text, /store gone/)
+    }
+    releaseStep(dir, 1)
+  })
+
+t.test('a JSON-RPC request the transport cannot read is answered by the transport’s own errors', async (t) => {
+  const { base } = await a2aService(t)
+  const headers = { authorization: `Bearer ${ALICE}`, 'content-type': 'application/json', 'a2a-version': '1.0' }
+  const post = async (body: unknown) => (await fetch(`${base}/a2a/codex_run`, {
+    method: 'POST', headers, body: JSON.stringify(body)
+  })).json()
+  t.match(await post({ jsonrpc: '1.0', id: 1, method: 'GetTask', params: {} }), { error: { code: -32602 } })
+  t.match(await post({ jsonrpc: '2.0', id: 1, method: 'Nope', params: {} }), { error: { code: -32601 } })
+  t.match(await post({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: [] }), { error: { code: -32602 } })
+  t.match(await post({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: 'x' } }),
+    { error: { code: -32602, message: /messageId/ } })
+  const notAList = { message: { messageId: 'm', parts: 5 } }
+  t.match(await post({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: notAList }),
+    { error: { code: -32602, data: [{ metadata: { code: 'VALIDATION_ERROR' } }] } }, 'parts that are no list: no text')
 })

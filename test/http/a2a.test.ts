@@ -4,7 +4,7 @@ import {
   a2aClient, a2aService, a2aRefusal, answerOf, BINDINGS, sendMessage as send, userMessage
 } from '../helpers/a2a.js'
 import {
-  echoed, getRun, heldAgent, isAlive, readPidFile, scenario, tempDir, until
+  echoed, getRun, heldAgent, isAlive, readPidFile, scenario, standInEnv, tempDir, until
 } from '../helpers/index.js'
 
 // The agents as A2A 1.0 agents, driven by the official SDK's client, unmodified, over a listening service and over
@@ -173,4 +173,53 @@ for (const binding of BINDINGS) {
     t.equal((await send(own, userMessage('hello', { tool: 'codex_run' }))).status?.state,
       TaskState.TASK_STATE_COMPLETED, 'naming its own tool is no harm')
   })
+
+  t.test(`${binding}: a message in a task’s context continues its agent’s session, with the same ownership`,
+    async (t) => {
+      const { base } = await a2aService(t, {}, standInEnv({ HOME: tempDir(t) }))
+      const client = await a2aClient(base, '/a2a/claude_run', ALICE, binding)
+      const cwd = tempDir(t)
+      const first = await send(client, userMessage('write the parser', { cwd }))
+      const inContext = (text: string) => ({ ...userMessage(text), contextId: first.contextId })
+      const second = await send(client, inContext('--help now its tests'))
+      t.equal(second.contextId, first.contextId, 'the same context')
+      t.not(second.id, first.id, 'a new task')
+      const seen = echoed({ output: answerOf(second) } as Parameters<typeof echoed>[0]) as ReturnType<typeof echoed> & {
+        earlier: string[]
+      }
+      t.same(seen.earlier, ['write the parser'], 'the agent was given its conversation back')
+      t.equal(seen.prompt, '--help now its tests', 'the text byte for byte')
+      t.equal(seen.cwd, cwd, 'where the session ran')
+      const third = await send(client, inContext('and document it'))
+      const thirdSeen = echoed({ output: answerOf(third) } as Parameters<typeof echoed>[0]) as unknown as {
+        earlier: string[]
+      }
+      t.same(thirdSeen.earlier, ['write the parser', '--help now its tests'], 'from the context’s latest task')
+      const listed = await client.listTasks({
+        tenant: '',
+        contextId: first.contextId,
+        status: TaskState.TASK_STATE_UNSPECIFIED,
+        pageToken: '',
+        statusTimestampAfter: undefined
+      })
+      t.same(listed.tasks.map((task) => task.id), [third.id, second.id, first.id], 'the context’s tasks')
+
+      const bob = await a2aClient(base, '/a2a/claude_run', BOB, binding)
+      t.match(await a2aRefusal(send(bob, { ...userMessage('mine now'), contextId: first.contextId })),
+        { name: 'TaskNotFoundError' }, 'another token’s context is not found')
+      const codex = await a2aClient(base, '/a2a/codex_run', ALICE, binding)
+      t.match(await a2aRefusal(send(codex, { ...userMessage('x'), contextId: first.contextId })),
+        { name: 'TaskNotFoundError' }, 'nor is another tool’s')
+      t.match(await a2aRefusal(send(client, { ...userMessage('x', { resume: 'abc' }), contextId: first.contextId })),
+        { code: 'VALIDATION_ERROR' }, 'a context is continued by its own session only')
+      const held = heldAgent(t)
+      const running = await send(client, userMessage(held.task), true)
+      t.match(await a2aRefusal(send(client, { ...userMessage('x'), contextId: running.contextId })),
+        { name: 'UnsupportedOperationError', message: /still running/ })
+      held.release()
+      const crush = await a2aClient(base, '/a2a/crush_run', ALICE, binding)
+      const plain = await send(crush, userMessage('no sessions here'))
+      t.match(await a2aRefusal(send(crush, { ...userMessage('x'), contextId: plain.contextId })),
+        { name: 'UnsupportedOperationError', message: /no session/ })
+    })
 }

@@ -13,6 +13,7 @@ import type { RetentionOptions, RunRecord, RunStore, SessionRecord } from '#src/
 import { SqliteRunStore } from '#src/runs/stores/sqlite-store.js'
 import type { RunResult } from '#src/schemas/run.js'
 import { build, processesLeft, scenario, tempDir, until, waitFor } from '../helpers/index.js'
+import { runResult } from '../helpers/results.js'
 import { NO_REDIS, redisEnv, slowAtFirst, startRedis } from '../helpers/redis.js'
 
 // One contract, every store: what a run store keeps, for how long, and what it gives back.
@@ -44,29 +45,7 @@ const finished = (run: RunRecord, status: RunRecord['status'] = 'succeeded'): Ru
   result: resultOf(run.tool)
 })
 
-/** A whole result, as a run ends with: stores that check what they read back take nothing less. */
-const resultOf = (tool: string): RunResult => ({
-  tool,
-  ok: true,
-  exit_code: 0,
-  signal: null,
-  timed_out: false,
-  stop_reason: null,
-  duration_ms: 12,
-  output: 'done',
-  output_truncated: false,
-  output_bytes: 4,
-  command: ['crush', 'run', '--', 'x'],
-  agent_report: null,
-  sudo: { status: 'passwordless', password_needed: false, message: null },
-  session_id: null,
-  usage: null,
-  steps_summary: null,
-  structured_output: null,
-  error: null,
-  changes: null,
-  processes_may_remain: false
-})
+const resultOf = (tool: string): RunResult => runResult({ tool })
 
 type Open = (t: Test, retention: RetentionOptions) => Promise<RunStore>
 
@@ -193,7 +172,7 @@ for (const [kind, open] of Object.entries(stores)) {
       t.same(await store.session('codex_run', bobs.id), bobs, 'bob’s is not alice’s to push out')
     })
 
-    t.test('a run’s task excerpt, deadline, model and limits are kept and listed; ' +
+    t.test('a run’s task excerpt, deadline, model, limits and A2A context are kept and listed; ' +
       'a run stored without them reads back without', async (t) => {
       const store = await open(t, {
         retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100
@@ -202,7 +181,8 @@ for (const [kind, open] of Object.entries(stores)) {
         task: 'Add tests',
         deadline: new Date(Date.now() + 60_000).toISOString(),
         model: 'sonnet',
-        limits: { max_turns: 5, max_cost_usd: 0.25 }
+        limits: { max_turns: 5, max_cost_usd: 0.25 },
+        context: 'c0ffee'
       })
       const bare = record('alice', { createdAt: new Date(Date.now() - 1000).toISOString() })
       for (const run of [briefed, bare]) await store.create(run)
@@ -212,7 +192,12 @@ for (const [kind, open] of Object.entries(stores)) {
       await store.finish(finished(briefed))
       t.match(
         await store.get(briefed.id), {
-          task: 'Add tests', deadline: briefed.deadline, model: 'sonnet', limits: briefed.limits, status: 'succeeded'
+          task: 'Add tests',
+          deadline: briefed.deadline,
+          model: 'sonnet',
+          limits: briefed.limits,
+          context: 'c0ffee',
+          status: 'succeeded'
         },
         'kept at its end'
       )

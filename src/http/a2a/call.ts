@@ -1,9 +1,12 @@
-import { defaultServerCallContextBuilder, validateVersion, type ServerCallContext } from '@a2a-js/sdk/server'
+import {
+  defaultServerCallContextBuilder, validateVersion, type A2ARequestHandler, type ServerCallContext
+} from '@a2a-js/sdk/server'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { ToolName } from '../../agents/catalog.js'
 import type { AgentTool } from '../../agents/tools.js'
 import type { RunRegistry } from '../../runs/registry.js'
 import { serviceCard, toolCard, type CardSite } from './cards.js'
+import { guarded } from './guarded.js'
 import { RunTasks, withCall } from './handler.js'
 
 /** What one A2A request is answered with, whatever its binding. */
@@ -21,7 +24,7 @@ export interface A2aCall {
 
 /** The agent a call speaks to, its handler, and the SDK's context for the call (who asks, which version). */
 export interface Dispatch {
-  handler: RunTasks
+  handler: A2ARequestHandler
   context: ServerCallContext
 }
 
@@ -45,5 +48,5 @@ export function dispatch(call: A2aCall, binding: 'JSONRPC' | 'HTTP+JSON', gone: 
   )
   validateVersion(context.requestedVersion, card, binding)
   const toolNames = tools.map((each) => each.name)
-  return { handler: new RunTasks(call.runs, call.tool, toolNames, card), context }
+  return { handler: guarded(new RunTasks(call.runs, call.tool, toolNames, card), request.log), context }
 }

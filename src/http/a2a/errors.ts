@@ -1,7 +1,8 @@
 import {
   A2AError, ContentTypeNotSupportedError, RequestMalformedError, TaskNotFoundError, type A2AErrorInfo
 } from '@a2a-js/sdk/errors'
-import type { ServiceError } from '../../errors.js'
+import type { FastifyBaseLogger } from 'fastify'
+import { serviceError, ServiceError } from '../../errors.js'
 import { toErrorResponse } from '../error-handler.js'
 
 /** Where the service's own reasons are defined (ErrorInfo's `domain`): A2A's are `a2a-protocol.org`. */
@@ -38,5 +39,17 @@ export function a2aErrorOf(error: ServiceError): A2AError {
   if (answer.statusCode === 404) return new TaskNotFoundError(options)
   if (answer.statusCode === 415) return new ContentTypeNotSupportedError(options)
   if (answer.statusCode === 400 || answer.statusCode === 413) return new RequestMalformedError(options)
+  if (answer.code === 'INTERNAL_ERROR') return new A2AError(options)
   return new ServiceRefusalError(answer.code, answer.message, answer.statusCode)
+}
+
+/**
+ * What a client is told of a failure: an A2A error as it is (a refusal, said on purpose); anything else (a bug, a store
+ * gone) as A2A's internal error with no more than REST says of one, its details logged.
+ */
+export function answerable(error: unknown, log: FastifyBaseLogger): unknown {
+  if (error instanceof A2AError) return error
+  if (error instanceof ServiceError) return a2aErrorOf(error)
+  log.error({ err: error }, 'A2A call failed')
+  return a2aErrorOf(serviceError('INTERNAL_ERROR'))
 }

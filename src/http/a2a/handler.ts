@@ -17,7 +17,7 @@ import type { RunRegistry } from '../../runs/registry.js'
 import type { RunState } from '../../schemas/runs.js'
 import { paramsOf } from '../run-params.js'
 import { a2aErrorOf } from './errors.js'
-import { endUpdates, isTerminal, stepUpdate, taskEvent, taskOf, taskStateOf } from './tasks.js'
+import { contextOf, endUpdates, isTerminal, stepUpdate, taskEvent, taskOf, taskStateOf } from './tasks.js'
 import { pageOf } from './pages.js'
 
 /** What a call carries beside its A2A parameters: set by the route in the context's state. */
@@ -46,15 +46,6 @@ function checkedHistoryLength(historyLength: number | undefined): number | undef
 }
 
 const refused = (detail: string) => a2aErrorOf(new ServiceError('VALIDATION_ERROR', detail))
-
-/** A refusal of the service, as the A2A error carrying its code; anything else as it is. */
-async function asA2a<T>(work: Promise<T>): Promise<T> {
-  try {
-    return await work
-  } catch (error) {
-    throw error instanceof ServiceError ? a2aErrorOf(error) : error
-  }
-}
 
 /**
  * The message's text parts, as one task: byte for byte, in order, nothing between them. A file or a data part is no
@@ -109,7 +100,7 @@ export class RunTasks implements A2ARequestHandler {
     const { caller } = callOf(context)
     const { run } = await this.#launch(params, context)
     yield taskEvent(taskOf(run))
-    yield* this.#follow(run.id, caller, 0, callOf(context).gone)
+    yield* this.#follow(run, caller, 0, callOf(context).gone)
   }
 
   async* resubscribe(params: SubscribeToTaskRequest, context: ServerCallContext): AsyncGenerator<StreamResponse> {
@@ -117,7 +108,7 @@ export class RunTasks implements A2ARequestHandler {
     const state = await this.#owned(params.id, caller)
     if (isTerminal(taskStateOf(state))) throw new UnsupportedOperationError(`Task ${state.id} has ended.`)
     yield taskEvent(taskOf(state))
-    yield* this.#follow(state.id, caller, lastEventId, gone)
+    yield* this.#follow(state, caller, lastEventId, gone)
   }
 
   async getTask(params: GetTaskRequest, context: ServerCallContext): Promise<Task> {
@@ -188,39 +179,61 @@ export class RunTasks implements A2ARequestHandler {
       const state = await this.#owned(message.taskId, caller)
       throw new UnsupportedOperationError(`Task ${state.id} takes no more messages: send a new one.`)
     }
-    if (message.contextId !== '') {
-      throw new UnsupportedOperationError('Continuing a context is not supported yet: send without contextId.')
-    }
     const { tool: named, ...metadata } = (message.metadata ?? {}) as Record<string, unknown>
     if (Object.hasOwn(metadata, 'task')) throw refused('message/metadata/task: the task is the message text')
-    const tool = this.#tool ?? this.#toolNames.find((name) => name === named)
+    const continued = message.contextId === '' ? undefined : await this.#continued(message.contextId, caller)
+    if (continued !== undefined && Object.hasOwn(metadata, 'resume')) {
+      throw refused('message/metadata/resume: a message in a context continues that context’s session')
+    }
+    const tool = continued?.tool ?? this.#tool ?? this.#toolNames.find((name) => name === named)
     if (tool === undefined) {
       throw refused(`message/metadata/tool must be one of ${this.#toolNames.join(', ')}`)
     }
-    if (this.#tool !== undefined && named !== undefined && named !== this.#tool) {
-      throw refused('message/metadata/tool: this agent is one tool’s; name the tool only at the service’s')
+    if (named !== undefined && named !== tool) {
+      throw refused(`message/metadata/tool: this ${continued === undefined ? 'agent' : 'context'} is ${tool}’s`)
     }
-    const runParams = paramsOf({ ...metadata, task: taskText(message) })
+    const resume = continued === undefined ? {} : { resume: continued.session }
+    const runParams = paramsOf({ ...metadata, ...resume, task: taskText(message) })
     if (runParams instanceof ServiceError) throw a2aErrorOf(runParams)
-    const launched = this.#runs.launch({ kind: 'async', tool, params: runParams, caller, log })
-    return { run: await asA2a(launched.accepted()), result: launched.result }
+    const launched = this.#runs.launch({
+      kind: 'async', tool, params: runParams, caller, log, context: continued?.context
+    })
+    return { run: await launched.accepted(), result: launched.result }
+  }
+
+  /**
+   * The conversation a message continues: its context's latest task (this caller's, of this agent's tool; any other is
+   * not found, as a task is), ended, and the session its agent reported, which the new task resumes.
+   */
+  async #continued(contextId: string, caller: string): Promise<{ context: string; tool: ToolName; session: string }> {
+    const latest = (await this.#runs.list(caller))
+      .find((run) => contextOf(run) === contextId && (this.#tool === undefined || run.tool === this.#tool))
+    if (latest === undefined) throw a2aErrorOf(serviceError('RUN_NOT_FOUND', contextId))
+    if (!isTerminal(taskStateOf({ ...latest, result: null }))) {
+      throw new UnsupportedOperationError(`Task ${latest.id} of this context is still running: wait for its end.`)
+    }
+    const session = (await this.#runs.state(latest.id, caller))?.result?.session_id ?? null
+    if (session === null) {
+      throw new UnsupportedOperationError(`Task ${latest.id} left no session to continue: its agent reported none.`)
+    }
+    return { context: contextId, tool: latest.tool as ToolName, session }
   }
 
   /**
    * A task's steps as status messages as they come, from after `lastId`, then its artifacts and final status once it
    * ends; pulled only as fast as the client takes them, as /runs/{id}/events is.
    */
-  async* #follow(id: string, caller: string, lastId: number, gone: AbortSignal): AsyncGenerator<StreamResponse> {
-    const feed = await this.#runs.feed(id, caller)
+  async* #follow(task: RunState, caller: string, lastId: number, gone: AbortSignal): AsyncGenerator<StreamResponse> {
+    const feed = await this.#runs.feed(task.id, caller)
     if (feed === undefined) return
     for await (const frames of feed(lastId, 'steps', gone)) {
       for (const frame of frames) {
         const event = parseFrame(frame)
-        if (event.type === 'step') yield stepUpdate({ id }, event)
+        if (event.type === 'step') yield stepUpdate(task, event)
       }
     }
     if (gone.aborted) return
-    const state = await this.#runs.state(id, caller)
+    const state = await this.#runs.state(task.id, caller)
     if (state !== undefined && isTerminal(taskStateOf(state))) yield* endUpdates(state)
   }
 }

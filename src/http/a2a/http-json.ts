@@ -1,20 +1,23 @@
 import {
-  A2A_CONTENT_TYPE, formatSSEErrorEvent, ListTasksRequest, ListTasksResponse, SendMessageRequest, SendMessageResponse,
-  StreamResponse, Task
+  A2A_CONTENT_TYPE, AgentCard, formatSSEErrorEvent, ListTaskPushNotificationConfigsResponse, ListTasksRequest,
+  ListTasksResponse, SendMessageRequest, SendMessageResponse, StreamResponse, Task, TaskPushNotificationConfig
 } from '@a2a-js/sdk'
 import {
-  ExtendedAgentCardNotConfiguredError, PushNotificationNotSupportedError, RequestMalformedError, restStatusFor,
-  toRestErrorBody
+  PushNotificationNotSupportedError, RequestMalformedError, restStatusFor, toRestErrorBody
 } from '@a2a-js/sdk/errors'
 import { dispatch, type A2aCall } from './call.js'
-import { ServiceRefusalError } from './errors.js'
+import { answerable, ServiceRefusalError } from './errors.js'
 import { sseFrame, writeSse } from './sse.js'
 
 /** The HTTP+JSON binding's operations, as its routes name them (docs/a2a.md). */
-export type HttpJsonOperation = { name: AgentOperation } | { name: TaskOperation; id: string }
-/** What is asked of the agent itself, or of one of its tasks. */
-export type AgentOperation = 'send' | 'stream' | 'list' | 'push-config' | 'extended-card'
-type TaskOperation = 'get' | 'cancel' | 'subscribe'
+export type HttpJsonOperation =
+  | { name: AgentOperation }
+  | { name: TaskOperation; id: string }
+  | { name: ConfigOperation; id: string; configId: string }
+/** What is asked of the agent itself, of one of its tasks, or of one of a task's push-notification configs. */
+export type AgentOperation = 'send' | 'stream' | 'list' | 'extended-card'
+export type TaskOperation = 'get' | 'cancel' | 'subscribe' | 'create-config' | 'list-configs'
+export type ConfigOperation = 'get-config' | 'delete-config'
 
 /** A refusal's HTTP status: the service's own for its refusals, the binding's table for A2A's. */
 const statusOf = (error: unknown): number =>
@@ -52,8 +55,11 @@ export async function answerHttpJson(call: A2aCall, operation: HttpJsonOperation
     }
     switch (operation.name) {
       case 'send': {
-        const task = await handler.sendMessage(SendMessageRequest.fromJSON(body), context)
-        return answer(200, SendMessageResponse.toJSON({ payload: { $case: 'task', value: task } }))
+        const sent = await handler.sendMessage(SendMessageRequest.fromJSON(body), context)
+        const payload = 'messageId' in sent
+          ? { $case: 'message' as const, value: sent }
+          : { $case: 'task' as const, value: sent }
+        return answer(200, SendMessageResponse.toJSON({ payload }))
       }
       case 'stream':
         return await stream(handler.sendMessageStream(SendMessageRequest.fromJSON(body), context))
@@ -73,14 +79,37 @@ export async function answerHttpJson(call: A2aCall, operation: HttpJsonOperation
         }), context)
         return answer(200, ListTasksResponse.toJSON(listed))
       }
-      case 'push-config':
-        throw new PushNotificationNotSupportedError()
+      case 'create-config': {
+        // As the SDK's own HTTP+JSON handler: an agent whose card offers no push notifications is not asked.
+        if ((await handler.getAgentCard()).capabilities?.pushNotifications !== true) {
+          throw new PushNotificationNotSupportedError()
+        }
+        const config = TaskPushNotificationConfig.fromJSON({ ...body, taskId: operation.id })
+        const created = await handler.createTaskPushNotificationConfig(config, context)
+        return answer(201, TaskPushNotificationConfig.toJSON(created))
+      }
+      case 'list-configs': {
+        const request = { tenant: '', taskId: operation.id, pageSize: 0, pageToken: '' }
+        return answer(200, ListTaskPushNotificationConfigsResponse.toJSON(
+          await handler.listTaskPushNotificationConfigs(request, context)
+        ))
+      }
+      case 'get-config': {
+        const request = { tenant: '', taskId: operation.id, id: operation.configId }
+        const found = await handler.getTaskPushNotificationConfig(request, context)
+        return answer(200, TaskPushNotificationConfig.toJSON(found))
+      }
+      case 'delete-config': {
+        const request = { tenant: '', taskId: operation.id, id: operation.configId }
+        await handler.deleteTaskPushNotificationConfig(request, context)
+        return void reply.code(204).send()
+      }
       case 'extended-card':
-        throw new ExtendedAgentCardNotConfiguredError()
+        return answer(200, AgentCard.toJSON(await handler.getAuthenticatedExtendedAgentCard({ tenant: '' }, context)))
     }
-  } catch (error) {
+  } catch (failure) {
+    const error = answerable(failure, request.log)
     const status = statusOf(error)
-    if (status >= 500) request.log.error({ err: error }, 'A2A call failed')
     return answer(status, toRestErrorBody(error, status))
   }
 }

@@ -2,7 +2,8 @@ import { formatSSEErrorEvent } from '@a2a-js/sdk'
 import { A2A_ERROR_CODE, RequestMalformedError, toJsonRpcError } from '@a2a-js/sdk/errors'
 import { JsonRpcTransportHandler } from '@a2a-js/sdk/server'
 import { dispatch, type A2aCall } from './call.js'
-import { SERVICE_ERROR_DOMAIN } from './errors.js'
+import { serviceError } from '../../errors.js'
+import { a2aErrorOf, SERVICE_ERROR_DOMAIN } from './errors.js'
 import { sseFrame, writeSse } from './sse.js'
 
 /**
@@ -22,6 +23,8 @@ function withServiceCodes(answer: JsonRpcAnswer): JsonRpcAnswer {
   const ours = answer.error?.data?.some((detail) => (detail as { domain?: unknown }).domain === SERVICE_ERROR_DOMAIN)
   return ours === true ? { ...answer, error: { ...answer.error!, code: SERVICE_REFUSAL } } : answer
 }
+
+const INTERNAL = a2aErrorOf(serviceError('INTERNAL_ERROR'))
 
 const errorAnswer = (id: JsonRpcAnswer['id'], error: unknown): JsonRpcAnswer =>
   withServiceCodes({ jsonrpc: '2.0', id, error: toJsonRpcError(error) })
@@ -63,9 +66,10 @@ export async function answerJsonRpc(call: A2aCall): Promise<void> {
   const answer = await new JsonRpcTransportHandler(handler).handle(request.body as Record<string, unknown>, context)
   if (!isStream(answer)) {
     const sent = withServiceCodes(answer as JsonRpcAnswer)
-    const fault = sent.error?.code === A2A_ERROR_CODE.INTERNAL_ERROR
-    if (fault) request.log.error({ error: sent.error }, 'A2A call failed')
-    return void reply.code(fault ? 500 : 200).send(sent)
+    if (sent.error?.code !== A2A_ERROR_CODE.INTERNAL_ERROR) return void reply.send(sent)
+    // The transport's own fault (the handler's are told already): its message stays in the log, as REST's do.
+    if (sent.error.message !== INTERNAL.message) request.log.error({ error: sent.error }, 'A2A call failed')
+    return void reply.code(500).send(errorAnswer(id, INTERNAL))
   }
   // A refusal before the first event (a bad message, a full tool) is answered as a plain JSON-RPC error.
   let first: IteratorResult<JsonRpcAnswer>

@@ -1,7 +1,7 @@
 import { TaskState, type ListTasksRequest } from '@a2a-js/sdk'
 import { RequestMalformedError } from '@a2a-js/sdk/errors'
 import type { RunSummary } from '../../schemas/runs.js'
-import { taskStateOf } from './tasks.js'
+import { contextOf, taskStateOf } from './tasks.js'
 
 /** A2A's default page (ListTasks without pageSize). */
 const DEFAULT_PAGE_SIZE = 50
@@ -42,7 +42,7 @@ export function pageOf(runs: RunSummary[], params: ListTasksRequest) {
   const matching = runs
     .filter((run) => params.status === TaskState.TASK_STATE_UNSPECIFIED ||
       taskStateOf({ ...run, result: null }) === params.status)
-    .filter((run) => params.contextId === '' || run.id === params.contextId)
+    .filter((run) => params.contextId === '' || contextOf(run) === params.contextId)
     .filter((run) => since === undefined || Date.parse(run.finished_at ?? run.created_at) >= since)
     .sort(byListing)
   const rest = params.pageToken === '' ? matching : matching.filter((run) => after(run, decode(params.pageToken)))

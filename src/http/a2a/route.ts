@@ -5,7 +5,7 @@ import { parseEventId } from '../../runs/event-log.js'
 import type { RunRegistry } from '../../runs/registry.js'
 import type { A2aCall } from './call.js'
 import { agentPath, type CardSite } from './cards.js'
-import type { AgentOperation, HttpJsonOperation } from './http-json.js'
+import type { AgentOperation, ConfigOperation, HttpJsonOperation, TaskOperation } from './http-json.js'
 import type * as Protocol from './protocol.js'
 
 interface A2aOptions {
@@ -52,7 +52,7 @@ export const a2aCards: FastifyPluginAsync<A2aOptions> = async (app, options) => 
 }
 
 /** `<id>` or `<id>:<verb>`, as the HTTP+JSON binding names a task and what to do with it. */
-function taskOperation(ref: string, verbs: Record<string, 'get' | 'cancel' | 'subscribe'>): HttpJsonOperation | null {
+function taskOperation(ref: string, verbs: Record<string, TaskOperation>): HttpJsonOperation | null {
   const colon = ref.indexOf(':')
   const name = verbs[colon === -1 ? '' : ref.slice(colon + 1)]
   return name === undefined ? null : { name, id: colon === -1 ? ref : ref.slice(0, colon) }
@@ -104,8 +104,14 @@ export const a2aRoutes: FastifyPluginAsync<A2aOptions> = async (app, options) =>
     app.get(`${path}/tasks/:ref`, hidden, task({ '': 'get', subscribe: 'subscribe' }))
     app.post(`${path}/tasks/:ref`, hidden, task({ cancel: 'cancel', subscribe: 'subscribe' }))
     const configs = `${path}/tasks/:ref/pushNotificationConfigs`
-    app.route({ method: ['GET', 'POST'], url: configs, ...hidden, handler: fixed('push-config') })
-    app.route({ method: ['GET', 'DELETE'], url: `${configs}/:config`, ...hidden, handler: fixed('push-config') })
+    app.post(configs, hidden, task({ '': 'create-config' }))
+    app.get(configs, hidden, task({ '': 'list-configs' }))
+    const config = (name: ConfigOperation) => httpJson((request) => {
+      const { ref, config: configId } = request.params as { ref: string; config: string }
+      return { name, id: ref, configId }
+    })
+    app.get(`${configs}/:config`, hidden, config('get-config'))
+    app.delete(`${configs}/:config`, hidden, config('delete-config'))
     app.get(`${path}/extendedAgentCard`, hidden, fixed('extended-card'))
   }
 }

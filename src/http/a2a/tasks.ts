@@ -42,10 +42,13 @@ const textPart = (text: string): Part =>
 const dataPart = (value: unknown): Part =>
   ({ content: { $case: 'data', value }, metadata: undefined, filename: '', mediaType: 'application/json' })
 
-/** The context a task belongs to: its own id until tasks continue one another's sessions. */
-const contextOf = (state: Pick<RunState, 'id'>): string => state.id
+/** A task's place in a conversation: the context it continues, else its own (it is the first task of one). */
+export const contextOf = (state: TaskRef): string => state.context_id ?? state.id
 
-function agentMessage(state: Pick<RunState, 'id'>, messageId: string, parts: Part[]): Message {
+/** What names a task and its context. */
+type TaskRef = Pick<RunState, 'id' | 'context_id'>
+
+function agentMessage(state: TaskRef, messageId: string, parts: Part[]): Message {
   return {
     messageId: `${state.id}:${messageId}`,
     contextId: contextOf(state),
@@ -130,7 +133,7 @@ export function taskOf(state: RunState, historyLength?: number): Task {
 }
 
 /** One step of a running task, as a status message: a line people read and the step itself for programs. */
-export function stepUpdate(state: Pick<RunState, 'id'>, event: Extract<RunEvent, { type: 'step' }>): StreamResponse {
+export function stepUpdate(state: TaskRef, event: Extract<RunEvent, { type: 'step' }>): StreamResponse {
   const eventId = event.id ?? ''
   return {
     payload: {

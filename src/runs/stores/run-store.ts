@@ -27,6 +27,8 @@ export const RunRecordHead = Type.Object({
   /** The model it asked for, and the limits it is held to. */
   model: Type.Optional(Type.String()),
   limits: Type.Optional(RunLimits),
+  /** An A2A task's context (the first task of its conversation), which a later message continues. */
+  context: Type.Optional(Type.String()),
   /** While queued: its place on the replica it waits on, as of its last save. */
   queuePosition: Type.Optional(Type.Integer()),
   /** Ended before its agent started, after it was accepted: why. */

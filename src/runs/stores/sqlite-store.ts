@@ -32,7 +32,8 @@ const SCHEMA = `
     queue_position TEXT,
     error TEXT,
     model TEXT,
-    limits TEXT
+    limits TEXT,
+    context TEXT
   );
   CREATE INDEX IF NOT EXISTS runs_by_owner ON runs (owner, created_at);
   CREATE TABLE IF NOT EXISTS events (
@@ -62,7 +63,7 @@ const SCHEMA = `
 
 /** Columns added since the first schema: a file an older version made gets them, empty for its runs. */
 const ADDED_COLUMNS = {
-  runs: ['task', 'deadline', 'webhook', 'workspace', 'queue_position', 'error', 'model', 'limits'],
+  runs: ['task', 'deadline', 'webhook', 'workspace', 'queue_position', 'error', 'model', 'limits', 'context'],
   sessions: ['worktree']
 }
 
@@ -118,6 +119,7 @@ interface RunRow {
   model: string | null
   /** Its limits, as JSON. */
   limits: string | null
+  context: string | null
 }
 
 const toRecord = (row: RunRow): RunRecord => ({
@@ -136,7 +138,8 @@ const toRecord = (row: RunRow): RunRecord => ({
   ...(row.queue_position === null ? {} : { queuePosition: Number(row.queue_position) }),
   ...(row.error === null ? {} : { error: JSON.parse(row.error) as RunError }),
   ...(row.model === null ? {} : { model: row.model }),
-  ...(row.limits === null ? {} : { limits: JSON.parse(row.limits) as RunLimits })
+  ...(row.limits === null ? {} : { limits: JSON.parse(row.limits) as RunLimits }),
+  ...(row.context === null ? {} : { context: row.context })
 })
 
 const toRow = (record: RunRecord): RunRow => ({
@@ -155,7 +158,8 @@ const toRow = (record: RunRecord): RunRow => ({
   queue_position: record.queuePosition === undefined ? null : String(record.queuePosition),
   error: record.error === undefined ? null : JSON.stringify(record.error),
   model: record.model ?? null,
-  limits: record.limits === undefined ? null : JSON.stringify(record.limits)
+  limits: record.limits === undefined ? null : JSON.stringify(record.limits),
+  context: record.context ?? null
 })
 
 /**
@@ -192,9 +196,9 @@ export class SqliteRunStore implements RunStore {
     this.#statements = {
       insertRun: db.prepare(
         'INSERT INTO runs (id, owner, tool, status, created_at, finished_at, result, replica, task, deadline, ' +
-          'webhook, workspace, queue_position, error, model, limits) VALUES (@id, @owner, @tool, @status, ' +
+          'webhook, workspace, queue_position, error, model, limits, context) VALUES (@id, @owner, @tool, @status, ' +
           '@created_at, @finished_at, @result, @replica, @task, @deadline, @webhook, @workspace, @queue_position, ' +
-          '@error, @model, @limits) ' +
+          '@error, @model, @limits, @context) ' +
           // A queued run is stored as it starts waiting, and again as its agent starts.
           'ON CONFLICT (id) DO UPDATE SET status = excluded.status, deadline = excluded.deadline, ' +
           'workspace = excluded.workspace, queue_position = excluded.queue_position, model = excluded.model, ' +
@@ -209,7 +213,7 @@ export class SqliteRunStore implements RunStore {
       ),
       listRuns: db.prepare<[string, string]>(
         'SELECT id, owner, tool, status, created_at, finished_at, NULL AS result, replica, task, deadline, webhook, ' +
-          'workspace, queue_position, error, model, limits ' +
+          'workspace, queue_position, error, model, limits, context ' +
           'FROM runs ' +
           'WHERE owner = ? AND (finished_at IS NULL OR finished_at >= ?) ORDER BY created_at DESC'
       ),
