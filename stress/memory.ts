@@ -67,3 +67,39 @@ t.test('an MCP client that never reads its progress: ' +
     `${peak.toFixed(0)} MiB at most while 1 GiB went to progress nobody read (it grew past 1.3 GiB in 14 s before)`
   )
 })
+
+t.test('an A2A subscriber that never reads: ' +
+  'the service stays flat while the agent reports 100,000 steps of 4 KiB each', async (t) => {
+  const { child, base } = await startServer(t, {})
+  const { port } = new URL(base)
+  const rpc = (method: string, params: object) => ({ jsonrpc: '2.0', id: 1, method, params })
+  const headers = { 'content-type': 'application/json', 'a2a-version': '1.0' }
+  const message = {
+    messageId: 'm1', role: 'ROLE_USER', parts: [{ text: scenario.loudCalls(100_000, 4096) }], metadata: { timeout: 600 }
+  }
+  const sent = await fetch(`${base}/a2a/claude_run`, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify(rpc('SendMessage', { message, configuration: { returnImmediately: true } }))
+  })
+  const { result } = await sent.json() as { result: { task: { id: string } } }
+  const id = result.task.id
+  // A raw socket that subscribes to the task and never reads a byte of its stream.
+  const body = JSON.stringify(rpc('SubscribeToTask', { id }))
+  const socket = connect(Number(port), '127.0.0.1')
+  t.teardown(() => socket.destroy())
+  socket.pause()
+  socket.write(`POST /a2a/claude_run HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\ncontent-type: application/json\r\n` +
+    `a2a-version: 1.0\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`)
+  const state = async () => {
+    const answer = await fetch(`${base}/a2a/claude_run`, {
+      method: 'POST', headers, body: JSON.stringify(rpc('GetTask', { id, historyLength: 0 }))
+    })
+    return ((await answer.json()) as { result: { status: { state: string } } }).result.status.state
+  }
+  const ended = await until(state, (now) => now !== 'TASK_STATE_WORKING', 400_000, 'the agent to end')
+  t.equal(ended, 'TASK_STATE_COMPLETED')
+  const peak = Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.pid!}/status`, 'utf8'))![1]) / 1024
+  t.comment(`peak RSS: ${peak.toFixed(0)} MiB`)
+  t.ok(peak < 256, `${peak.toFixed(0)} MiB at most while 400 MiB of steps went to a subscriber who read none`)
+})

@@ -63,6 +63,8 @@ export const scenario = {
     task('edit', ...operations),
   /** A shell call every `ms`, `count` times, each shown as its CLI shows one (a response each); `<count> calls`. */
   toolCalls: (count: number, ms: number) => task('tool-calls', count, ms),
+  /** `count` shell calls, each showing `bytes` of output, as fast as its stdout is read; `<count> loud calls`. */
+  loudCalls: (count: number, bytes: number) => task('loud-calls', count, bytes),
   /** `count` lines, `ms` apart, each the monotonic time of its write. */
   stamp: (count: number, ms: number) => task('stamp', count, ms),
   /** Its pid in `pidFile`, then runs until released (see `heldAgent`) and answers `released`. */
