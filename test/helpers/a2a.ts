@@ -2,7 +2,7 @@
 // binding, speaking as a token's owner.
 import type { Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { Role, type Message, type Task } from '@a2a-js/sdk'
+import { Role, TaskState, type ListTasksRequest, type Message, type Task } from '@a2a-js/sdk'
 import {
   ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory, RestTransportFactory, type Client
 } from '@a2a-js/sdk/client'
@@ -60,6 +60,16 @@ export const sendMessage = (client: Client, message: Message, returnImmediately 
     configuration: { acceptedOutputModes: [], taskPushNotificationConfig: undefined, returnImmediately },
     metadata: undefined
   }) as Promise<Task>
+
+/** ListTasks for every task of the caller's, and what to narrow it with. */
+export const allTasks = (narrower: Partial<ListTasksRequest> = {}): ListTasksRequest => ({
+  tenant: '',
+  contextId: '',
+  status: TaskState.TASK_STATE_UNSPECIFIED,
+  pageToken: '',
+  statusTimestampAfter: undefined,
+  ...narrower
+})
 
 /** The text of a task's `answer` artifact. */
 export const answerOf = (task: Task): string => {

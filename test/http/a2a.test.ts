@@ -1,7 +1,7 @@
 import t from 'tap'
 import { TaskState, type StreamResponse } from '@a2a-js/sdk'
 import {
-  a2aClient, a2aService, a2aRefusal, answerOf, BINDINGS, sendMessage as send, userMessage
+  a2aClient, a2aService, a2aRefusal, allTasks, answerOf, BINDINGS, sendMessage as send, userMessage
 } from '../helpers/a2a.js'
 import {
   echoed, getRun, heldAgent, isAlive, readPidFile, scenario, standInEnv, tempDir, until
@@ -93,13 +93,7 @@ for (const binding of BINDINGS) {
       { name: 'TaskNotFoundError', code: 'RUN_NOT_FOUND' })
     t.match(await a2aRefusal(bob.cancelTask({ tenant: '', id: task.id, metadata: undefined })),
       { name: 'TaskNotFoundError' })
-    const listRequest = {
-      tenant: '',
-      contextId: '',
-      status: TaskState.TASK_STATE_UNSPECIFIED,
-      pageToken: '',
-      statusTimestampAfter: undefined
-    }
+    const listRequest = allTasks()
     t.same((await bob.listTasks(listRequest)).tasks, [])
     t.same((await alice.listTasks(listRequest)).tasks.map((each) => each.id), [task.id])
     const other = await a2aClient(base, '/a2a/claude_run', ALICE, binding)
@@ -115,14 +109,7 @@ for (const binding of BINDINGS) {
     const seen: string[] = []
     let pageToken = ''
     do {
-      const page = await client.listTasks({
-        tenant: '',
-        contextId: '',
-        status: TaskState.TASK_STATE_UNSPECIFIED,
-        pageSize: 2,
-        pageToken,
-        statusTimestampAfter: undefined
-      })
+      const page = await client.listTasks(allTasks({ pageSize: 2, pageToken }))
       t.ok(page.tasks.length <= 2)
       t.equal(page.totalSize, 5)
       seen.push(...page.tasks.map((task) => task.id))
@@ -195,13 +182,7 @@ for (const binding of BINDINGS) {
         earlier: string[]
       }
       t.same(thirdSeen.earlier, ['write the parser', '--help now its tests'], 'from the context’s latest task')
-      const listed = await client.listTasks({
-        tenant: '',
-        contextId: first.contextId,
-        status: TaskState.TASK_STATE_UNSPECIFIED,
-        pageToken: '',
-        statusTimestampAfter: undefined
-      })
+      const listed = await client.listTasks(allTasks({ contextId: first.contextId }))
       t.same(listed.tasks.map((task) => task.id), [third.id, second.id, first.id], 'the context’s tasks')
 
       const bob = await a2aClient(base, '/a2a/claude_run', BOB, binding)

@@ -7,7 +7,7 @@ import {
   refused, runTool, scenario, settled, startServer, tempDir
 } from '../helpers/index.js'
 import { NO_REDIS, redisEnv, startRedis } from '../helpers/redis.js'
-import { a2aClient, sendMessage, userMessage } from '../helpers/a2a.js'
+import { a2aClient, allTasks, sendMessage, userMessage } from '../helpers/a2a.js'
 
 // Two real service processes on one real redis-server: any replica answers for any run.
 
@@ -154,13 +154,7 @@ t.test('a fleet on Redis', { skip: NO_REDIS, jobs: 2 }, async (t) => {
       for await (const event of onB.resubscribeTask({ tenant: '', id: task.id })) events.push(event)
       t.ok(events.filter((event) => event.payload?.$case === 'statusUpdate').length > 2, 'its steps, from B')
       t.match(events.at(-1)?.payload, { value: { status: { state: TaskState.TASK_STATE_COMPLETED } } }, 'to its end')
-      const listRequest = {
-        tenant: '',
-        contextId: '',
-        status: TaskState.TASK_STATE_UNSPECIFIED,
-        pageToken: '',
-        statusTimestampAfter: undefined
-      }
+      const listRequest = allTasks()
       t.same((await onB.listTasks(listRequest)).tasks.map((each) => each.id), [task.id])
       const bobOnB = await a2aClient(b.base, '/a2a/claude_run', 'bob-secret')
       t.same((await bobOnB.listTasks(listRequest)).tasks, [], 'nothing of alice’s for bob')
