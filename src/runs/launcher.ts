@@ -121,6 +121,8 @@ export class RunLauncher {
     const budget = await this.#budgetOf(tool, request, run.caller, model)
     run.holdTo(model, budget.limits)
     if (request.webhook !== undefined) await this.#assertWebhook(run.caller, request.webhook.url)
+    // An A2A push goes with its receiver's own credentials (no secret needed), to an address the same policy allows.
+    if (run.push !== undefined) await this.#assertWebhook(run.caller, run.push.url, false)
     const session = request.resume
     const continued = session === undefined ? undefined : await this.#sessionOf(tool, run, session)
     const params = continued === undefined ? request : continuedPlace(request, continued)
@@ -218,8 +220,8 @@ export class RunLauncher {
   }
 
   /** A webhook the run could never deliver, or should never reach, is refused before anything else is done. */
-  async #assertWebhook(caller: string, url: string): Promise<void> {
-    const refusal = await webhookRefusal(this.#deps.webhooks, caller, url)
+  async #assertWebhook(caller: string, url: string, signed = true): Promise<void> {
+    const refusal = await webhookRefusal(this.#deps.webhooks, caller, url, signed)
     if (refusal === null) return
     throw refusal.code === 'WEBHOOKS_NOT_CONFIGURED'
       ? serviceError('WEBHOOKS_NOT_CONFIGURED')

@@ -5,17 +5,18 @@ import type { ToolName } from '../agents/catalog.js'
 import type { OutputSink } from '../process/agent-process.js'
 import type { RunParams, RunResult } from '../schemas/run.js'
 import type { RunState, RunSummary } from '../schemas/runs.js'
-import type { ListedWebhook, WebhookDeliveryState } from '../schemas/webhooks.js'
+import type { WebhookDeliveryState } from '../schemas/webhooks.js'
 import { follow, logSource, storeSource, type EventSource, type Feed } from './follow.js'
 import type { RunLauncher } from './launcher.js'
 import type { RunWorktrees } from './run-worktree.js'
-import { Run, type RunKind } from './run.js'
+import { Run, type RunKind, type RunPush } from './run.js'
 import { isEnd, type RunPhase } from './run-phase.js'
 import { RunRecorder } from './run-recorder.js'
 import { stateOf } from './run-state.js'
 import { deliverRunWebhooks } from './run-webhooks.js'
 import { deliveryState } from './delivery-state.js'
 import type { RunRecord, RunStore } from './stores/run-store.js'
+import type { PushForm, WebhookDelivery } from '../webhooks/outbox.js'
 
 /** Who hears what the runs do (the service's metrics): told, never asked, so runs/ imports none of it. */
 interface RunsObserver {
@@ -55,6 +56,8 @@ export interface LaunchRequest {
   sink?: OutputSink
   /** An A2A task's context, which it continues (its `params.resume` is that context's session). */
   context?: string
+  /** An A2A task's push notifications. */
+  push?: RunPush
 }
 
 /**
@@ -91,8 +94,8 @@ export class RunRegistry {
    * A new run, stoppable (by shutdown, by its caller) from now on, launched; listed once its agent runs, gone at its
    * end. An async run is recorded as its phases come.
    */
-  launch({ kind, tool, params, caller, log, sink, context }: LaunchRequest): Launched {
-    const run = new Run({ kind, tool, caller, params, context })
+  launch({ kind, tool, params, caller, log, sink, context, push }: LaunchRequest): Launched {
+    const run = new Run({ kind, tool, caller, params, context, push })
     this.#open.set(run.id, run)
     run.on('phase', (from) => {
       log.debug({ run: run.id, tool, kind, from, phase: run.phase }, 'run phase')
@@ -104,7 +107,7 @@ export class RunRegistry {
     if (this.#shuttingDown) run.stop('shutdown')
     const runLog = kind === 'async' ? log.child({ run: run.id }) : log
     const recorder = kind === 'async' ? this.#record(run, runLog) : undefined
-    if (run.webhook !== undefined) this.#deliverWebhooks(run, run.webhook, runLog)
+    if (run.webhook !== undefined || run.push !== undefined) this.#deliverWebhooks(run, runLog)
     const result = Promise.resolve().then(() => this.#options.launcher.launch(run, params, runLog, sink))
     if (recorder !== undefined) {
       result.catch((error: unknown) => {
@@ -124,9 +127,9 @@ export class RunRegistry {
     return recorder
   }
 
-  #deliverWebhooks(run: Run, webhook: ListedWebhook, log: FastifyBaseLogger): void {
+  #deliverWebhooks(run: Run, log: FastifyBaseLogger): void {
     const { store, replica, webhookDue } = this.#options
-    const delivering = deliverRunWebhooks(run, webhook, { outbox: store.outbox, replica, due: webhookDue, log })
+    const delivering = deliverRunWebhooks(run, { outbox: store.outbox, replica, due: webhookDue, log })
     this.#webhooksPending.add(delivering)
     void delivering.then(() => this.#webhooksPending.delete(delivering))
   }
@@ -137,6 +140,16 @@ export class RunRegistry {
     // A run without a webhook has none, but is there all the same; one no longer kept may still have its deliveries.
     if (deliveries.length === 0 && (await this.state(id, caller)) === undefined) return undefined
     return deliveries.map(deliveryState)
+  }
+
+  /** The A2A push configs a run of this caller's delivers to (from its deliveries: none before its agent starts). */
+  async pushesOf(id: string, caller: string): Promise<Array<Pick<WebhookDelivery, 'url'> & PushForm>> {
+    const deliveries = await this.#options.store.outbox.deliveriesOf(id)
+    const pushes = new Map<string, Pick<WebhookDelivery, 'url'> & PushForm>()
+    for (const { caller: owner, url, push } of deliveries) {
+      if (owner === caller && push !== undefined) pushes.set(push.config, { url, ...push })
+    }
+    return [...pushes.values()]
   }
 
   /** The whole diff of a worktree run of this caller's, kept on this replica; undefined when there is none. */

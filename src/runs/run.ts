@@ -6,7 +6,7 @@ import type { AgentObserver } from '../process/agent-process.js'
 import type { RunParams, RunResult, StopReason } from '../schemas/run.js'
 import type { Step } from '../schemas/steps.js'
 import { DEFAULT_WEBHOOK_EVENTS, type ListedWebhook } from '../schemas/webhooks.js'
-import type { RunError } from '../schemas/runs.js'
+import type { RunError, RunState } from '../schemas/runs.js'
 import type { RunWorkspace } from '../schemas/workspace.js'
 import type { RunLimits } from '../schemas/limits.js'
 import { finishedStatus } from './result.js'
@@ -35,6 +35,19 @@ export interface RunEvents {
 /** A run as a listing, a store and the API see it at one moment: its record, and how it was asked for. */
 export type RunSnapshot = Omit<RunRecord, 'replica'> & { kind: RunKind }
 
+/**
+ * An A2A task's push notifications: where, with the credentials its receiver gave, and its bodies in A2A's form (made
+ * by whoever speaks A2A: runs/ knows no protocol).
+ */
+export interface RunPush {
+  /** The config's id, as the task's push-notification configs name it. */
+  config: string
+  url: string
+  headers: Record<string, string>
+  /** The task at its start, or as it ended (a run lost is given as one whose status is `lost`). */
+  bodyOf: (moment: 'started' | 'finished', state: RunState) => string
+}
+
 export interface RunOpening {
   kind: RunKind
   tool: ToolName
@@ -42,6 +55,7 @@ export interface RunOpening {
   params: Pick<RunParams, 'task' | 'timeout' | 'webhook'>
   /** An A2A task's context, when it continues one. */
   context?: string
+  push?: RunPush
 }
 
 /**
@@ -64,6 +78,8 @@ export class Run extends EventEmitter<RunEvents> implements AgentObserver {
   readonly webhook: ListedWebhook | undefined
   /** An A2A task's context, when it continues one. */
   readonly context: string | undefined
+  /** An A2A task's push notifications, when its client asked for them. */
+  readonly push: RunPush | undefined
   readonly #controller = new AbortController()
   #phase: RunPhase = 'opened'
   #deadline: Date | null = null
@@ -81,10 +97,11 @@ export class Run extends EventEmitter<RunEvents> implements AgentObserver {
   readonly #ended: () => void
   readonly #whenEnded: Promise<void>
 
-  constructor({ kind, tool, caller, params, context }: RunOpening) {
+  constructor({ kind, tool, caller, params, context, push }: RunOpening) {
     super()
     this.kind = kind
     this.context = context
+    this.push = push
     this.tool = tool
     this.caller = caller
     this.task = taskExcerpt(params.task)

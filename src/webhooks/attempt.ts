@@ -66,7 +66,7 @@ Promise<AttemptOutcome> {
   return new Promise<AttemptOutcome>((resolve) => {
     const request = send(target.url, {
       method: 'POST',
-      headers: { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) },
+      headers: { 'content-type': 'application/json', ...headers, 'content-length': String(Buffer.byteLength(body)) },
       lookup: pinnedTo(target),
       agent: false,
       signal

@@ -29,6 +29,9 @@ export interface DispatcherOptions {
   resolve?: Resolver
 }
 
+/** A2A's JSON, as its push notifications are sent. */
+const A2A_MEDIA_TYPE = 'application/a2a+json'
+
 const DEFAULT_POLL_MS = 1000
 const DEFAULT_MAX_IN_FLIGHT = 16
 const DEFAULT_ATTEMPT_TIMEOUT_MS = 10_000
@@ -93,7 +96,7 @@ export class WebhookDispatcher {
     const { outbox } = this.#options
     const now = new Date()
     for (const orphan of await outbox.orphanedDeliveries()) {
-      await outbox.fireDelivery(orphan.id, lostRunBody(orphan.body, now), now)
+      await outbox.fireDelivery(orphan.id, orphan.push?.lostBody ?? lostRunBody(orphan.body, now), now)
     }
     const room = (this.#options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT) - this.#inFlight.size
     if (room <= 0) return
@@ -165,14 +168,17 @@ export class WebhookDispatcher {
   async #send(delivery: WebhookDelivery, at: Date): Promise<AttemptOutcome> {
     const { settings, userAgent, resolve } = this.#options
     const secrets = secretsOf(settings.secrets, delivery.caller)
-    if (secrets.length === 0) {
+    if (secrets.length === 0 && delivery.push === undefined) {
       return { kind: 'failed', status: null, error: 'its token has no webhook secret any more', durationMs: 0 }
     }
+    const signed = secrets.length === 0 ? {} : signedHeaders(secrets, delivery.id, at, delivery.body)
+    // An A2A push carries what its receiver asked for, in A2A's media type; signed as well where the token can sign.
+    const push = delivery.push === undefined ? {} : { ...delivery.push.headers, 'content-type': A2A_MEDIA_TYPE }
     try {
       const target = await checkedTarget(new URL(delivery.url), settings.allow, resolve)
       return await attemptDelivery({
         target,
-        headers: { ...signedHeaders(secrets, delivery.id, at, delivery.body), 'user-agent': userAgent },
+        headers: { ...signed, ...push, 'user-agent': userAgent },
         body: delivery.body,
         timeoutMs: this.#options.attemptTimeoutMs ?? DEFAULT_ATTEMPT_TIMEOUT_MS
       })
@@ -186,7 +192,7 @@ export class WebhookDispatcher {
     if (outcome.kind === 'delivered') return { state: 'delivered', nextAttemptAt: null }
     if (outcome.kind === 'gone') return { state: 'gone', nextAttemptAt: null }
     const { retryBaseMs, retryForMs } = this.#options.settings
-    if (secretsOf(this.#options.settings.secrets, delivery.caller).length === 0) {
+    if (delivery.push === undefined && secretsOf(this.#options.settings.secrets, delivery.caller).length === 0) {
       return { state: 'given_up', nextAttemptAt: null }
     }
     const failed = delivery.attempts.length + 1

@@ -18,6 +18,19 @@ export interface DeliveryAttempt {
  */
 export type DeliveryState = 'armed' | 'pending' | 'delivered' | 'gone' | 'given_up'
 
+/**
+ * A delivery in A2A's push-notification form rather than Standard Webhooks': sent with the credentials its receiver
+ * gave (no token's secret needed; signed too when the token has one), its body A2A's JSON.
+ */
+export interface PushForm {
+  /** The push-notification config it is for (A2A's id). */
+  config: string
+  /** What the receiver asked to be sent: `X-A2A-Notification-Token`, or `Authorization`. */
+  headers: Record<string, string>
+  /** The end to send if its run is lost (its replica died first), prepared as it was armed; null for a start. */
+  lostBody: string | null
+}
+
 /** One event of one run for its receiver, kept in the run store until delivered (at least once) or given up. */
 export interface WebhookDelivery {
   /** The `webhook-id` header: the same on every attempt, so a receiver can drop a repeat. */
@@ -34,6 +47,8 @@ export interface WebhookDelivery {
   state: DeliveryState
   attempts: DeliveryAttempt[]
   nextAttemptAt: string | null
+  /** Absent: a Standard Webhooks event, signed with its token's secrets. */
+  push?: PushForm
 }
 
 /** What follows an attempt: due again, or ended. */

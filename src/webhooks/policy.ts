@@ -17,16 +17,18 @@ export interface WebhookSettings {
 }
 
 /**
- * Checks what can be checked now: a secret for the caller, a URL of the right kind, and a host that resolves to
+ * Checks what can be checked now: a secret for the caller (for a delivery it signs: not an A2A push, sent with its
+ * receiver's own credentials), a URL of the right kind, and a host that resolves to
  * addresses it may reach. A name that does not resolve now is accepted: DNS may be down for a moment, and each attempt
  * resolves it again, checked again.
  */
 export async function webhookRefusal(
   settings: Pick<WebhookSettings, 'secrets' | 'allow'>,
   caller: string,
-  text: string
+  text: string,
+  signed = true
 ): Promise<WebhookRefusal | null> {
-  if (secretsOf(settings.secrets, caller).length === 0) return { code: 'WEBHOOKS_NOT_CONFIGURED' }
+  if (signed && secretsOf(settings.secrets, caller).length === 0) return { code: 'WEBHOOKS_NOT_CONFIGURED' }
   let url: URL
   try {
     url = new URL(text)

@@ -104,6 +104,24 @@ for (const [kind, open] of Object.entries(stores)) {
       t.same(await outbox.dueDeliveries(new Date(), 1), [due[0]], 'at most max')
     })
 
+    t.test('an A2A push keeps its form: its receiver’s headers, its config, its lost end', async (t) => {
+      const { outbox } = await open(t)
+      const [started, finished] = deliveriesOf()
+      const push = { config: 'cfg-1', headers: { 'x-a2a-notification-token': 'tok' } }
+      await outbox.addDeliveries([
+        { ...started, push: { ...push, lostBody: null } },
+        { ...finished, push: { ...push, lostBody: '{"task":{"status":{"state":"TASK_STATE_FAILED"}}}' } }
+      ])
+      const kept = await outbox.deliveriesOf(started.run)
+      t.same(kept.map((each) => each.push), [
+        { ...push, lostBody: null }, { ...push, lostBody: '{"task":{"status":{"state":"TASK_STATE_FAILED"}}}' }
+      ])
+      t.same((await outbox.dueDeliveries(new Date(), 10))[0]?.push, { ...push, lostBody: null }, 'as it is due')
+      const [plain] = deliveriesOf()
+      await outbox.addDeliveries([plain])
+      t.notOk('push' in (await outbox.deliveriesOf(plain.run))[0]!, 'a Standard Webhooks event has none')
+    })
+
     t.test('one attempt at a time: a claim holds the delivery until its attempt is recorded', async (t) => {
       const { outbox } = await open(t)
       const [started] = deliveriesOf()

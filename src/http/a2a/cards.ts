@@ -45,7 +45,7 @@ function card(site: CardSite, path: string, head: Pick<AgentCard, 'name' | 'desc
     provider: { organization: 'agent-runner', url: site.baseUrl },
     version: site.version,
     documentationUrl: `${site.baseUrl}/docs`,
-    capabilities: { streaming: true, pushNotifications: false, extensions: [], extendedAgentCard: false },
+    capabilities: { streaming: true, pushNotifications: true, extensions: [], extendedAgentCard: false },
     securitySchemes: site.secured ? BEARER : {},
     securityRequirements: site.secured ? [{ schemes: { bearer: { list: [] } } }] : [],
     defaultInputModes: ['text/plain'],

@@ -5,7 +5,7 @@ import type {
   TaskPushNotificationConfig
 } from '@a2a-js/sdk'
 import {
-  ExtendedAgentCardNotConfiguredError, PushNotificationNotSupportedError, RequestMalformedError,
+  ExtendedAgentCardNotConfiguredError, RequestMalformedError,
   TaskNotCancelableError, UnsupportedOperationError
 } from '@a2a-js/sdk/errors'
 import type { A2ARequestHandler, ServerCallContext } from '@a2a-js/sdk/server'
@@ -14,10 +14,12 @@ import type { ToolName } from '../../agents/catalog.js'
 import { serviceError, ServiceError } from '../../errors.js'
 import { parseFrame } from '../../runs/events.js'
 import type { RunRegistry } from '../../runs/registry.js'
+import type { RunPush } from '../../runs/run.js'
+import { randomUUID } from 'node:crypto'
 import type { RunState } from '../../schemas/runs.js'
 import { paramsOf } from '../run-params.js'
 import { a2aErrorOf } from './errors.js'
-import { contextOf, endUpdates, isTerminal, stepUpdate, taskEvent, taskOf, taskStateOf } from './tasks.js'
+import { contextOf, endUpdates, isTerminal, pushBody, stepUpdate, taskEvent, taskOf, taskStateOf } from './tasks.js'
 import { pageOf } from './pages.js'
 
 /** What a call carries beside its A2A parameters: set by the route in the context's state. */
@@ -43,6 +45,46 @@ const callOf = (context: ServerCallContext): CallState => context.state.get(CALL
 function checkedHistoryLength(historyLength: number | undefined): number | undefined {
   if (historyLength === undefined || (Number.isInteger(historyLength) && historyLength >= 0)) return historyLength
   throw new RequestMalformedError('historyLength must be a non-negative integer')
+}
+
+const ONLY_WITH_THE_MESSAGE =
+  'A push config is given with the message that creates its task (configuration.taskPushNotificationConfig).'
+
+/** The longest push URL taken, as a webhook's. */
+const PUSH_URL_MAX = 2048
+
+/** What a push's receiver asked to be sent: its own credentials, as A2A has them (Authorization first). */
+function pushHeaders(config: TaskPushNotificationConfig): Record<string, string> {
+  const { scheme, credentials } = config.authentication ?? { scheme: '', credentials: '' }
+  if (scheme !== '' && credentials !== '') return { authorization: `${scheme} ${credentials}` }
+  return config.token === '' ? {} : { 'x-a2a-notification-token': config.token }
+}
+
+/** A message's push config as its run's push notifications, in A2A's form; checked as webhooks are, at launch. */
+function pushOf(config: TaskPushNotificationConfig | undefined): RunPush | undefined {
+  if (config === undefined) return undefined
+  if (config.url === '' || config.url.length > PUSH_URL_MAX) {
+    throw refused(`configuration/taskPushNotificationConfig/url: a URL of at most ${String(PUSH_URL_MAX)} characters`)
+  }
+  return { config: config.id || randomUUID(), url: config.url, headers: pushHeaders(config), bodyOf: pushBody }
+}
+
+/** A push config as it was given, from what its deliveries keep. */
+function pushConfigOf(
+  taskId: string, push: Awaited<ReturnType<RunRegistry['pushesOf']>>[number]
+): TaskPushNotificationConfig {
+  const authorization = push.headers['authorization']
+  const space = authorization?.indexOf(' ') ?? -1
+  return {
+    tenant: '',
+    id: push.config,
+    taskId,
+    url: push.url,
+    token: push.headers['x-a2a-notification-token'] ?? '',
+    authentication: authorization === undefined
+      ? undefined
+      : { scheme: authorization.slice(0, space), credentials: authorization.slice(space + 1) }
+  }
 }
 
 const refused = (detail: string) => a2aErrorOf(new ServiceError('VALIDATION_ERROR', detail))
@@ -140,24 +182,40 @@ export class RunTasks implements A2ARequestHandler {
     return taskOf(cancelled ?? state)
   }
 
-  async createTaskPushNotificationConfig(): Promise<TaskPushNotificationConfig> {
-    throw new PushNotificationNotSupportedError()
+  /** A task's push config is given with the message that creates it: its deliveries are armed as its agent starts. */
+  async createTaskPushNotificationConfig(
+    params: TaskPushNotificationConfig, context: ServerCallContext
+  ): Promise<TaskPushNotificationConfig> {
+    await this.#owned(params.taskId, callOf(context).caller)
+    throw new UnsupportedOperationError(ONLY_WITH_THE_MESSAGE)
   }
 
   async getTaskPushNotificationConfig(
-    _params: GetTaskPushNotificationConfigRequest
+    params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
   ): Promise<TaskPushNotificationConfig> {
-    throw new PushNotificationNotSupportedError()
+    const found = (await this.#pushConfigs(params.taskId, context)).find((config) => config.id === params.id)
+    if (found === undefined) throw a2aErrorOf(serviceError('RUN_NOT_FOUND', `${params.taskId}/${params.id}`))
+    return found
   }
 
   async listTaskPushNotificationConfigs(
-    _params: ListTaskPushNotificationConfigsRequest
+    params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
   ): Promise<ListTaskPushNotificationConfigsResponse> {
-    throw new PushNotificationNotSupportedError()
+    return { configs: await this.#pushConfigs(params.taskId, context), nextPageToken: '' }
   }
 
-  async deleteTaskPushNotificationConfig(_params: DeleteTaskPushNotificationConfigRequest): Promise<void> {
-    throw new PushNotificationNotSupportedError()
+  async deleteTaskPushNotificationConfig(
+    params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
+  ): Promise<void> {
+    await this.#owned(params.taskId, callOf(context).caller)
+    throw new UnsupportedOperationError('A task’s push config lasts as long as the task: its deliveries are armed.')
+  }
+
+  /** A task's push configs as its client gave them, read back from its deliveries. */
+  async #pushConfigs(taskId: string, context: ServerCallContext): Promise<TaskPushNotificationConfig[]> {
+    const { caller } = callOf(context)
+    await this.#owned(taskId, caller)
+    return (await this.#runs.pushesOf(taskId, caller)).map((push) => pushConfigOf(taskId, push))
   }
 
   /** A task of this tool's and this caller's; any other is not found, as REST's runs are. */
@@ -195,8 +253,9 @@ export class RunTasks implements A2ARequestHandler {
     const resume = continued === undefined ? {} : { resume: continued.session }
     const runParams = paramsOf({ ...metadata, ...resume, task: taskText(message) })
     if (runParams instanceof ServiceError) throw a2aErrorOf(runParams)
+    const push = pushOf(params.configuration?.taskPushNotificationConfig)
     const launched = this.#runs.launch({
-      kind: 'async', tool, params: runParams, caller, log, context: continued?.context
+      kind: 'async', tool, params: runParams, caller, log, context: continued?.context, push
     })
     return { run: await launched.accepted(), result: launched.result }
   }

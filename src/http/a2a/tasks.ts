@@ -1,4 +1,4 @@
-import { Role, TaskState, type Artifact, type Message, type Part, type StreamResponse, type Task } from '@a2a-js/sdk'
+import { Role, StreamResponse, TaskState, type Artifact, type Message, type Part, type Task } from '@a2a-js/sdk'
 import type { RunEvent } from '../../schemas/events.js'
 import type { RunResult } from '../../schemas/run.js'
 import type { RunState } from '../../schemas/runs.js'
@@ -181,3 +181,21 @@ export function endUpdates(state: RunState): StreamResponse[] {
 }
 
 export const taskEvent = (task: Task): StreamResponse => ({ payload: { $case: 'task', value: task } })
+
+/**
+ * A push notification's body, A2A's StreamResponse JSON: as the task starts, a WORKING status update; as it ends (or is
+ * lost), the whole task, its artifacts with it.
+ */
+export function pushBody(moment: 'started' | 'finished', state: RunState): string {
+  const event: StreamResponse = moment === 'finished'
+    ? taskEvent(taskOf(state))
+    : {
+        payload: {
+          $case: 'statusUpdate',
+          value: {
+            taskId: state.id, contextId: contextOf(state), status: taskOf(state).status, metadata: runMetadata(state)
+          }
+        }
+      }
+  return JSON.stringify(StreamResponse.toJSON(event))
+}

@@ -33,7 +33,12 @@ const StoredDelivery = Type.Object({
     error: Nullable(Type.String()),
     durationMs: Type.Number()
   })),
-  nextAttemptAt: Nullable(Type.String())
+  nextAttemptAt: Nullable(Type.String()),
+  push: Type.Optional(Type.Object({
+    config: Type.String(),
+    headers: Type.Record(Type.String(), Type.String()),
+    lostBody: Nullable(Type.String())
+  }))
 })
 
 /**

@@ -1,5 +1,5 @@
 import type BetterSqlite3 from 'better-sqlite3'
-import type { AfterAttempt, DeliveryAttempt, WebhookDelivery, WebhookOutbox } from '../../webhooks/outbox.js'
+import type { AfterAttempt, DeliveryAttempt, PushForm, WebhookDelivery, WebhookOutbox } from '../../webhooks/outbox.js'
 import { LocalClaims } from './local-claims.js'
 
 /**
@@ -19,7 +19,8 @@ const SCHEMA = `
     state TEXT NOT NULL,
     attempts TEXT NOT NULL,
     next_attempt_at TEXT,
-    ended_at TEXT
+    ended_at TEXT,
+    push TEXT
   );
   -- Every poll reads what is due (and the armed ones, for orphans) without reading the delivered.
   CREATE INDEX IF NOT EXISTS webhook_deliveries_due ON webhook_deliveries (state, next_attempt_at, created_at);
@@ -27,14 +28,17 @@ const SCHEMA = `
   CREATE INDEX IF NOT EXISTS webhook_deliveries_ended ON webhook_deliveries (ended_at) WHERE ended_at IS NOT NULL;
 `
 
-/** A row as the statements read it: every column named as the delivery's field, its attempts still JSON. */
-type DeliveryRow = Omit<WebhookDelivery, 'attempts'> & { attempts: string }
+/** A row as the statements read it: every column named as the delivery's field, its attempts and push form JSON. */
+type DeliveryRow = Omit<WebhookDelivery, 'attempts' | 'push'> & { attempts: string; push: string | null }
 
-const toDelivery = (row: DeliveryRow): WebhookDelivery =>
-  ({ ...row, attempts: JSON.parse(row.attempts) as DeliveryAttempt[] })
+const toDelivery = ({ push, ...row }: DeliveryRow): WebhookDelivery => ({
+  ...row,
+  attempts: JSON.parse(row.attempts) as DeliveryAttempt[],
+  ...(push === null ? {} : { push: JSON.parse(push) as PushForm })
+})
 
 const COLUMNS = 'id, run, caller, type, url, body, created_at AS createdAt, replica, state, attempts, ' +
-  'next_attempt_at AS nextAttemptAt'
+  'next_attempt_at AS nextAttemptAt, push'
 
 export interface SqliteOutboxOptions {
   /** This life of the service: an armed delivery of any other waits for a run that died with it. */
@@ -58,12 +62,16 @@ export class SqliteOutbox implements WebhookOutbox {
     this.#options = options
     this.#db = db
     db.exec(SCHEMA)
+    // A file an older version made: its deliveries were all Standard Webhooks'.
+    const columns = db.pragma('table_info(webhook_deliveries)') as Array<{ name: string }>
+    const hasPush = columns.some((column) => column.name === 'push')
+    if (!hasPush) db.exec('ALTER TABLE webhook_deliveries ADD COLUMN push TEXT')
     this.#statements = {
       insert: db.prepare(
         'INSERT OR REPLACE INTO webhook_deliveries (id, run, caller, type, url, body, created_at, replica, state, ' +
-          'attempts, next_attempt_at, ended_at) ' +
+          'attempts, next_attempt_at, ended_at, push) ' +
           'VALUES (@id, @run, @caller, @type, @url, @body, @createdAt, @replica, @state, @attempts, @nextAttemptAt, ' +
-          'NULL)'
+          'NULL, @push)'
       ),
       // Only while armed: a delivery already fired keeps the body its attempts sign, whoever fires it again.
       fire: db.prepare<[string, string, string]>(
@@ -93,7 +101,10 @@ export class SqliteOutbox implements WebhookOutbox {
     const { insert } = this.#statements
     // All of a run's or none: its run.finished is never kept without its run.started.
     this.#db.transaction(() => {
-      for (const delivery of deliveries) insert.run({ ...delivery, attempts: JSON.stringify(delivery.attempts) })
+      for (const delivery of deliveries) {
+        const push = delivery.push === undefined ? null : JSON.stringify(delivery.push)
+        insert.run({ ...delivery, attempts: JSON.stringify(delivery.attempts), push })
+      }
     })()
   }
 

@@ -1,0 +1,111 @@
+import t from 'tap'
+import { once } from 'node:events'
+import { join } from 'node:path'
+import { TaskState, type TaskPushNotificationConfig } from '@a2a-js/sdk'
+import type { Client } from '@a2a-js/sdk/client'
+import type { sendMessage as send } from '../helpers/a2a.js'
+import {
+  a2aClient, a2aRefusal, a2aService, BINDINGS, userMessage
+} from '../helpers/a2a.js'
+import { readPidFile, scenario, startServer, tempDir, until } from '../helpers/index.js'
+import { webhookReceiver, type Received } from '../helpers/webhook-receiver.js'
+
+// A2A push notifications through the service's webhook delivery: the client's URL and credentials, A2A's JSON, the
+// same retries, durability and address policy as webhooks; no webhook secret needed (nothing is signed for them).
+
+const ALICE = 'secret-a'
+const LOOPBACK = { WEBHOOK_ALLOW_HOSTS: '127.0.0.0/8', WEBHOOK_RETRY_BASE_MS: '100' }
+
+const pushConfig = (url: string, fields: Partial<TaskPushNotificationConfig> = {}): TaskPushNotificationConfig => ({
+  tenant: '', id: '', taskId: '', url, token: '', authentication: undefined, ...fields
+})
+
+const sendWithPush = (client: Client, text: string, config: TaskPushNotificationConfig, returnImmediately = false) =>
+  client.sendMessage({
+    tenant: '',
+    message: userMessage(text),
+    configuration: { acceptedOutputModes: [], taskPushNotificationConfig: config, returnImmediately },
+    metadata: undefined
+  }) as ReturnType<typeof send>
+
+const bodyOf = (received: Received): Record<string, any> => JSON.parse(received.body) as Record<string, any>
+
+for (const binding of BINDINGS) {
+  t.test(`${binding}: the task’s start and end go to the client’s URL, with its token, in A2A’s JSON`, async (t) => {
+    const hook = await webhookReceiver(t, () => 200)
+    const { base } = await a2aService(t, LOOPBACK)
+    const client = await a2aClient(base, '/a2a/codex_run', ALICE, binding)
+    const task = await sendWithPush(client, 'hello', pushConfig(hook.url, { id: 'cfg-1', token: 'tok-1' }))
+    await until(() => hook.received.length, (count) => count >= 2, 10_000, 'the start and the end')
+    const [started, finished] = hook.received
+    for (const each of [started!, finished!]) {
+      t.equal(each.headers['x-a2a-notification-token'], 'tok-1', 'the client’s token')
+      t.match(each.headers['content-type'], /^application\/a2a\+json/)
+      t.equal(each.headers['webhook-signature'], undefined, 'nothing signed: the token has no webhook secret')
+    }
+    t.match(bodyOf(started!), { statusUpdate: { taskId: task.id, status: { state: 'TASK_STATE_WORKING' } } })
+    t.match(bodyOf(finished!), {
+      task: { id: task.id, status: { state: 'TASK_STATE_COMPLETED' }, artifacts: [{ artifactId: 'answer' }] }
+    })
+    t.match(await client.getTaskPushNotificationConfig({ tenant: '', taskId: task.id, id: 'cfg-1' }),
+      { id: 'cfg-1', taskId: task.id, url: hook.url, token: 'tok-1' }, 'the config reads back')
+    t.same((await client.listTaskPushNotificationConfig({ tenant: '', taskId: task.id, pageSize: 0, pageToken: '' }))
+      .configs.map((config) => config.id), ['cfg-1'])
+    t.match(await a2aRefusal(client.getTaskPushNotificationConfig({ tenant: '', taskId: task.id, id: 'nope' })),
+      { name: 'TaskNotFoundError' })
+    t.match(await a2aRefusal(client.createTaskPushNotificationConfig(pushConfig(hook.url, { taskId: task.id }))),
+      { name: 'UnsupportedOperationError', message: /with the message/ }, 'a config comes with the message')
+    t.match(await a2aRefusal(client.deleteTaskPushNotificationConfig({ tenant: '', taskId: task.id, id: 'cfg-1' })),
+      { name: 'UnsupportedOperationError' })
+  })
+}
+
+t.test('credentials go as A2A has them; a refused delivery is retried; the address policy holds', async (t) => {
+  const hook = await webhookReceiver(t, (_request, index) => (index === 0 ? 503 : 200))
+  const { base } = await a2aService(t, LOOPBACK)
+  const client = await a2aClient(base, '/a2a/codex_run', ALICE)
+  const authentication = { scheme: 'Bearer', credentials: 'the-receivers-own' }
+  const task = await sendWithPush(client, 'hello', pushConfig(hook.url, { token: 'ignored', authentication }))
+  await until(() => hook.received.length, (count) => count >= 3, 10_000, 'a refusal, then the start and the end')
+  t.equal(hook.received[0]!.headers.authorization, 'Bearer the-receivers-own')
+  t.equal(hook.received[0]!.headers['x-a2a-notification-token'], undefined, 'Authorization, not the token header')
+  t.same(hook.received.slice(1).map((each) => Object.keys(bodyOf(each))[0]).sort(), ['statusUpdate', 'task'],
+    'the refused one again, and the other')
+  const listing = { tenant: '', taskId: task.id, pageSize: 0, pageToken: '' }
+  const configs = await client.listTaskPushNotificationConfig(listing)
+  t.match(configs.configs, [{ id: String, authentication }], 'an id given when the client gave none')
+
+  const outside = await a2aService(t, {})
+  const strict = await a2aClient(outside.base, '/a2a/codex_run', ALICE)
+  t.match(await a2aRefusal(sendWithPush(strict, 'hello', pushConfig(hook.url))),
+    { name: 'RequestMalformedError', code: 'WEBHOOK_URL_NOT_ALLOWED' }, 'loopback is not for pushes either')
+  t.match(await a2aRefusal(sendWithPush(strict, 'hello', pushConfig(''))),
+    { name: 'RequestMalformedError', code: 'VALIDATION_ERROR' })
+  const listed = (await (await fetch(`${outside.base}/runs`, { headers: { authorization: `Bearer ${ALICE}` } })).json())
+  t.same(listed, { runs: [] }, 'nothing started for them')
+})
+
+t.test('SQLite: a task whose service was SIGKILLed mid-run is pushed as failed by the next start', async (t) => {
+  const hook = await webhookReceiver(t, () => 200)
+  const dataDir = tempDir(t)
+  const env = { ...LOOPBACK, DATA_DIR: dataDir, API_TOKENS: 'alice:secret-a' }
+  const first = await startServer(t, env)
+  const client = await a2aClient(first.base, '/a2a/crush_run', ALICE)
+  const pidFile = join(tempDir(t), 'agent.pid')
+  const task = await sendWithPush(client, scenario.writePid(pidFile, 600_000), pushConfig(hook.url), true)
+  await readPidFile(pidFile)
+  await until(() => hook.received.length, (count) => count === 1, 10_000, 'its start')
+  const exited = once(first.child, 'exit')
+  first.child.kill('SIGKILL')
+  await exited
+  await startServer(t, env)
+  await until(() => hook.received.length, (count) => count === 2, 10_000, 'the lost task’s end')
+  t.match(bodyOf(hook.received[1]!), {
+    task: {
+      id: task.id,
+      status: { state: 'TASK_STATE_FAILED', message: { parts: [{ text: /died/ }] } },
+      metadata: { run: { status: 'lost' } }
+    }
+  })
+  t.equal(task.status?.state, TaskState.TASK_STATE_WORKING)
+})
