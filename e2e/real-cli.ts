@@ -24,6 +24,8 @@ import { npmTool } from '../test/helpers/npm-tool.js'
 import { runThrough, SURFACES, type Surface } from '../test/helpers/surfaces.js'
 import { directoryOf, realUser, type RealUser } from '../test/helpers/users.js'
 import { callerGit } from '../test/workspaces/repos.js'
+import { TaskState } from '@a2a-js/sdk'
+import { a2aClient, answerOf, sendMessage, userMessage } from '../test/helpers/a2a.js'
 
 /** A real agent CLI as the suite drives it: where it comes from, the model server it speaks to, how it is set up. */
 export interface RealCli {
@@ -369,6 +371,27 @@ export function provePromises(t: Test, cli: RealCli): void {
     )
     const earlier = ['MARKER-ALPHA', 'FIRST-TOOL-OUTPUT', 'ANSWER-ONE', 'MARKER-BETA', 'ANSWER-TWO']
     continued(t, service.model.conversations(since)[0], earlier, 'MARKER-GAMMA', 'MCP')
+  })
+
+  t.test('A2A: a message in an earlier task’s context continues its session: the model gets it all, ' +
+    'the new task last', async (t) => {
+    const service = await serviceFor(t, cli, answering('ANSWER-ONE'))
+    const client = await a2aClient(service.base, `/a2a/${service.tool}`, '')
+    const first = await sendMessage(client, userMessage('first task MARKER-ALPHA', {
+      cwd: workdir(t, service), timeout: 300
+    }))
+    t.equal(first.status?.state, TaskState.TASK_STATE_COMPLETED, 'the first task ran its command and answered')
+    t.match(answerOf(first), /ANSWER-ONE/)
+    service.model.rescript(answering('ANSWER-TWO'))
+    const since = service.model.requests.length
+    // No cwd: the context's session knows where it ran.
+    const second = await sendMessage(client, {
+      ...userMessage('--help second task MARKER-BETA', { timeout: 300 }), contextId: first.contextId
+    })
+    t.match(second, { contextId: first.contextId, status: { state: TaskState.TASK_STATE_COMPLETED } })
+    t.match(answerOf(second), /ANSWER-TWO/, 'the same session went on')
+    const earlier = ['MARKER-ALPHA', 'FIRST-TOOL-OUTPUT', 'ANSWER-ONE']
+    continued(t, service.model.conversations(since)[0], earlier, 'MARKER-BETA', 'A2A')
   })
 
   t.test('the deadline in the middle of a long command: the command and the CLI are gone, ' +

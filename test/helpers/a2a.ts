@@ -22,12 +22,13 @@ export const BINDINGS: Binding[] = ['JSONRPC', 'HTTP+JSON']
 const headersOf = (init: RequestInit | undefined): Record<string, string> =>
   Object.fromEntries(new Headers(init?.headers).entries())
 
-/** The SDK's client for the agent at `path`, found from its card, on `binding`, with the token when one is given. */
+/** The SDK's client for the agent at `path`, found from its card, on `binding`, with the token ('' for none). */
 export async function a2aClient(
   base: string, path: string, token: string, binding: Binding = 'JSONRPC'
 ): Promise<Client> {
-  const fetchImpl: typeof fetch = (input, init) =>
-    fetch(input, { ...init, headers: { ...headersOf(init), authorization: `Bearer ${token}` } })
+  const fetchImpl: typeof fetch = (input, init) => fetch(input, {
+    ...init, headers: { ...headersOf(init), ...(token === '' ? {} : { authorization: `Bearer ${token}` }) }
+  })
   // The SDK types its options as classes it does not export; its README passes plain objects, as here.
   /* eslint-disable @typescript-eslint/no-unsafe-class-instance-assignment */
   const transports = [new JsonRpcTransportFactory({ fetchImpl }), new RestTransportFactory({ fetchImpl })]
