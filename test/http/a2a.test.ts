@@ -4,7 +4,7 @@ import {
   a2aClient, a2aService, a2aRefusal, allTasks, answerOf, BINDINGS, sendMessage as send, userMessage
 } from '../helpers/a2a.js'
 import {
-  echoed, getRun, heldAgent, isAlive, readPidFile, scenario, standInEnv, tempDir, until
+  echoed, getRun, heldAgent, isAlive, readPidFile, releaseStep, scenario, standInEnv, tempDir, until
 } from '../helpers/index.js'
 
 // The agents as A2A 1.0 agents, driven by the official SDK's client, unmodified, over a listening service and over
@@ -69,6 +69,30 @@ for (const binding of BINDINGS) {
       t.match(artifact?.payload?.value, { artifact: { artifactId: 'answer' } })
       const last = events.at(-1)?.payload
       t.match(last, { $case: 'statusUpdate', value: { status: { state: TaskState.TASK_STATE_COMPLETED } } })
+    })
+
+  t.test(`${binding}: a client whose stream broke resubscribes: the task goes on, and so does its stream`,
+    async (t) => {
+      const { base } = await a2aService(t)
+      const client = await a2aClient(base, '/a2a/claude_run', ALICE, binding)
+      const dir = tempDir(t)
+      const stream = client.sendMessageStream({
+        tenant: '', message: userMessage(scenario.gated(dir, 'out:one')), configuration: undefined, metadata: undefined
+      })
+      const first = await stream.next()
+      t.equal(first.value?.payload?.$case, 'task')
+      const task = first.value!.payload!.value as { id: string }
+      // The client goes: its stream closes, the task does not.
+      await stream.return(undefined)
+      t.equal((await client.getTask({ tenant: '', id: task.id })).status?.state, TaskState.TASK_STATE_WORKING)
+      const again: StreamResponse[] = []
+      const resubscribed = client.resubscribeTask({ tenant: '', id: task.id })
+      const opening = await resubscribed.next()
+      t.match(opening.value?.payload, { $case: 'task', value: { id: task.id } }, 'the task as it is, first')
+      releaseStep(dir, 1)
+      for await (const event of resubscribed) again.push(event)
+      t.match(again.at(-1)?.payload, { value: { status: { state: TaskState.TASK_STATE_COMPLETED } } }, 'to its end')
+      t.ok(again.some((event) => event.payload?.$case === 'artifactUpdate'), 'with its answer')
     })
 
   t.test(`${binding}: CancelTask stops the agent and its tree; an ended task is not cancelable`, async (t) => {
