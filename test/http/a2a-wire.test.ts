@@ -309,6 +309,18 @@ t.test('a JSON-RPC request the transport cannot read is answered by the transpor
   t.match(await post({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: [] }), { error: { code: -32602 } })
   t.match(await post({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: 'x' } }),
     { error: { code: -32602, message: /messageId/ } })
+  const garbled = await fetch(`${base}/a2a/codex_run`, { method: 'POST', headers, body: '{"jsonrpc": "2.0", "id": 1,' })
+  t.equal(garbled.status, 200, 'no JSON: the transport’s own refusal, not the REST API’s')
+  t.match(await garbled.json(), { jsonrpc: '2.0', id: null, error: { code: -32602 } })
+  const poisoned = await fetch(`${base}/a2a/codex_run`, {
+    method: 'POST', headers, body: '{"jsonrpc": "2.0", "id": 1, "__proto__": {"admin": true}}'
+  })
+  t.equal(poisoned.status, 400, 'a prototype poisoning is refused before any transport, as everywhere')
+  const restGarbled = await fetch(`${base}/a2a/codex_run/message:send`, {
+    method: 'POST', headers, body: '{"message":'
+  })
+  t.equal(restGarbled.status, 400)
+  t.match(await restGarbled.json(), { error: { details: [{ reason: 'INVALID_PARAMS' }] } })
   const notAList = { message: { messageId: 'm', parts: 5 } }
   t.match(await post({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: notAList }),
     { error: { code: -32602, data: [{ metadata: { code: 'VALIDATION_ERROR' } }] } }, 'parts that are no list: no text')

@@ -51,6 +51,16 @@ export const a2aCards: FastifyPluginAsync<A2aOptions> = async (app, options) => 
   }
 }
 
+/** Text no JSON parser reads (rather than JSON refused for what it holds: a `__proto__` key). */
+function isNoJson(text: string): boolean {
+  try {
+    JSON.parse(text)
+    return false
+  } catch {
+    return true
+  }
+}
+
 /** `<id>` or `<id>:<verb>`, as the HTTP+JSON binding names a task and what to do with it. */
 function taskOperation(ref: string, verbs: Record<string, TaskOperation>): HttpJsonOperation | null {
   const colon = ref.indexOf(':')
@@ -63,12 +73,20 @@ function taskOperation(ref: string, verbs: Record<string, TaskOperation>): HttpJ
  * its runs): JSON-RPC at the agent's path, HTTP+JSON's resources under it.
  */
 export const a2aRoutes: FastifyPluginAsync<A2aOptions> = async (app, options) => {
-  // A2A's own media type is JSON as well; and HTTP+JSON clients send a JSON content type with no body where an
-  // operation takes none (the SDK's cancel).
+  // A2A's own media type is JSON as well; HTTP+JSON clients send a JSON content type with no body where an operation
+  // takes none (the SDK's cancel); and a body that is no JSON is the protocol's to refuse, in its own error (JSON-RPC's
+  // transport parses the text itself), not the REST API's.
   const json = app.getDefaultJsonParser('error', 'error')
   app.removeContentTypeParser('application/json')
-  app.addContentTypeParser(['application/json', 'application/a2a+json'], { parseAs: 'string' }, (request, body, done) =>
-    body === '' ? done(null, undefined) : json(request, body as string, done))
+  const types = ['application/json', 'application/a2a+json']
+  app.addContentTypeParser(types, { parseAs: 'string' }, (request, body, done) => {
+    if (body === '') return done(null, undefined)
+    const text = body as string
+    void json(request, text, (error, parsed) => {
+      if (error !== null && isNoJson(text)) return done(null, text)
+      done(error, parsed)
+    })
+  })
   for (const tool of agents(options.tools)) {
     const path = agentPath(tool?.name)
     const callOf = (request: FastifyRequest, reply: FastifyReply): A2aCall => ({
