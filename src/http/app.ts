@@ -127,7 +127,15 @@ export const routesPlugin = fp<RoutesOptions>(async (app, options) => {
   await registerOpenApi(app, Object.values(tools).map((tool) => tool.spec.agent), options.publicUrl)
   // The page needs no token to load (it asks for one); nor do A2A's cards (discovery says how to authenticate).
   await app.register(consoleRoutes)
-  const a2a = { tools, runs, version, publicUrl: options.publicUrl, secured: apiTokens.length > 0, heartbeatMs }
+  const a2a = {
+    tools,
+    runs,
+    version,
+    publicUrl: options.publicUrl,
+    secured: apiTokens.length > 0,
+    heartbeatMs,
+    onRejection: (tool: string, code: string) => metrics.observeRejection(tool, code)
+  }
   await app.register(a2aCards, a2a)
   await app.register(async (authenticated) => {
     await requireBearerToken(authenticated, apiTokens)

@@ -167,6 +167,10 @@ for (const binding of BINDINGS) {
           info: { domain: 'agent-runner', reason: 'AGENT_LIMIT_REACHED', metadata: { status: '429' } }
         }
       : { statusCode: 429, message: /1/ }, 'a full tool: not now, in the service’s own terms')
+    const metrics = await (await fetch(`${base}/metrics`)).text()
+    t.match(metrics, /^agent_runner_rejections_total\{tool="codex_run",reason="VALIDATION_ERROR"\} 4$/m,
+      'counted as REST’s refusals are')
+    t.match(metrics, /^agent_runner_rejections_total\{tool="codex_run",reason="AGENT_LIMIT_REACHED"\} 1$/m)
   })
 
   t.test(`${binding}: the service’s agent runs the tool the message names, and knows every tool’s tasks`, async (t) => {

@@ -6,6 +6,7 @@ import type { ToolName } from '../../agents/catalog.js'
 import type { AgentTool } from '../../agents/tools.js'
 import type { RunRegistry } from '../../runs/registry.js'
 import { serviceCard, toolCard, type CardSite } from './cards.js'
+import type { RejectionObserver } from '../error-handler.js'
 import { guarded } from './guarded.js'
 import { RunTasks, withCall } from './handler.js'
 
@@ -20,6 +21,8 @@ export interface A2aCall {
   heartbeatMs: number
   /** undefined: a Last-Event-ID this service never gives. */
   lastEventId: number | undefined
+  /** A refused call counts as a refused REST request does (metrics). */
+  onRejection: RejectionObserver
 }
 
 /** The agent a call speaks to, its handler, and the SDK's context for the call (who asks, which version). */
@@ -48,5 +51,7 @@ export function dispatch(call: A2aCall, binding: 'JSONRPC' | 'HTTP+JSON', gone: 
   )
   validateVersion(context.requestedVersion, card, binding)
   const toolNames = tools.map((each) => each.name)
-  return { handler: guarded(new RunTasks(call.runs, call.tool, toolNames, card), request.log), context }
+  const refused = (code: string) => call.onRejection(call.tool ?? 'unknown', code)
+  const handler = new RunTasks(call.runs, call.tool, toolNames, card)
+  return { handler: guarded(handler, { log: request.log, refused }), context }
 }

@@ -3,6 +3,7 @@ import type { ToolName } from '../../agents/catalog.js'
 import type { AgentTool } from '../../agents/tools.js'
 import { parseEventId } from '../../runs/event-log.js'
 import type { RunRegistry } from '../../runs/registry.js'
+import type { RejectionObserver } from '../error-handler.js'
 import type { A2aCall } from './call.js'
 import { agentPath, type CardSite } from './cards.js'
 import type { AgentOperation, ConfigOperation, HttpJsonOperation, TaskOperation } from './http-json.js'
@@ -15,6 +16,7 @@ interface A2aOptions {
   publicUrl: string | undefined
   secured: boolean
   heartbeatMs: number
+  onRejection: RejectionObserver
 }
 
 /**
@@ -97,7 +99,8 @@ export const a2aRoutes: FastifyPluginAsync<A2aOptions> = async (app, options) =>
       runs: options.runs,
       site: siteOf(options, request),
       heartbeatMs: options.heartbeatMs,
-      lastEventId: parseEventId(String(request.headers['last-event-id'] ?? '0'))
+      lastEventId: parseEventId(String(request.headers['last-event-id'] ?? '0')),
+      onRejection: options.onRejection
     })
     app.post(path, hidden, async (request, reply) => {
       const { answerJsonRpc } = await loadProtocol()
