@@ -219,6 +219,11 @@ export class RunLauncher {
     })
   }
 
+  /** An A2A push given to a run that runs already: refused as one given at its launch is. */
+  async assertPushTarget(caller: string, url: string): Promise<void> {
+    await this.#assertWebhook(caller, url, false)
+  }
+
   /** A webhook the run could never deliver, or should never reach, is refused before anything else is done. */
   async #assertWebhook(caller: string, url: string, signed = true): Promise<void> {
     const refusal = await webhookRefusal(this.#deps.webhooks, caller, url, signed)

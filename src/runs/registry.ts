@@ -13,10 +13,13 @@ import { Run, type RunKind, type RunPush } from './run.js'
 import { isEnd, type RunPhase } from './run-phase.js'
 import { RunRecorder } from './run-recorder.js'
 import { stateOf } from './run-state.js'
-import { deliverRunWebhooks } from './run-webhooks.js'
+import { deliverRunWebhooks, fireEnds, pushDeliveries, type PushBody } from './run-webhooks.js'
 import { deliveryState } from './delivery-state.js'
 import type { RunRecord, RunStore } from './stores/run-store.js'
 import type { PushForm, WebhookDelivery } from '../webhooks/outbox.js'
+
+/** A run's status once it has ended, however. */
+const isEndStatus = (status: RunState['status']): boolean => status !== 'queued' && status !== 'running'
 
 /** Who hears what the runs do (the service's metrics): told, never asked, so runs/ imports none of it. */
 interface RunsObserver {
@@ -43,6 +46,8 @@ export interface RegistryOptions {
   webhookDue: () => void
   /** Where worktree runs' whole diffs are kept. */
   diffs: Pick<RunWorktrees, 'diff'>
+  /** An A2A push's bodies (runs/ knows no protocol). */
+  pushBody: PushBody
 }
 
 /** Everything a run is asked for with, by every route: the one door into runs/. */
@@ -107,7 +112,8 @@ export class RunRegistry {
     if (this.#shuttingDown) run.stop('shutdown')
     const runLog = kind === 'async' ? log.child({ run: run.id }) : log
     const recorder = kind === 'async' ? this.#record(run, runLog) : undefined
-    if (run.webhook !== undefined || run.push !== undefined) this.#deliverWebhooks(run, runLog)
+    // An async run may be given a push config while it runs (A2A): its end fires whatever is armed by then.
+    if (run.webhook !== undefined || run.push !== undefined || kind === 'async') this.#deliverWebhooks(run, runLog)
     const result = Promise.resolve().then(() => this.#options.launcher.launch(run, params, runLog, sink))
     if (recorder !== undefined) {
       result.catch((error: unknown) => {
@@ -128,8 +134,8 @@ export class RunRegistry {
   }
 
   #deliverWebhooks(run: Run, log: FastifyBaseLogger): void {
-    const { store, replica, webhookDue } = this.#options
-    const delivering = deliverRunWebhooks(run, { outbox: store.outbox, replica, due: webhookDue, log })
+    const { store, replica, webhookDue, pushBody } = this.#options
+    const delivering = deliverRunWebhooks(run, { outbox: store.outbox, replica, due: webhookDue, pushBody, log })
     this.#webhooksPending.add(delivering)
     void delivering.then(() => this.#webhooksPending.delete(delivering))
   }
@@ -150,6 +156,32 @@ export class RunRegistry {
       if (owner === caller && push !== undefined) pushes.set(push.config, { url, ...push })
     }
     return [...pushes.values()]
+  }
+
+  /**
+   * A push config added to an async run of this caller's as it waits or runs: its current status sent at once, its end
+   * armed for whichever replica ends it (or fired now, if it ended as this was added). undefined: no such run.
+   */
+  async addPush(id: string, caller: string, push: RunPush): Promise<RunState | undefined> {
+    const { store, replica, webhookDue, pushBody } = this.#options
+    const state = await this.state(id, caller)
+    if (state?.kind !== 'async') return undefined
+    await this.#options.launcher.assertPushTarget(caller, push.url)
+    const runsOn = (await store.get(id))?.replica ?? replica
+    await store.outbox.addDeliveries(await pushDeliveries(push, state, { caller, replica: runsOn }, pushBody))
+    webhookDue()
+    const now = (await this.state(id, caller))!
+    if (isEndStatus(now.status)) await fireEnds(store.outbox, id, now, pushBody)
+    return now
+  }
+
+  /** A run's push config removed: what it had not sent yet is not sent. false when the run has no such config. */
+  async dropPush(id: string, caller: string, config: string): Promise<boolean> {
+    const { outbox } = this.#options.store
+    const its = (await outbox.deliveriesOf(id))
+      .filter((delivery) => delivery.caller === caller && delivery.push?.config === config)
+    for (const delivery of its) await outbox.dropDelivery(delivery.id)
+    return its.length > 0
   }
 
   /** The whole diff of a worktree run of this caller's, kept on this replica; undefined when there is none. */

@@ -6,7 +6,7 @@ import type { AgentObserver } from '../process/agent-process.js'
 import type { RunParams, RunResult, StopReason } from '../schemas/run.js'
 import type { Step } from '../schemas/steps.js'
 import { DEFAULT_WEBHOOK_EVENTS, type ListedWebhook } from '../schemas/webhooks.js'
-import type { RunError, RunState } from '../schemas/runs.js'
+import type { RunError } from '../schemas/runs.js'
 import type { RunWorkspace } from '../schemas/workspace.js'
 import type { RunLimits } from '../schemas/limits.js'
 import { finishedStatus } from './result.js'
@@ -35,17 +35,12 @@ export interface RunEvents {
 /** A run as a listing, a store and the API see it at one moment: its record, and how it was asked for. */
 export type RunSnapshot = Omit<RunRecord, 'replica'> & { kind: RunKind }
 
-/**
- * An A2A task's push notifications: where, with the credentials its receiver gave, and its bodies in A2A's form (made
- * by whoever speaks A2A: runs/ knows no protocol).
- */
+/** An A2A task's push notifications: where, and with the credentials its receiver gave. */
 export interface RunPush {
   /** The config's id, as the task's push-notification configs name it. */
   config: string
   url: string
   headers: Record<string, string>
-  /** The task at its start, or as it ended (a run lost is given as one whose status is `lost`). */
-  bodyOf: (moment: 'started' | 'finished', state: RunState) => string
 }
 
 export interface RunOpening {

@@ -102,7 +102,9 @@ export const runsPlugin = fp<RunsOptions>(async (app, options) => {
     saveEveryMs: RUN_SAVE_EVERY_MS,
     remoteStopWaitMs: 3 * killGraceMs + 5000,
     webhookDue: () => dispatcher.wake(),
-    diffs: worktrees
+    diffs: worktrees,
+    // A2A's bodies need its SDK: loaded by the first push, as by the first A2A request.
+    pushBody: async (moment, state) => (await import('../http/a2a/tasks.js')).pushBody(moment, state)
   })
   app.decorate('runs', runs)
   // What a previous life, or a dead replica, left to deliver goes out from the start.

@@ -65,6 +65,8 @@ export interface WebhookOutbox {
   addDeliveries(deliveries: readonly WebhookDelivery[]): Promise<void>
   /** An armed delivery's run has ended: this is its body, due now. A delivery not armed is left as it is. */
   fireDelivery(id: string, body: string, at: Date): Promise<void>
+  /** A delivery its receiver no longer wants (its A2A config deleted): `gone`, unless it had ended. */
+  dropDelivery(id: string): Promise<void>
   /** Pending deliveries due by `now`, the most overdue first, at most `max`. */
   dueDeliveries(now: Date, max: number): Promise<WebhookDelivery[]>
   /** Armed deliveries whose replica is gone, on this service or (a fleet) on any: their runs will never end. */

@@ -3,11 +3,8 @@ import { once } from 'node:events'
 import { join } from 'node:path'
 import { TaskState, type TaskPushNotificationConfig } from '@a2a-js/sdk'
 import type { Client } from '@a2a-js/sdk/client'
-import type { sendMessage as send } from '../helpers/a2a.js'
-import {
-  a2aClient, a2aRefusal, a2aService, BINDINGS, userMessage
-} from '../helpers/a2a.js'
-import { readPidFile, scenario, startServer, tempDir, until } from '../helpers/index.js'
+import { a2aClient, a2aRefusal, a2aService, BINDINGS, sendMessage as send, userMessage } from '../helpers/a2a.js'
+import { heldAgent, readPidFile, scenario, startServer, tempDir, until } from '../helpers/index.js'
 import { webhookReceiver, type Received } from '../helpers/webhook-receiver.js'
 
 // A2A push notifications through the service's webhook delivery: the client's URL and credentials, A2A's JSON, the
@@ -54,9 +51,49 @@ for (const binding of BINDINGS) {
     t.match(await a2aRefusal(client.getTaskPushNotificationConfig({ tenant: '', taskId: task.id, id: 'nope' })),
       { name: 'TaskNotFoundError' })
     t.match(await a2aRefusal(client.createTaskPushNotificationConfig(pushConfig(hook.url, { taskId: task.id }))),
-      { name: 'UnsupportedOperationError', message: /with the message/ }, 'a config comes with the message')
-    t.match(await a2aRefusal(client.deleteTaskPushNotificationConfig({ tenant: '', taskId: task.id, id: 'cfg-1' })),
-      { name: 'UnsupportedOperationError' })
+      { name: 'UnsupportedOperationError', message: /ended/ }, 'an ended task has nothing more to tell')
+  })
+
+  t.test(`${binding}: a config added to a running task gets its status at once and its end; ` +
+    'one deleted, nothing more',
+  async (t) => {
+    const added = await webhookReceiver(t, () => 200)
+    const deleted = await webhookReceiver(t, () => 200)
+    const { base } = await a2aService(t, LOOPBACK)
+    const client = await a2aClient(base, '/a2a/codex_run', ALICE, binding)
+    const held = heldAgent(t)
+    const task = await send(client, userMessage(held.task), true)
+    await readPidFile(held.pidFile)
+    const config = pushConfig(added.url, { taskId: task.id, token: 't1' })
+    const created = await client.createTaskPushNotificationConfig(config)
+    t.match(created, { taskId: task.id, id: /^[0-9a-f-]{36}$/, url: added.url, token: 't1' })
+    await client.createTaskPushNotificationConfig(pushConfig(deleted.url, { taskId: task.id, id: 'gone-soon' }))
+    await until(() => added.received.length, (count) => count >= 1, 10_000, 'the task’s status, at once')
+    t.match(bodyOf(added.received[0]!), {
+      statusUpdate: { taskId: task.id, status: { state: 'TASK_STATE_WORKING' } }
+    })
+    const listing = { tenant: '', taskId: task.id, pageSize: 0, pageToken: '' }
+    const listed = await client.listTaskPushNotificationConfig(listing)
+    t.same(listed.configs.map((config) => config.id).sort(), [created.id, 'gone-soon'].sort())
+    await client.deleteTaskPushNotificationConfig({ tenant: '', taskId: task.id, id: 'gone-soon' })
+    const deliveredBefore = deleted.received.length
+    held.release()
+    await until(() => added.received.length, (count) => count >= 2, 10_000, 'its end')
+    t.match(bodyOf(added.received[1]!), { task: { id: task.id, status: { state: 'TASK_STATE_COMPLETED' } } })
+    t.equal(added.received[1]!.headers['x-a2a-notification-token'], 't1')
+    const deliveries = await until(
+      async () => (await (await fetch(`${base}/runs/${task.id}/deliveries`, {
+        headers: { authorization: `Bearer ${ALICE}` }
+      })).json()) as { deliveries: Array<{ url: string; state: string; type: string }> },
+      (found) => found.deliveries.filter((each) => each.url === added.url)
+        .every((each) => each.state === 'delivered'),
+      10_000, 'both of the added config’s delivered'
+    )
+    t.same(deliveries.deliveries.filter((each) => each.url === deleted.url && each.type === 'run.finished')
+      .map((each) => each.state), ['gone'], 'the deleted config’s end was never sent')
+    t.ok(deleted.received.length <= Math.max(deliveredBefore, 1), 'nothing after its deletion')
+    t.match(await a2aRefusal(client.deleteTaskPushNotificationConfig({ tenant: '', taskId: task.id, id: 'nope' })),
+      { name: 'TaskNotFoundError' })
   })
 }
 

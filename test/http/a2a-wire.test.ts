@@ -115,12 +115,12 @@ t.test('what is not offered is refused as A2A says: push configs after the messa
     headers: { authorization: `Bearer ${ALICE}`, 'content-type': 'application/a2a+json', 'a2a-version': '1.0' },
     body: JSON.stringify({ jsonrpc: '2.0', id: 'x', method, params })
   }).then((response) => response.json() as Promise<{ error?: { code: number } }>)
-  // Push configs come with the message that creates a task (test/http/a2a-push.test.ts): none to add or delete later.
+  // An ended task has nothing more to tell, and this one never had a push config (test/http/a2a-push.test.ts).
   const configs = [
     ['CreateTaskPushNotificationConfig', { taskId: task.id, url: 'https://example.com/hook' }, { error: { code: -32004 } }],
     ['GetTaskPushNotificationConfig', { taskId: task.id, id: 'c1' }, { error: { code: -32001 } }],
     ['ListTaskPushNotificationConfigs', { taskId: task.id }, { result: {} }],
-    ['DeleteTaskPushNotificationConfig', { taskId: task.id, id: 'c1' }, { error: { code: -32004 } }]
+    ['DeleteTaskPushNotificationConfig', { taskId: task.id, id: 'c1' }, { error: { code: -32001 } }]
   ] as const
   for (const [method, params, answer] of configs) t.match(await rpc(method, params), answer, method)
   t.match(await rpc('GetExtendedAgentCard', {}), { error: { code: -32007 } })
@@ -240,7 +240,7 @@ t.test('plain HTTP+JSON: a task’s subscription, push configs and the extended 
       [await fetch(configs, { method: 'POST', headers, body: JSON.stringify({ url: 'https://example.com/hook' }) }), 400],
       [await fetch(configs, { headers }), 200],
       [await fetch(`${configs}/c1`, { headers }), 404],
-      [await fetch(`${configs}/c1`, { method: 'DELETE', headers }), 400]
+      [await fetch(`${configs}/c1`, { method: 'DELETE', headers }), 404]
     ] as const
     for (const [answer, status] of answers) t.equal(answer.status, status, `${answer.url}: ${status}`)
     // ProtoJSON leaves an empty list out.

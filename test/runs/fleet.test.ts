@@ -4,10 +4,11 @@ import { once } from 'node:events'
 import { join } from 'node:path'
 import {
   build, call, cancelRun, createRun, echoed, heldAgent, isAlive, listen, outputText, parseSse, readPidFile, readUntil,
-  refused, runTool, scenario, settled, startServer, tempDir
+  refused, runTool, scenario, settled, startServer, tempDir, until
 } from '../helpers/index.js'
 import { NO_REDIS, redisEnv, startRedis } from '../helpers/redis.js'
 import { a2aClient, allTasks, sendMessage, userMessage } from '../helpers/a2a.js'
+import { webhookReceiver } from '../helpers/webhook-receiver.js'
 
 // Two real service processes on one real redis-server: any replica answers for any run.
 
@@ -140,34 +141,41 @@ t.test('a fleet on Redis', { skip: NO_REDIS, jobs: 2 }, async (t) => {
     t.notOk(isAlive(grandchild), 'the stubborn grandchild on A is gone too')
   })
 
-  t.test('A2A: a task sent to A is read, followed, listed, continued and cancelled on B, by its owner only',
-    async (t) => {
-      const { url } = await startRedis(t)
-      const env = redisEnv(url, { API_TOKENS: TOKENS })
-      const [a, b] = await Promise.all([startServer(t, env), startServer(t, env)])
-      const onA = await a2aClient(a.base, '/a2a/claude_run', 'alice-secret')
-      const onB = await a2aClient(b.base, '/a2a/claude_run', 'alice-secret', 'HTTP+JSON')
-      const task = await sendMessage(onA, userMessage(scenario.toolCalls(20, 50)), true)
-      t.equal((await onB.getTask({ tenant: '', id: task.id })).status?.state, TaskState.TASK_STATE_WORKING,
-        'B knows the task A runs')
-      const events: StreamResponse[] = []
-      for await (const event of onB.resubscribeTask({ tenant: '', id: task.id })) events.push(event)
-      t.ok(events.filter((event) => event.payload?.$case === 'statusUpdate').length > 2, 'its steps, from B')
-      t.match(events.at(-1)?.payload, { value: { status: { state: TaskState.TASK_STATE_COMPLETED } } }, 'to its end')
-      const listRequest = allTasks()
-      t.same((await onB.listTasks(listRequest)).tasks.map((each) => each.id), [task.id])
-      const bobOnB = await a2aClient(b.base, '/a2a/claude_run', 'bob-secret')
-      t.same((await bobOnB.listTasks(listRequest)).tasks, [], 'nothing of alice’s for bob')
+  t.test('A2A: a task sent to A is read, followed, listed, continued and cancelled on B, by its owner only; ' +
+    'a push config added on B gets the end A records', async (t) => {
+    const { url } = await startRedis(t)
+    const env = redisEnv(url, { API_TOKENS: TOKENS, WEBHOOK_ALLOW_HOSTS: '127.0.0.0/8', WEBHOOK_RETRY_BASE_MS: '100' })
+    const [a, b] = await Promise.all([startServer(t, env), startServer(t, env)])
+    const onA = await a2aClient(a.base, '/a2a/claude_run', 'alice-secret')
+    const onB = await a2aClient(b.base, '/a2a/claude_run', 'alice-secret', 'HTTP+JSON')
+    const task = await sendMessage(onA, userMessage(scenario.toolCalls(20, 50)), true)
+    t.equal((await onB.getTask({ tenant: '', id: task.id })).status?.state, TaskState.TASK_STATE_WORKING,
+      'B knows the task A runs')
+    const events: StreamResponse[] = []
+    for await (const event of onB.resubscribeTask({ tenant: '', id: task.id })) events.push(event)
+    t.ok(events.filter((event) => event.payload?.$case === 'statusUpdate').length > 2, 'its steps, from B')
+    t.match(events.at(-1)?.payload, { value: { status: { state: TaskState.TASK_STATE_COMPLETED } } }, 'to its end')
+    const listRequest = allTasks()
+    t.same((await onB.listTasks(listRequest)).tasks.map((each) => each.id), [task.id])
+    const bobOnB = await a2aClient(b.base, '/a2a/claude_run', 'bob-secret')
+    t.same((await bobOnB.listTasks(listRequest)).tasks, [], 'nothing of alice’s for bob')
 
-      const followUp = await sendMessage(onB, { ...userMessage('go on'), contextId: task.contextId })
-      t.equal(followUp.contextId, task.contextId, 'a context A opened goes on on B')
-      t.equal(followUp.status?.state, TaskState.TASK_STATE_COMPLETED)
+    const followUp = await sendMessage(onB, { ...userMessage('go on'), contextId: task.contextId })
+    t.equal(followUp.contextId, task.contextId, 'a context A opened goes on on B')
+    t.equal(followUp.status?.state, TaskState.TASK_STATE_COMPLETED)
 
-      const held = heldAgent(t)
-      const long = await sendMessage(onA, userMessage(held.task), true)
-      const agent = await readPidFile(held.pidFile)
-      t.equal((await onB.cancelTask({ tenant: '', id: long.id, metadata: undefined })).status?.state,
-        TaskState.TASK_STATE_CANCELED, 'B cancels what A runs')
-      t.notOk(isAlive(agent), 'the agent on A is gone')
+    const held = heldAgent(t)
+    const long = await sendMessage(onA, userMessage(held.task), true)
+    const agent = await readPidFile(held.pidFile)
+    const hook = await webhookReceiver(t, () => 200)
+    await onB.createTaskPushNotificationConfig({
+      tenant: '', id: 'on-b', taskId: long.id, url: hook.url, token: 'b', authentication: undefined
     })
+    t.equal((await onB.cancelTask({ tenant: '', id: long.id, metadata: undefined })).status?.state,
+      TaskState.TASK_STATE_CANCELED, 'B cancels what A runs')
+    t.notOk(isAlive(agent), 'the agent on A is gone')
+    await until(() => hook.received.length, (count) => count >= 2, 10_000, 'the status at once, then the end')
+    const ends = hook.received.map((each) => JSON.parse(each.body) as { task?: { status: { state: string } } })
+    t.ok(ends.some((body) => body.task?.status.state === 'TASK_STATE_CANCELED'), 'the end A recorded, pushed')
+  })
 })

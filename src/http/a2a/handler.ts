@@ -19,7 +19,7 @@ import { randomUUID } from 'node:crypto'
 import type { RunState } from '../../schemas/runs.js'
 import { paramsOf } from '../run-params.js'
 import { a2aErrorOf } from './errors.js'
-import { contextOf, endUpdates, isTerminal, pushBody, stepUpdate, taskEvent, taskOf, taskStateOf } from './tasks.js'
+import { contextOf, endUpdates, isTerminal, stepUpdate, taskEvent, taskOf, taskStateOf } from './tasks.js'
 import { pageOf } from './pages.js'
 
 /** What a call carries beside its A2A parameters: set by the route in the context's state. */
@@ -47,9 +47,6 @@ function checkedHistoryLength(historyLength: number | undefined): number | undef
   throw new RequestMalformedError('historyLength must be a non-negative integer')
 }
 
-const ONLY_WITH_THE_MESSAGE =
-  'A push config is given with the message that creates its task (configuration.taskPushNotificationConfig).'
-
 /** The longest push URL taken, as a webhook's. */
 const PUSH_URL_MAX = 2048
 
@@ -66,7 +63,7 @@ function pushOf(config: TaskPushNotificationConfig | undefined): RunPush | undef
   if (config.url === '' || config.url.length > PUSH_URL_MAX) {
     throw refused(`configuration/taskPushNotificationConfig/url: a URL of at most ${String(PUSH_URL_MAX)} characters`)
   }
-  return { config: config.id || randomUUID(), url: config.url, headers: pushHeaders(config), bodyOf: pushBody }
+  return { config: config.id || randomUUID(), url: config.url, headers: pushHeaders(config) }
 }
 
 /** A push config as it was given, from what its deliveries keep. */
@@ -182,12 +179,21 @@ export class RunTasks implements A2ARequestHandler {
     return taskOf(cancelled ?? state)
   }
 
-  /** A task's push config is given with the message that creates it: its deliveries are armed as its agent starts. */
+  /**
+   * A push config added to a task that waits or runs: its current status is sent at once, and its end as it comes
+   * (with the message that creates the task, a config misses nothing).
+   */
   async createTaskPushNotificationConfig(
     params: TaskPushNotificationConfig, context: ServerCallContext
   ): Promise<TaskPushNotificationConfig> {
-    await this.#owned(params.taskId, callOf(context).caller)
-    throw new UnsupportedOperationError(ONLY_WITH_THE_MESSAGE)
+    const { caller } = callOf(context)
+    const state = await this.#owned(params.taskId, caller)
+    if (isTerminal(taskStateOf(state))) throw new UnsupportedOperationError(`Task ${state.id} has ended.`)
+    const push = pushOf(params)!
+    if ((await this.#runs.addPush(state.id, caller, push)) === undefined) {
+      throw new UnsupportedOperationError(`Task ${state.id} is a synchronous run: its caller has its end.`)
+    }
+    return { ...params, id: push.config, taskId: state.id }
   }
 
   async getTaskPushNotificationConfig(
@@ -204,11 +210,15 @@ export class RunTasks implements A2ARequestHandler {
     return { configs: await this.#pushConfigs(params.taskId, context), nextPageToken: '' }
   }
 
+  /** A push config removed: what it had not sent yet is not sent. */
   async deleteTaskPushNotificationConfig(
     params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
   ): Promise<void> {
-    await this.#owned(params.taskId, callOf(context).caller)
-    throw new UnsupportedOperationError('A task’s push config lasts as long as the task: its deliveries are armed.')
+    const { caller } = callOf(context)
+    await this.#owned(params.taskId, caller)
+    if (!(await this.#runs.dropPush(params.taskId, caller, params.id))) {
+      throw a2aErrorOf(serviceError('RUN_NOT_FOUND', `${params.taskId}/${params.id}`))
+    }
   }
 
   /** A task's push configs as its client gave them, read back from its deliveries. */

@@ -29,6 +29,13 @@ export class MemoryOutbox implements WebhookOutbox {
     Object.assign(delivery, { body, state: 'pending', nextAttemptAt: at.toISOString() })
   }
 
+  async dropDelivery(id: string): Promise<void> {
+    const delivery = this.#deliveries.get(id)
+    if (delivery?.state === 'armed' || delivery?.state === 'pending') {
+      Object.assign(delivery, { state: 'gone', nextAttemptAt: null })
+    }
+  }
+
   async dueDeliveries(now: Date, max: number): Promise<WebhookDelivery[]> {
     return [...this.#deliveries.values()]
       .filter((delivery) => delivery.state === 'pending' && Date.parse(delivery.nextAttemptAt!) <= now.getTime())
@@ -70,9 +77,11 @@ export class MemoryOutbox implements WebhookOutbox {
   #prune(): void {
     const cutoff = Date.now() - this.#retentionMs
     for (const [id, delivery] of this.#deliveries) {
-      const last = delivery.attempts.at(-1)
-      if (delivery.nextAttemptAt === null && delivery.state !== 'armed' && last !== undefined &&
-        Date.parse(last.at) < cutoff) this.#deliveries.delete(id)
+      // Ended at its last attempt, or (dropped before any) when it was made.
+      const endedAt = delivery.attempts.at(-1)?.at ?? delivery.createdAt
+      if (delivery.nextAttemptAt === null && delivery.state !== 'armed' && Date.parse(endedAt) < cutoff) {
+        this.#deliveries.delete(id)
+      }
     }
   }
 }

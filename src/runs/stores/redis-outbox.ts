@@ -116,6 +116,14 @@ export class RedisOutbox implements WebhookOutbox {
     })
   }
 
+  async dropDelivery(id: string): Promise<void> {
+    await this.#options.call(() => this.#update(id, false, (delivery) =>
+      delivery.state === 'armed' || delivery.state === 'pending'
+        ? { ...delivery, state: 'gone', nextAttemptAt: null }
+        : undefined
+    ))
+  }
+
   async fireDelivery(id: string, body: string, at: Date): Promise<void> {
     await this.#options.call(() => this.#update(id, false, (delivery) =>
       delivery.state === 'armed' ? { ...delivery, body, state: 'pending', nextAttemptAt: at.toISOString() } : undefined

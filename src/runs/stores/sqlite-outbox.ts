@@ -90,6 +90,10 @@ export class SqliteOutbox implements WebhookOutbox {
         "UPDATE webhook_deliveries SET attempts = json_insert(attempts, '$[#]', json(@attempt)), state = @state, " +
           'next_attempt_at = @nextAttemptAt, ended_at = @endedAt WHERE id = @id'
       ),
+      drop: db.prepare<[string, string]>(
+        "UPDATE webhook_deliveries SET state = 'gone', next_attempt_at = NULL, ended_at = ? " +
+          "WHERE id = ? AND state IN ('armed', 'pending')"
+      ),
       ofRun: db.prepare<[string]>(`SELECT ${COLUMNS} FROM webhook_deliveries WHERE run = ? ORDER BY created_at`),
       pending: db.prepare<[]>("SELECT count(*) AS pending FROM webhook_deliveries WHERE state = 'pending'"),
       prune: db.prepare<[string]>('DELETE FROM webhook_deliveries WHERE ended_at < ?')
@@ -110,6 +114,10 @@ export class SqliteOutbox implements WebhookOutbox {
 
   async fireDelivery(id: string, body: string, at: Date): Promise<void> {
     this.#statements.fire.run(body, at.toISOString(), id)
+  }
+
+  async dropDelivery(id: string): Promise<void> {
+    this.#statements.drop.run(new Date().toISOString(), id)
   }
 
   async dueDeliveries(now: Date, max: number): Promise<WebhookDelivery[]> {
