@@ -122,6 +122,21 @@ for (const [kind, open] of Object.entries(stores)) {
       t.notOk('push' in (await outbox.deliveriesOf(plain.run))[0]!, 'a Standard Webhooks event has none')
     })
 
+    t.test('a dropped delivery is gone, pending or armed; an ended one stays as it ended', async (t) => {
+      const { outbox } = await open(t)
+      const [started, finished] = deliveriesOf()
+      const [done] = deliveriesOf(started.run as ReturnType<typeof randomUUID>)
+      await outbox.addDeliveries([started, finished, done])
+      await outbox.recordAttempt(done.id, attempt(200), { state: 'delivered', nextAttemptAt: null })
+      for (const each of [started, finished, done]) await outbox.dropDelivery(each.id)
+      const states = new Map((await outbox.deliveriesOf(started.run)).map((each) => [each.id, each.state]))
+      t.same([states.get(started.id), states.get(finished.id), states.get(done.id)], ['gone', 'gone', 'delivered'])
+      t.same(await outbox.dueDeliveries(new Date(), 10), [], 'nothing of it due')
+      t.same(await outbox.orphanedDeliveries(), [], 'nor armed')
+      await outbox.fireDelivery(finished.id, '{"late":true}', new Date())
+      t.same(await outbox.dueDeliveries(new Date(), 10), [], 'a dropped end is not fired by its run’s end')
+    })
+
     t.test('one attempt at a time: a claim holds the delivery until its attempt is recorded', async (t) => {
       const { outbox } = await open(t)
       const [started] = deliveriesOf()
