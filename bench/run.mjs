@@ -86,7 +86,20 @@ async function autocannon(url, body, connections, status = 200) {
   const answered = result.statusCodeStats?.[String(status)]?.count ?? 0
   const failed = result.requests.total - answered + result.errors
   if (failed > 0) throw new Error(`${url}: ${failed} of ${result.requests.total} requests not answered ${status}`)
-  return { rps: result.requests.average }
+  return { rps: result.requests.average, total: result.requests.total }
+}
+
+/** A process's user + system CPU so far, in microseconds (from clock ticks of 10 ms). */
+const cpuMicros = (pid) => {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
+  return (Number(fields[11]) + Number(fields[12])) * 10_000
+}
+
+/** Throughput, and the service's own CPU per answer: what the machine's other load moves much less. */
+async function autocannonCpu(pid, url, body, connections, status) {
+  const before = cpuMicros(pid)
+  const result = await autocannon(url, body, connections, status)
+  return { rps: result.rps, cpuUs: (cpuMicros(pid) - before) / result.total }
 }
 
 /** A program started as `npm start` would, until it says where it listens; `ms` is how long that took. */
@@ -341,13 +354,21 @@ async function refusals() {
   const held = new AbortController()
   const holder = post(service.base, '/tools/crush_run', { task: '@sleep 600000' }, undefined, held.signal).catch(() => null)
   while ((await (await fetch(`${service.base}/tools`)).json()).tools.find((tool) => tool.name === 'crush_run').free > 0) await sleep(50)
-  const notFound = await autocannon(`${service.base}/tools/no_such_run`, '{"task":"bench"}', 4, 404)
-  const invalid = await autocannon(`${service.base}/tools/crush_run`, '{"task":"bench","nope":1}', 4, 400)
-  const limited = await autocannon(`${service.base}/tools/crush_run`, '{"task":"bench"}', 4, 429)
+  const pid = service.child.pid
+  const notFound = await autocannonCpu(pid, `${service.base}/tools/no_such_run`, '{"task":"bench"}', 4, 404)
+  const invalid = await autocannonCpu(pid, `${service.base}/tools/crush_run`, '{"task":"bench","nope":1}', 4, 400)
+  const limited = await autocannonCpu(pid, `${service.base}/tools/crush_run`, '{"task":"bench"}', 4, 429)
   held.abort()
   await holder
   await service.stop()
-  return { notFound: notFound.rps, invalid: invalid.rps, limited: limited.rps }
+  return {
+    notFound: notFound.rps,
+    invalid: invalid.rps,
+    limited: limited.rps,
+    notFoundCpu: notFound.cpuUs,
+    invalidCpu: invalid.cpuUs,
+    limitedCpu: limited.cpuUs
+  }
 }
 
 /**
@@ -376,6 +397,11 @@ async function refusalsOnce() {
     limitedRps: refused.limited,
     invalidRatio: refused.invalid / refused.notFound,
     limitedRatio: refused.limited / refused.notFound,
+    notFoundCpuUs: refused.notFoundCpu,
+    invalidCpuUs: refused.invalidCpu,
+    limitedCpuUs: refused.limitedCpu,
+    invalidCpuRatio: refused.invalidCpu / refused.notFoundCpu,
+    limitedCpuRatio: refused.limitedCpu / refused.notFoundCpu,
     quietRps: scan.quiet,
     crowdedRps: scan.crowded,
     scanRatio: scan.crowded / scan.quiet,
@@ -543,6 +569,8 @@ const stepsRows = () => [
 const refusalRows = () => [
   ['a 400 (a field the schema refuses) vs a 404, throughput at c=4', `${mid('invalidRps')} vs ${mid('notFoundRps')} req/s`, spread('invalidRatio'), '≥ 0.9×', verdict('invalidRatio', (v) => v >= 0.9)],
   ['a 429 (no slot) vs a 404, throughput at c=4', `${mid('limitedRps')} vs ${mid('notFoundRps')} req/s`, spread('limitedRatio'), '≥ 0.9×', verdict('limitedRatio', (v) => v >= 0.9)],
+  ['… the service’s CPU per answer: a 400 vs a 404', `${mid('invalidCpuUs')} vs ${mid('notFoundCpuUs')} µs`, spread('invalidCpuRatio'), '', ''],
+  ['… a 429 vs a 404', `${mid('limitedCpuUs')} vs ${mid('notFoundCpuUs')} µs`, spread('limitedCpuRatio'), '', ''],
   [`short runs (process-group, each in a cgroup, c=4) with ${IDLE_PROCESSES} unrelated processes vs none: the mark scan`, `${mid('crowdedRps')} vs ${mid('quietRps')} runs/s`, spread('scanRatio'), '', ''],
   ['… with AGENT_LIMITS=off (no cgroup)', `${mid('crowdedBareRps')} vs ${mid('quietBareRps')} runs/s`, spread('scanBareRatio'), '', '']
 ]

@@ -9,7 +9,7 @@ import type { RunLedger } from '../process/ledger.js'
 import type { TokenIdentity, TokenUsers } from '../process/token-users.js'
 import type { WslDistros } from '../process/wsl-distros.js'
 import type { ModelPrices, RunLimits } from '../schemas/limits.js'
-import type { RunParams, RunResult, StopReason } from '../schemas/run.js'
+import type { RunParams, RunResult } from '../schemas/run.js'
 import type { SlotLease, SlotLimiter } from '../slots/limiter.js'
 import type { QueueRefusal, SlotQueue } from '../slots/queue.js'
 import type { SudoProbe } from '../sudo/probe.js'
@@ -158,7 +158,7 @@ export class RunLauncher {
    */
   async #slotFor(run: Run, queueTimeout: number): Promise<SlotLease> {
     const answer = await this.#deps.queue.acquire(run.tool, {
-      waitMs: queueTimeout * 1000, signal: run.signal, onPosition: (position) => run.queued(position)
+      waitMs: queueTimeout * 1000, stop: run, onPosition: (position) => run.queued(position)
     })
     if ('lease' in answer) return answer.lease
     throw this.#queueRefusal(run, answer.refused, queueTimeout)
@@ -170,7 +170,7 @@ export class RunLauncher {
       case 'full': return serviceError('AGENT_LIMIT_REACHED', limit)
       case 'queue_full': return serviceError('QUEUE_FULL', run.tool, this.#deps.tools[run.tool].settings.maxQueued)
       case 'timed_out': return serviceError('QUEUE_TIMED_OUT', queueTimeout, limit)
-      case 'stopped': return serviceError(stopRefusal(run.signal.reason as StopReason))
+      case 'stopped': return serviceError(stopRefusal(run.stopReason!))
     }
   }
 

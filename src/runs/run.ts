@@ -75,7 +75,9 @@ export class Run extends EventEmitter<RunEvents> implements AgentObserver {
   readonly context: string | undefined
   /** An A2A task's push notifications, when its client asked for them. */
   readonly push: RunPush | undefined
-  readonly #controller = new AbortController()
+  /** Made when something first watches: a run refused at once (most refusals) never needs one. */
+  #controller: AbortController | undefined
+  #stopReason: StopReason | undefined
   #phase: RunPhase = 'opened'
   #deadline: Date | null = null
   #finishedAt: Date | null = null
@@ -112,9 +114,23 @@ export class Run extends EventEmitter<RunEvents> implements AgentObserver {
     return this.#phase
   }
 
-  /** Aborted by the first stop: what the agent's process watches. */
+  /** Aborted by the first stop: what the agent's process, and a wait for a slot, watch. */
   get signal(): AbortSignal {
+    if (this.#controller === undefined) {
+      this.#controller = new AbortController()
+      if (this.#stopReason !== undefined) this.#controller.abort(this.#stopReason)
+    }
     return this.#controller.signal
+  }
+
+  /** Whether anything stopped it yet (its signal aborted, or about to be). */
+  get stopped(): boolean {
+    return this.#stopReason !== undefined
+  }
+
+  /** What stopped it first, undefined while nothing has. */
+  get stopReason(): StopReason | undefined {
+    return this.#stopReason
   }
 
   /** The agent's result, once `finished`. */
@@ -168,7 +184,7 @@ export class Run extends EventEmitter<RunEvents> implements AgentObserver {
 
   /** Ended before its agent: cancelled when DELETE or shutdown stopped it, failed otherwise. */
   #endedUnrun(): 'cancelled' | 'failed' {
-    const reason = this.signal.aborted ? this.signal.reason as StopReason : null
+    const reason = this.#stopReason
     return reason === 'cancelled' || reason === 'shutdown' ? 'cancelled' : 'failed'
   }
 
@@ -185,7 +201,8 @@ export class Run extends EventEmitter<RunEvents> implements AgentObserver {
 
   /** Asks the run to stop; the first reason wins. Its agent's process reports the stop as it begins (`stopping`). */
   stop(reason: StopReason): void {
-    this.#controller.abort(reason)
+    this.#stopReason ??= reason
+    this.#controller?.abort(reason)
   }
 
   /**
@@ -193,7 +210,7 @@ export class Run extends EventEmitter<RunEvents> implements AgentObserver {
    * stopper's caller is told (503 SHUTTING_DOWN, or 499 for a client that left).
    */
   advance(to: 'placed' | 'waiting_for_slot' | 'starting'): void {
-    if (this.signal.aborted) throw serviceError(stopRefusal(this.signal.reason as StopReason))
+    if (this.#stopReason !== undefined) throw serviceError(stopRefusal(this.#stopReason))
     this.#moveTo(to)
   }
 

@@ -1,10 +1,19 @@
 import type { SlotLease, SlotLimiter } from './limiter.js'
 
+/**
+ * What stops a wait. Asked whether it stopped before anything listens: an AbortSignal costs a few microseconds to make,
+ * which a run given a slot or refused at once (most of them) never needs.
+ */
+export interface Stoppable {
+  readonly stopped: boolean
+  readonly signal: AbortSignal
+}
+
 /** What a run asks of the queue: how long it may wait, what stops it waiting, who is told its place. */
 export interface QueueRequest {
   /** 0: never wait (a full tool refuses at once). */
   waitMs: number
-  signal: AbortSignal
+  stop: Stoppable
   /** Its place whenever it changes, 1 being next; told only while it waits. */
   onPosition?: (position: number) => void
 }
@@ -19,8 +28,8 @@ interface Waiter {
   onPosition: ((position: number) => void) | undefined
 }
 
-/** Read through a call: the signal may have been aborted across an await, whatever the type checker narrowed. */
-const aborted = (signal: AbortSignal): boolean => signal.aborted
+/** Read through a call: it may have stopped across an await, whatever the type checker narrowed. */
+const stopped = (stop: Stoppable): boolean => stop.stopped
 
 /**
  * A slot of a limit shared with other replicas may free up there, unseen here: while runs wait, the limiter is asked
@@ -53,7 +62,7 @@ export class SlotQueue {
 
   /** A slot of the tool, now or once one frees up within `waitMs`; a refusal otherwise. */
   async acquire(tool: string, request: QueueRequest): Promise<QueueAnswer> {
-    if (request.signal.aborted) return { refused: 'stopped' }
+    if (request.stop.stopped) return { refused: 'stopped' }
     if (this.queued(tool) === 0) {
       const lease = await this.#slots.acquire(tool)
       if (lease !== null) return { lease: this.#returning(tool, lease) }
@@ -62,7 +71,7 @@ export class SlotQueue {
     const waiting = this.#queueOf(tool)
     if (waiting.length >= (this.#maxQueued.get(tool) ?? 0)) return { refused: 'queue_full' }
     // Stopped while the limiter answered: an abort listener added now would never be called.
-    if (aborted(request.signal)) return { refused: 'stopped' }
+    if (stopped(request.stop)) return { refused: 'stopped' }
     return this.#wait(tool, waiting, request)
   }
 
@@ -75,13 +84,14 @@ export class SlotQueue {
     return waiting
   }
 
-  #wait(tool: string, waiting: Waiter[], { waitMs, signal, onPosition }: QueueRequest): Promise<QueueAnswer> {
+  #wait(tool: string, waiting: Waiter[], { waitMs, stop, onPosition }: QueueRequest): Promise<QueueAnswer> {
+    const { signal } = stop
     return new Promise((resolve) => {
       const waiter: Waiter = {
         onPosition,
         settle: (answer) => {
           clearTimeout(timer)
-          signal.removeEventListener('abort', stopped)
+          signal.removeEventListener('abort', left)
           resolve(answer)
         }
       }
@@ -93,8 +103,8 @@ export class SlotQueue {
         waiter.settle({ refused: refusal })
       }
       const timer = setTimeout(() => { leave('timed_out') }, waitMs)
-      const stopped = (): void => { leave('stopped') }
-      signal.addEventListener('abort', stopped, { once: true })
+      const left = (): void => { leave('stopped') }
+      signal.addEventListener('abort', left, { once: true })
       waiting.push(waiter)
       onPosition?.(waiting.length)
       this.#keepRetrying()

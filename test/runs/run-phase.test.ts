@@ -96,6 +96,22 @@ t.test('a run stopped before its agent goes no further: its next step refuses, w
   t.notOk(started.listedLive, 'an async run is never listed from memory')
 })
 
+t.test('its signal tells the first stop, whether it was watched before the stop or only after', async (t) => {
+  const watchedBefore = new Run(opening('sync'))
+  const { signal } = watchedBefore
+  t.notOk(signal.aborted || watchedBefore.stopped, 'nothing stopped it yet')
+  watchedBefore.stop('cancelled')
+  watchedBefore.stop('shutdown')
+  t.ok(signal.aborted, 'the signal watched before the stop is aborted by it')
+  t.equal(signal.reason, 'cancelled', 'the first reason wins')
+  const watchedAfter = new Run(opening('sync'))
+  watchedAfter.stop('client_gone')
+  watchedAfter.stop('timeout')
+  t.ok(watchedAfter.stopped)
+  t.equal(watchedAfter.stopReason, 'client_gone')
+  t.ok(watchedAfter.signal.aborted, 'a signal first asked for after the stop is born aborted')
+  t.equal(watchedAfter.signal.reason, 'client_gone', 'with the first reason')
+})
 /** The service with its debug log kept: each phase a run enters is one `run phase` line. */
 async function withPhaseLog(t: Test, overrides: Record<string, string> = {}) {
   const { app, lines } = await buildLogged(t, { LOG_LEVEL: 'debug', ...overrides })

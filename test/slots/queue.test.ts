@@ -1,6 +1,6 @@
 import t from 'tap'
 import { MemorySlotLimiter, type SlotLease } from '#src/slots/limiter.js'
-import { SlotQueue, type QueueAnswer } from '#src/slots/queue.js'
+import { SlotQueue, type QueueAnswer, type Stoppable } from '#src/slots/queue.js'
 
 // The queue of runs waiting for a slot (issue 40, item 1), over the in-process limiter: first come first served,
 // each wait ended by a slot, its time, or its run's stop; the limit never exceeded.
@@ -10,6 +10,12 @@ const leaseOf = (answer: QueueAnswer): SlotLease => {
   return answer.lease
 }
 
+/** A run's stop as the queue sees it, from a signal. */
+const stopOf = (signal = new AbortController().signal): Stoppable => ({
+  get stopped() { return signal.aborted },
+  signal
+})
+
 function queueOf(limit: number, maxQueued = 10) {
   const slots = new MemorySlotLimiter({ tool: limit })
   return { slots, queue: new SlotQueue(slots, { tool: maxQueued }) }
@@ -18,7 +24,8 @@ function queueOf(limit: number, maxQueued = 10) {
 /** A run that waits: its answer to come, and each place it was told, once it has found its place. */
 async function waiting(queue: SlotQueue, waitMs = 60_000, signal = new AbortController().signal) {
   const positions: number[] = []
-  const answer = queue.acquire('tool', { waitMs, signal, onPosition: (position) => positions.push(position) })
+  const onPosition = (position: number): number => positions.push(position)
+  const answer = queue.acquire('tool', { waitMs, stop: stopOf(signal), onPosition })
   await new Promise((resolve) => setImmediate(resolve))
   return { answer, positions }
 }
@@ -26,15 +33,15 @@ async function waiting(queue: SlotQueue, waitMs = 60_000, signal = new AbortCont
 t.test('a full tool: no wait asked is refused at once; waiters get each freed slot in the order they came, ' +
   'told their place as it changes', async (t) => {
   const { slots, queue } = queueOf(1)
-  const first = leaseOf(await queue.acquire('tool', { waitMs: 0, signal: new AbortController().signal }))
-  t.same(await queue.acquire('tool', { waitMs: 0, signal: new AbortController().signal }), { refused: 'full' })
+  const first = leaseOf(await queue.acquire('tool', { waitMs: 0, stop: stopOf() }))
+  t.same(await queue.acquire('tool', { waitMs: 0, stop: stopOf() }), { refused: 'full' })
   const a = await waiting(queue)
   const b = await waiting(queue)
   const c = await waiting(queue)
   t.equal(queue.queued('tool'), 3)
   t.same([a.positions, b.positions, c.positions], [[1], [2], [3]])
   t.same(
-    await queue.acquire('tool', { waitMs: 0, signal: new AbortController().signal }), { refused: 'full' },
+    await queue.acquire('tool', { waitMs: 0, stop: stopOf() }), { refused: 'full' },
     'a newcomer never passes those waiting'
   )
   first.release()
@@ -52,7 +59,7 @@ t.test('a full tool: no wait asked is refused at once; waiters get each freed sl
 t.test('a wait ends with its time or its run’s stop: it leaves its place, the others move up, no slot is taken',
   async (t) => {
     const { slots, queue } = queueOf(1)
-    const held = leaseOf(await queue.acquire('tool', { waitMs: 0, signal: new AbortController().signal }))
+    const held = leaseOf(await queue.acquire('tool', { waitMs: 0, stop: stopOf() }))
     const stop = new AbortController()
     const stopped = await waiting(queue, 60_000, stop.signal)
     const timed = await waiting(queue, 30)
@@ -66,17 +73,17 @@ t.test('a wait ends with its time or its run’s stop: it leaves its place, the 
     leaseOf(await last.answer).release()
     t.equal(slots.inUse('tool'), 0)
     t.same(
-      await queue.acquire('tool', { waitMs: 1000, signal: AbortSignal.abort() }), { refused: 'stopped' },
+      await queue.acquire('tool', { waitMs: 1000, stop: stopOf(AbortSignal.abort()) }), { refused: 'stopped' },
       'a run stopped before it asks waits for nothing'
     )
   })
 
 t.test('at most MAX_QUEUED_<AGENT> wait: the next is refused at once', async (t) => {
   const { queue } = queueOf(1, 2)
-  const held = leaseOf(await queue.acquire('tool', { waitMs: 0, signal: new AbortController().signal }))
+  const held = leaseOf(await queue.acquire('tool', { waitMs: 0, stop: stopOf() }))
   const a = await waiting(queue)
   const b = await waiting(queue)
-  const refused = await queue.acquire('tool', { waitMs: 60_000, signal: new AbortController().signal })
+  const refused = await queue.acquire('tool', { waitMs: 60_000, stop: stopOf() })
   t.same(refused, { refused: 'queue_full' })
   held.release()
   leaseOf(await a.answer).release()
@@ -92,7 +99,7 @@ t.test('a slot freed on another replica goes to the longest waiting here, found 
     const waiter = await waiting(queue)
     elsewhere.release()
     t.same(
-      await queue.acquire('tool', { waitMs: 0, signal: new AbortController().signal }), { refused: 'full' },
+      await queue.acquire('tool', { waitMs: 0, stop: stopOf() }), { refused: 'full' },
       'the newcomer does not take the slot the waiter is owed'
     )
     leaseOf(await waiter.answer).release()
@@ -110,6 +117,29 @@ t.test('a run stopped while the limiter answers (a shared one, a round trip away
     }
   })
   const queue = new SlotQueue(slow, { tool: 10 })
-  t.same(await queue.acquire('tool', { waitMs: 60_000, signal: stop.signal }), { refused: 'stopped' })
+  t.same(await queue.acquire('tool', { waitMs: 60_000, stop: stopOf(stop.signal) }), { refused: 'stopped' })
   t.equal(queue.queued('tool'), 0)
+})
+
+t.test('only a run that waits makes its signal: one given a slot, or refused, at once never does', async (t) => {
+  const { queue } = queueOf(1)
+  let made = 0
+  const counted = (): Stoppable => {
+    const controller = new AbortController()
+    return {
+      stopped: false,
+      get signal() {
+        made++
+        return controller.signal
+      }
+    }
+  }
+  const held = leaseOf(await queue.acquire('tool', { waitMs: 60_000, stop: counted() }))
+  t.same(await queue.acquire('tool', { waitMs: 0, stop: counted() }), { refused: 'full' })
+  t.equal(made, 0, 'neither the slot given nor the refusal made a signal')
+  const waiter = queue.acquire('tool', { waitMs: 60_000, stop: counted() })
+  await new Promise((resolve) => setImmediate(resolve))
+  t.equal(made, 1, 'the waiter made its own, to be taken out of the queue if it stops')
+  held.release()
+  leaseOf(await waiter).release()
 })
