@@ -189,9 +189,10 @@ export const ERROR_CATALOG = {
   },
   WORKSPACE_NOT_SUPPORTED: {
     status: 400,
-    when: '`workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.',
+    when: '`workspace: "worktree"` where the service cannot make one yet: on a Windows host outside WSL (Git for ' +
+      'Windows).',
     message: (where: string) => `body/workspace: worktree runs are not available ${where}`,
-    example: ['inside a WSL distro']
+    example: ['on a Windows host outside WSL yet']
   },
   UNAUTHORIZED: {
     status: 401,

@@ -48,6 +48,18 @@ function distroArgs(distro: string, user: string | undefined): string[] {
   return ['-d', distro, ...(user === undefined ? [] : ['-u', user])]
 }
 
+/**
+ * wsl.exe's arguments for a program run directly (no shell) in `cwd` inside the distro. `--exec`, never `--`: after
+ * `--` wsl.exe hands the rest of its command line to the distro's shell.
+ */
+export function wslExecArgs(
+  target: Pick<WslTarget, 'distro' | 'user'>,
+  cwd: string,
+  argv: readonly string[]
+): string[] {
+  return [...distroArgs(target.distro, target.user), '--cd', cwd, '--exec', ...argv]
+}
+
 /** wsl.exe's own messages in UTF-8 rather than UTF-16LE (WSL_UTF8 stays on the Windows side unless WSLENV names it). */
 export function wslProcessEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   return { ...env, WSL_UTF8: '1' }

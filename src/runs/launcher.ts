@@ -17,7 +17,7 @@ import type { SudoShim } from '../sudo/shim.js'
 import { webhookRefusal, type WebhookSettings } from '../webhooks/policy.js'
 import { runPlacedAgent, type AgentRunParts, type RunBudget } from './agent-run.js'
 import { outputCheck } from './output-schema.js'
-import { placeRun, type Placement } from './placement.js'
+import { placedIn, placeRun, type Placement } from './placement.js'
 import { stopRefusal, type Run } from './run.js'
 import { continuedPlace, sessionLeftBy } from './sessions.js'
 import type { RunWorktrees, WorktreePlan } from './run-worktree.js'
@@ -260,7 +260,7 @@ export class RunLauncher {
     })
     let result: RunResult
     try {
-      const inWorktree = { ...placement, command: { ...placement.command, cwd: open.cwd } }
+      const inWorktree = placedIn(placement, open.cwd)
       result = await runPlacedAgent(run, tool, inWorktree, budget, this.#parts, log, sink)
     } catch (error) {
       await worktrees.discard(open)

@@ -41,6 +41,36 @@ export interface PlacementInput {
   user?: AgentUser | undefined
 }
 
+/**
+ * wsl.exe splits its own options by its own rules: a value ends at the first blank with quotes kept as they are, and
+ * only --cd strips a pair of quotes, ending at the next `"` with no escapes. Node quotes a value holding a blank or a
+ * quote MSVCRT-style (`\"`, trailing backslashes doubled), which that parser misreads: the rest of the path would be
+ * read as wsl.exe options, or as a command for the distro's shell. Such a cwd is refused. (The task and the agent's
+ * argv come after --exec, which wsl.exe splits with CommandLineToArgvW, the rules Node's quoting is made for.)
+ */
+export function wslCwdProblem(cwd: string): string | null {
+  if (cwd.includes('"')) return 'body/cwd: a directory inside WSL cannot contain `"`: wsl.exe would end --cd at it'
+  if (/[ \t]/.test(cwd) && cwd.endsWith('\\')) {
+    return 'body/cwd: a directory inside WSL with a space cannot end with `\\`: wsl.exe would read it doubled'
+  }
+  return null
+}
+
+/**
+ * The same run, its agent started in `cwd` instead (its worktree): inside WSL, wsl.exe is told so by its `--cd`, which
+ * comes before `--exec` and the agent's own argv.
+ */
+export function placedIn(placement: Placement, cwd: string): Placement {
+  if (placement.wsl === undefined) return { ...placement, command: { ...placement.command, cwd } }
+  const problem = wslCwdProblem(cwd)
+  if (problem !== null) throw serviceError('WSL_ARGUMENT_UNSAFE', problem)
+  const args = [...placement.command.args]
+  const at = args.indexOf('--cd')
+  if (at < 0 || at > args.indexOf('--exec')) throw new Error('a WSL run is placed with --cd before --exec')
+  args[at + 1] = cwd
+  return { ...placement, command: { ...placement.command, args }, wsl: { ...placement.wsl, cwd } }
+}
+
 /** Decides where a run goes, without side effects: the one place that knows whether a run goes into WSL. */
 export function placeRun(input: PlacementInput): Placement {
   const { params, agentBin, agent, env } = input

@@ -1,18 +1,18 @@
 import { createHash } from 'node:crypto'
 import { createReadStream, type ReadStream } from 'node:fs'
-import { lstat, mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
-import { join } from 'node:path'
+import { mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
+import { join, posix } from 'node:path'
 import { serviceError } from '../errors.js'
-import type { AgentUser } from '../process/agent-user.js'
 import type { RunParams } from '../schemas/run.js'
 import type { Changes } from '../schemas/workspace.js'
 import { changeset } from '../workspaces/changeset.js'
 import { assertNewBranch, commitChanges, type Author } from '../workspaces/commit.js'
-import type { GitIdentity } from '../workspaces/git.js'
+import { isWslUser, type GitUser, type WslUser } from '../workspaces/git.js'
 import {
-  addWorktree, inRepository, pruneWorktrees, removeWorktree, resolveBase, resolveRepository, type Repository,
-  type Worktree
+  addWorktree, inRepository, pruneWorktrees, removeLeftover, removeWorktree, resolveBase, resolveRepository,
+  type Repository, type Worktree, worktreePath
 } from '../workspaces/worktree.js'
+import { distroWorktreesRoot, worktreeFiles } from '../workspaces/worktree-files.js'
 import type { Placement } from './placement.js'
 import type { Run } from './run.js'
 import type { SessionRecord, SessionStore, SessionWorktree } from './stores/run-store.js'
@@ -27,13 +27,15 @@ export interface WorktreeSettings {
   diffRetentionMs: number
   author: Author
   hostPlatform: NodeJS.Platform
+  /** What reaches a distro's worktrees when the service sweeps them (WSL_BIN). */
+  wslBin: string
   /** How often worktrees whose session expired, and diffs past retention, are looked for (default ten minutes). */
   sweepEveryMs?: number
 }
 
 /** What a worktree run gets, decided (and refused) before it takes a slot. */
 export interface WorktreePlan {
-  identity: GitIdentity | undefined
+  identity: GitUser
   keep: 'never' | 'always'
   commit: RunParams['commit']
   /** Where in the worktree its agent works: the caller's cwd, relative to the repository's top. */
@@ -54,15 +56,31 @@ export interface OpenWorktree {
 interface WorktreeRecord {
   /** The session it continues in, once its run has ended; absent while its run runs (or if it crashed). */
   session?: { tool: string; id: string }
+  /**
+   * A worktree inside a WSL distro, which no listing of this host's directories finds: where it is, and the repository
+   * whose entry goes with it.
+   */
+  distro?: { name: string; user: string | undefined; path: string; repository: Repository }
 }
 
 const SWEEP_EVERY_MS = 10 * 60_000
 
 const RUN_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/
 
-/** git runs as the agent's user: its account's groups with it (a repository is often shared through one). */
-const gitIdentityOf = (user: AgentUser | undefined): GitIdentity | undefined =>
-  user === undefined ? undefined : { uid: user.uid, gid: user.gid, ...(user.listed ? { groups: user.groups } : {}) }
+/**
+ * git runs as the agent's user: on this host, its account's groups with it (a repository is often shared through one);
+ * inside a distro, the distro user the run asked for.
+ */
+function gitUserOf({ user, wsl }: Pick<Placement, 'user' | 'wsl'>): GitUser {
+  if (wsl !== undefined) return { wslBin: wsl.wslBin, distro: wsl.distro, user: wsl.user }
+  if (user === undefined) return undefined
+  return { uid: user.uid, gid: user.gid, ...(user.listed ? { groups: user.groups } : {}) }
+}
+
+/** What a record must say of a worktree for the sweep to find it again. */
+function placeOf({ path, repository, identity }: Pick<Worktree, 'path' | 'repository' | 'identity'>): WorktreeRecord {
+  return isWslUser(identity) ? { distro: { name: identity.distro, user: identity.user, path, repository } } : {}
+}
 
 /** A git refusal as the caller's error; anything else is the service's own failure. */
 function asRefusal(error: unknown, params: Pick<RunParams, 'cwd' | 'base' | 'commit'>, cwd: string): unknown {
@@ -79,15 +97,13 @@ function asRefusal(error: unknown, params: Pick<RunParams, 'cwd' | 'base' | 'com
 const toSessionWorktree = ({ path, gitDir, repository, base }: Worktree, prefix: string): SessionWorktree =>
   ({ path, gitDir, topLevel: repository.topLevel, commonDir: repository.commonDir, base, prefix })
 
-const fromSessionWorktree = (kept: SessionWorktree, identity: GitIdentity | undefined): Worktree => ({
+const fromSessionWorktree = (kept: SessionWorktree, identity: GitUser): Worktree => ({
   path: kept.path,
   gitDir: kept.gitDir,
   repository: { topLevel: kept.topLevel, commonDir: kept.commonDir },
   base: kept.base,
   identity
 })
-
-const isDirectory = (path: string): Promise<boolean> => lstat(path).then((found) => found.isDirectory(), () => false)
 
 /**
  * Worktree runs: each run's agent in a git worktree of its own, made from its caller's repository at `base`, and what
@@ -106,8 +122,8 @@ export class RunWorktrees {
 
   /**
    * The plan for a run asking for a worktree (or continuing a session that has one), each refusal before any slot:
-   * options without a worktree, a place git cannot work (WSL, Windows), no repository, an unknown base, a branch that
-   * could not be made.
+   * options without a worktree, a place git cannot work yet (Windows itself), no repository, an unknown base, a branch
+   * that could not be made.
    */
   async plan(params: RunParams, placement: Placement, session: SessionRecord | undefined):
   Promise<WorktreePlan | undefined> {
@@ -121,18 +137,24 @@ export class RunWorktrees {
       return undefined
     }
     if (params.workspace === 'cwd') throw serviceError('RESUME_PLACE_MISMATCH', 'workspace', 'cwd', 'worktree')
-    if (placement.where === 'wsl') throw serviceError('WORKSPACE_NOT_SUPPORTED', 'inside a WSL distro yet')
-    if (this.#settings.hostPlatform === 'win32') throw serviceError('WORKSPACE_NOT_SUPPORTED', 'on a Windows host yet')
-    const identity = gitIdentityOf(placement.user)
-    const cwd = placement.command.cwd!
+    if (placement.wsl === undefined && this.#settings.hostPlatform === 'win32') {
+      throw serviceError('WORKSPACE_NOT_SUPPORTED', 'on a Windows host outside WSL yet')
+    }
+    // Inside a distro the run's directory is its user's home unless it names one: the repository must be named.
+    if (placement.wsl !== undefined && params.cwd === undefined && continued === undefined) {
+      throw serviceError('VALIDATION_ERROR', 'body/cwd: a worktree run inside WSL names its repository\'s directory')
+    }
+    const identity = gitUserOf(placement)
+    const cwd = placement.wsl?.cwd ?? placement.command.cwd!
     const decided = { identity, keep: params.keep ?? 'never', commit: params.commit } as const
     try {
       if (continued !== undefined) {
         if (params.base !== undefined && params.base !== continued.base) {
           throw serviceError('RESUME_PLACE_MISMATCH', 'base', params.base, continued.base)
         }
-        // A session's worktree lives on the host that made it (and until the session expires).
-        if (!(await isDirectory(continued.path))) throw serviceError('SESSION_NOT_FOUND', session!.id)
+        // A session's worktree lives on the host (or in the distro) that made it, until the session expires.
+        const found = await worktreeFiles(identity).isDirectory(continued.path)
+        if (!found) throw serviceError('SESSION_NOT_FOUND', session!.id)
         const worktree = fromSessionWorktree(continued, identity)
         await this.#assertBranch(worktree.repository, params, identity)
         return { ...decided, prefix: continued.prefix, source: { continued: worktree } }
@@ -153,12 +175,13 @@ export class RunWorktrees {
     if ('continued' in source) {
       worktree = source.continued
     } else {
-      await this.#writeRecord(run.id, {})
       this.#inUse.add(run.id)
       try {
-        worktree = await addWorktree({
-          ...source, root: this.#settings.worktreesDir, runId: run.id, identity: plan.identity
-        })
+        const { identity } = plan
+        const root = isWslUser(identity) ? await distroWorktreesRoot(identity) : this.#settings.worktreesDir
+        const path = worktreePath(root, run.id)
+        await this.#writeRecord(run.id, placeOf({ path, repository: source.repository, identity }))
+        worktree = await addWorktree({ ...source, root, runId: run.id, identity })
       } catch (error) {
         await this.#forget(run.id)
         throw error
@@ -166,9 +189,11 @@ export class RunWorktrees {
     }
     this.#inUse.add(this.#nameOf(worktree))
     run.workIn({ kind: 'worktree', path: worktree.path, base: worktree.base })
-    const inside = join(worktree.path, plan.prefix)
+    const inside = posix.join(worktree.path, plan.prefix)
     // The caller's directory may hold nothing tracked at base: the agent starts at the worktree's top then.
-    const cwd = plan.prefix !== '' && (await isDirectory(inside)) ? inside : worktree.path
+    const cwd = plan.prefix !== '' && (await worktreeFiles(worktree.identity).isDirectory(inside))
+      ? inside
+      : worktree.path
     return { worktree, plan, cwd }
   }
 
@@ -218,7 +243,7 @@ export class RunWorktrees {
       return open.worktree.path
     }
     if (session !== null) {
-      await this.#writeRecord(name, { session })
+      await this.#writeRecord(name, { ...placeOf(open.worktree), session })
       return open.worktree.path
     }
     // A session's worktree that this run continued stays as long as that session.
@@ -266,7 +291,15 @@ export class RunWorktrees {
     const entries = await readdir(this.#settings.worktreesDir).catch(() => [])
     const live = new Set(entries.filter((name) => !doomed.has(name)))
     const pruned = await pruneWorktrees(this.#settings.worktreesDir, live)
-    for (const name of doomed) await this.#forget(name)
+    for (const name of doomed) {
+      const record = await this.#readRecord(name)
+      if (record?.distro !== undefined) {
+        // A distro that cannot be reached now keeps its record, for a later sweep.
+        if (!(await this.#removeInDistro(record.distro))) continue
+        pruned.push(name)
+      }
+      await this.#forget(name)
+    }
     await this.#sweepDiffs()
     return pruned
   }
@@ -282,9 +315,14 @@ export class RunWorktrees {
     clearInterval(this.#sweeper)
   }
 
-  async #assertBranch(repository: Repository, params: RunParams, identity: GitIdentity | undefined): Promise<void> {
+  async #assertBranch(repository: Repository, params: RunParams, identity: GitUser): Promise<void> {
     const branch = params.commit?.branch
     if (branch !== undefined) await assertNewBranch(inRepository(repository, identity), branch)
+  }
+
+  async #removeInDistro({ name, user, path, repository }: NonNullable<WorktreeRecord['distro']>): Promise<boolean> {
+    const identity: WslUser = { wslBin: this.#settings.wslBin, distro: name, user }
+    return removeLeftover(path, repository, identity).then(() => true, () => false)
   }
 
   #nameOf(worktree: Worktree): string {

@@ -71,7 +71,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     agentEnv,
     metrics,
     webhooks: config.webhooks,
-    worktrees: { ...config.workspaces, diffRetentionMs: config.runsRetentionMs, hostPlatform }
+    worktrees: { ...config.workspaces, diffRetentionMs: config.runsRetentionMs, hostPlatform, wslBin }
   })
   await app.after()
   const { platform } = app

@@ -1,5 +1,5 @@
 import { open, type FileHandle } from 'node:fs/promises'
-import { join } from 'node:path'
+import { posix } from 'node:path'
 import { Writable } from 'node:stream'
 import { filterOverrides, git, type GitCall, text } from './git.js'
 import { inWorktree, type Worktree } from './worktree.js'
@@ -44,7 +44,7 @@ const DIFF = ['diff-index', '--cached', '-M', '--no-ext-diff', '--no-textconv']
 export async function stageAll(worktree: Worktree): Promise<GitCall> {
   const call = inWorktree(worktree)
   const config = await filterOverrides(call)
-  const index = join(worktree.gitDir, 'agent-runner.index')
+  const index = posix.join(worktree.gitDir, 'agent-runner.index')
   const staged = { ...call, config, env: { ...call.env, GIT_INDEX_FILE: index } }
   // From the worktree's index, for its stat data (files it already knows unchanged are not read again), unless the
   // agent left it unusable (a merge in progress): then from HEAD alone, every file read once.

@@ -1,7 +1,8 @@
-import { spawn } from 'node:child_process'
+import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process'
 import type { Writable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { findOnPath } from '../process/find-executable.js'
+import { wslExecArgs, wslProcessEnv } from '../process/wsl-group.js'
 
 /**
  * Who git runs as: the run's agent user, never the service, since a repository is hostile input and whatever it
@@ -13,6 +14,26 @@ export interface GitIdentity {
   gid: number
   groups?: readonly number[]
 }
+
+/**
+ * Inside a WSL distro (a Windows host's run with `wsl_distro`): git, and every file of its worktrees, are the distro's,
+ * reached through wsl.exe as the distro user the run asked for (its default user when none), its agent's user too.
+ */
+export interface WslUser {
+  wslBin: string
+  distro: string
+  user: string | undefined
+}
+
+/** Who git runs as, and where: a uid of this host (undefined: the service's own), or a distro's user. */
+export type GitUser = GitIdentity | WslUser | undefined
+
+export const isWslUser = (user: GitUser): user is WslUser => user !== undefined && 'distro' in user
+
+/** The distro's PATH: the Windows host's own means nothing inside it. */
+const DISTRO_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+/** What `env` answers when the program it is asked to run is not there: git is not installed in the distro. */
+const ENV_NOT_FOUND = 127
 
 /** git is not on the service's PATH (503 GIT_NOT_INSTALLED). */
 export class GitNotInstalled extends Error {
@@ -100,7 +121,7 @@ const BASE_ENV: Readonly<Record<string, string>> = {
 export interface GitCall {
   /** Where git runs (`-C`): a repository, or a directory inside one. */
   cwd: string
-  identity?: GitIdentity | undefined
+  identity?: GitUser
   /** HOME for the call: a directory the identity owns; `cwd` when not given. */
   home?: string
   /** Directories git may use though another user owns them (safe.directory, read from the command line only). */
@@ -154,16 +175,58 @@ async function executable(name: string, path: string): Promise<string> {
   return found
 }
 
-/** The file and argv that run git as the identity: setpriv when it has groups, spawn's uid/gid otherwise. */
-async function command(gitArgs: string[], identity: GitIdentity | undefined, path: string):
-Promise<{ file: string; args: string[] }> {
+/** How one call is started, and how it is ended early. */
+interface Launch {
+  file: string
+  args: string[]
+  options: SpawnOptions
+  kill: (child: ChildProcess) => void
+}
+
+/** Ends the whole group git started (its own, `detached`): a hook or helper it ran too, were any still to run. */
+const killGroup = (child: ChildProcess): void => {
+  try {
+    process.kill(-child.pid!, 'SIGKILL')
+  } catch {
+    // already gone
+  }
+}
+
+/**
+ * On this host, as the identity: setpriv when it has groups, spawn's uid/gid otherwise; from `/`, not cwd (a
+ * directory the identity cannot enter would be reported as a missing program).
+ */
+async function hostLaunch(gitArgs: string[], env: Record<string, string>, identity: GitIdentity | undefined):
+Promise<Launch> {
+  const path = env['PATH']!
   const git = await executable('git', path)
-  if (identity?.groups === undefined || identity.groups.length === 0) return { file: git, args: gitArgs }
+  const options: SpawnOptions = { cwd: '/', env, detached: true }
+  if (identity?.groups === undefined || identity.groups.length === 0) {
+    const as = identity === undefined ? {} : { uid: identity.uid, gid: identity.gid }
+    return { file: git, args: gitArgs, options: { ...options, ...as }, kill: killGroup }
+  }
   const setpriv = await executable('setpriv', path)
   return {
     file: setpriv,
     args: [`--reuid=${identity.uid}`, `--regid=${identity.gid}`, `--groups=${identity.groups.join(',')}`, '--',
-      git, ...gitArgs]
+      git, ...gitArgs],
+    options,
+    kill: killGroup
+  }
+}
+
+/**
+ * Inside the distro, through wsl.exe: the environment made from scratch there by `env -i` (only what WSLENV names
+ * would cross otherwise), every value an argument after --exec, which wsl.exe splits as Node quotes. Windows ends only
+ * wsl.exe: a git still running inside ends on its own (its stdin closed).
+ */
+function wslLaunch(gitArgs: string[], env: Record<string, string>, wsl: WslUser): Launch {
+  const assignments = Object.entries({ ...env, PATH: DISTRO_PATH }).map(([name, value]) => `${name}=${value}`)
+  return {
+    file: wsl.wslBin,
+    args: wslExecArgs(wsl, '/', ['env', '-i', ...assignments, 'git', ...gitArgs]),
+    options: { env: wslProcessEnv(process.env), windowsHide: true },
+    kill: (child) => child.kill('SIGKILL')
   }
 }
 
@@ -174,25 +237,15 @@ Promise<{ file: string; args: string[] }> {
 export async function git(args: readonly string[], call: GitCall): Promise<GitResult> {
   const path = process.env['PATH'] ?? '/usr/local/bin:/usr/bin:/bin'
   const invocation = gitInvocation(args, call, path)
-  const { file, args: argv } = await command(invocation.args, call.identity, path)
-  const viaSetpriv = call.identity?.groups !== undefined && call.identity.groups.length > 0
-  const child = spawn(file, argv, {
-    // `/`, not cwd: a directory the identity cannot enter would be reported as a missing program
-    cwd: '/',
-    env: invocation.env,
-    stdio: ['pipe', 'pipe', 'pipe'],
-    detached: true,
-    ...(call.identity !== undefined && !viaSetpriv ? { uid: call.identity.uid, gid: call.identity.gid } : {})
-  })
+  const launch = isWslUser(call.identity)
+    ? wslLaunch(invocation.args, invocation.env, call.identity)
+    : await hostLaunch(invocation.args, invocation.env, call.identity)
+  const child = spawn(launch.file, launch.args, { ...launch.options, stdio: ['pipe', 'pipe', 'pipe'] })
   const name = args.find((arg) => !arg.startsWith('-')) ?? 'git'
   const ended: { reason: 'exit' | 'timeout' | 'output' } = { reason: 'exit' }
   const kill = (why?: 'timeout' | 'output'): void => {
     if (why !== undefined) ended.reason = why
-    try {
-      process.kill(-child.pid!, 'SIGKILL')
-    } catch {
-      // already gone
-    }
+    launch.kill(child)
   }
   const timer = setTimeout(() => { kill('timeout') }, call.timeoutMs ?? DEFAULT_TIMEOUT_MS)
   let stderr = ''
@@ -219,13 +272,14 @@ export async function git(args: readonly string[], call: GitCall): Promise<GitRe
   })
   try {
     const [exitCode] = await Promise.all([exited, reading])
+    if (exitCode === ENV_NOT_FOUND && isWslUser(call.identity)) throw new GitNotInstalled()
     if (ended.reason !== 'exit' || exitCode === null || !(call.okExitCodes ?? [0]).includes(exitCode)) {
       throw new GitFailed(name, exitCode, stderr, ended.reason)
     }
     return { stdout: Buffer.concat(chunks), exitCode }
   } catch (error) {
     kill()
-    if (error instanceof GitFailed) throw error
+    if (error instanceof GitFailed || error instanceof GitNotInstalled) throw error
     throw new GitFailed(name, null, `${stderr}${(error as Error).message}`, ended.reason)
   } finally {
     clearTimeout(timer)

@@ -1,6 +1,7 @@
-import { chown, lstat, mkdir, readdir, rm } from 'node:fs/promises'
-import { dirname, join } from 'node:path'
-import { filterOverrides, git, GitFailed, type GitCall, type GitIdentity, text } from './git.js'
+import { lstat, mkdir, readdir, rm } from 'node:fs/promises'
+import { join, posix } from 'node:path'
+import { filterOverrides, git, GitFailed, type GitCall, type GitUser, isWslUser, text } from './git.js'
+import { worktreeFiles } from './worktree-files.js'
 
 /** The run's `cwd` is in no repository git can use (400 NOT_A_GIT_REPOSITORY). */
 export class NotAGitRepository extends Error {
@@ -34,13 +35,13 @@ export interface Worktree {
   gitDir: string
   repository: Repository
   base: string
-  identity: GitIdentity | undefined
+  identity: GitUser
 }
 
 /** The directory and its ancestors: whichever of them git finds the repository at may be used as the identity. */
 function selfAndAncestors(dir: string): string[] {
   const dirs = [dir]
-  while (dirname(dirs.at(-1)!) !== dirs.at(-1)) dirs.push(dirname(dirs.at(-1)!))
+  while (posix.dirname(dirs.at(-1)!) !== dirs.at(-1)) dirs.push(posix.dirname(dirs.at(-1)!))
   return dirs
 }
 
@@ -52,7 +53,7 @@ export interface RepositoryPlace {
 }
 
 /** The repository `cwd` (absolute) is in, as the identity sees it, and where in it `cwd` is. */
-export async function resolveRepository(cwd: string, identity?: GitIdentity): Promise<RepositoryPlace> {
+export async function resolveRepository(cwd: string, identity?: GitUser): Promise<RepositoryPlace> {
   let lines: string[]
   try {
     lines = text(await git(['rev-parse', '--path-format=absolute', '--show-toplevel', '--git-common-dir',
@@ -65,7 +66,7 @@ export async function resolveRepository(cwd: string, identity?: GitIdentity): Pr
 }
 
 /** The call that runs in the caller's repository. */
-export const inRepository = (repository: Repository, identity: GitIdentity | undefined): GitCall =>
+export const inRepository = (repository: Repository, identity: GitUser): GitCall =>
   ({ cwd: repository.topLevel, identity, safe: [repository.topLevel] })
 
 /** The call that runs in a worktree: its git directory named, never found through the `.git` file its agent owns. */
@@ -77,7 +78,7 @@ export const inWorktree = (worktree: Worktree): GitCall => ({
 })
 
 /** The commit `base` names: always a revision, never an option (`--upload-pack=…` is a name here). */
-export async function resolveBase(repository: Repository, base: string, identity?: GitIdentity): Promise<string> {
+export async function resolveBase(repository: Repository, base: string, identity?: GitUser): Promise<string> {
   try {
     return text(await git(['rev-parse', '--verify', '--end-of-options', `${base}^{commit}`],
       inRepository(repository, identity)))
@@ -97,20 +98,26 @@ export interface NewWorktree {
   /** Where every run's worktree is made: DATA_DIR's, or WORKTREES_DIR. */
   root: string
   runId: string
-  identity?: GitIdentity | undefined
+  identity?: GitUser
+}
+
+/** Where a run's worktree goes: one path component under the root, checked, since it names a directory. */
+export function worktreePath(root: string, runId: string): string {
+  if (!WORKTREE_NAME.test(runId)) throw new Error(`not a worktree name: ${JSON.stringify(runId)}`)
+  return posix.join(root, runId)
 }
 
 /**
  * A detached worktree at `base` in `<root>/<run id>` (0700, the identity's), made by git run as the identity from
- * the caller's repository: its working tree, index and branches untouched, no hook, filter or fsmonitor run.
+ * the caller's repository: its working tree, index and branches untouched, no hook, filter or fsmonitor run. A
+ * distro's root is its user's own already; this host's is made here, crossable by each agent user.
  */
 export async function addWorktree({ repository, base, root, runId, identity }: NewWorktree): Promise<Worktree> {
-  if (!WORKTREE_NAME.test(runId)) throw new Error(`not a worktree name: ${JSON.stringify(runId)}`)
-  await mkdir(root, { recursive: true, mode: 0o711 })
-  const path = join(root, runId)
-  await mkdir(path, { mode: 0o700 })
+  const path = worktreePath(root, runId)
+  if (!isWslUser(identity)) await mkdir(root, { recursive: true, mode: 0o711 })
+  const files = worktreeFiles(identity)
+  await files.makePrivate(path)
   try {
-    if (identity !== undefined) await chown(path, identity.uid, identity.gid)
     const call = inRepository(repository, identity)
     await git(['worktree', 'add', '--detach', '--', path, base], { ...call, config: await filterOverrides(call) })
     const gitDir = text(await git(['rev-parse', '--path-format=absolute', '--git-dir'], {
@@ -118,7 +125,7 @@ export async function addWorktree({ repository, base, root, runId, identity }: N
     }))
     return { path, gitDir, repository, base, identity }
   } catch (error) {
-    await rm(path, { recursive: true, force: true })
+    await files.remove(path)
     await git(['worktree', 'prune'], inRepository(repository, identity)).catch(() => undefined)
     throw error
   }
@@ -132,9 +139,18 @@ export async function addWorktree({ repository, base, root, runId, identity }: N
 export async function removeWorktree(worktree: Worktree): Promise<void> {
   const call = inRepository(worktree.repository, worktree.identity)
   await git(['worktree', 'remove', '--force', '--force', '--', worktree.path], call).catch(() => undefined)
-  await rm(worktree.path, { recursive: true, force: true })
-  const left = await lstat(worktree.gitDir).then(() => true, () => false)
-  if (left) await git(['worktree', 'prune'], call)
+  const files = worktreeFiles(worktree.identity)
+  await files.remove(worktree.path)
+  if (await files.exists(worktree.gitDir)) await git(['worktree', 'prune'], call)
+}
+
+/**
+ * A worktree whose run ended while the service was down, found from the service's record of it (its git directory
+ * not learnt yet, perhaps): its directory removed, its repository's entries pruned.
+ */
+export async function removeLeftover(path: string, repository: Repository, identity: GitUser): Promise<void> {
+  await worktreeFiles(identity).remove(path)
+  await git(['worktree', 'prune'], inRepository(repository, identity)).catch(() => undefined)
 }
 
 /**

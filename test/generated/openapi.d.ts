@@ -1150,7 +1150,7 @@ export interface operations {
              *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
              *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
              *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, the tool’s `<AGENT>_MAX_COST_USD`, or the token’s `TOKEN_DAILY_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
-             *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
+             *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: on a Windows host outside WSL (Git for Windows).
              */
             400: {
                 headers: {
@@ -1293,7 +1293,7 @@ export interface operations {
              *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
              *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
              *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, the tool’s `<AGENT>_MAX_COST_USD`, or the token’s `TOKEN_DAILY_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
-             *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
+             *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: on a Windows host outside WSL (Git for Windows).
              */
             400: {
                 headers: {
@@ -1462,7 +1462,7 @@ export interface operations {
              *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
              *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
              *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, the tool’s `<AGENT>_MAX_COST_USD`, or the token’s `TOKEN_DAILY_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
-             *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
+             *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: on a Windows host outside WSL (Git for Windows).
              */
             400: {
                 headers: {
@@ -1631,7 +1631,7 @@ export interface operations {
              *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
              *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
              *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, the tool’s `<AGENT>_MAX_COST_USD`, or the token’s `TOKEN_DAILY_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
-             *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
+             *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: on a Windows host outside WSL (Git for Windows).
              */
             400: {
                 headers: {
@@ -1800,7 +1800,7 @@ export interface operations {
              *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
              *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
              *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, the tool’s `<AGENT>_MAX_COST_USD`, or the token’s `TOKEN_DAILY_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
-             *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
+             *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: on a Windows host outside WSL (Git for Windows).
              */
             400: {
                 headers: {
@@ -2009,7 +2009,7 @@ export interface operations {
              *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
              *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
              *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, the tool’s `<AGENT>_MAX_COST_USD`, or the token’s `TOKEN_DAILY_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
-             *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
+             *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: on a Windows host outside WSL (Git for Windows).
              */
             400: {
                 headers: {
@@ -2297,7 +2297,7 @@ export interface operations {
              *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
              *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
              *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, the tool’s `<AGENT>_MAX_COST_USD`, or the token’s `TOKEN_DAILY_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
-             *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: inside WSL, or on a Windows host.
+             *     - `WORKSPACE_NOT_SUPPORTED`: `workspace: "worktree"` where the service cannot make one yet: on a Windows host outside WSL (Git for Windows).
              */
             400: {
                 headers: {

@@ -7,7 +7,7 @@ import {
   build, call, createRun, getRun, isAlive, readPidFile, refused, runTool, scenario, settled, standInEnv, startServer,
   tempDir
 } from '../helpers/index.js'
-import { callerGit, callerStatus, scene, writeFiles, type Scene } from '../workspaces/repos.js'
+import { callerGit, callerStatus, scene, worktreeList, writeFiles, type Scene } from '../workspaces/repos.js'
 
 // Worktree runs (issue 39) through the API: each run's agent (a stand-in editing files as an agent's tools do) in a
 // worktree of its own, made by real git from a real repository; what it changed comes back as a changeset.
@@ -37,8 +37,6 @@ Promise<Service> {
 const worktreesOf = (s: Service): string => join(s.dataDir, 'worktrees')
 const branches = (repo: Scene): string[] =>
   callerGit(repo.repo, 'for-each-ref', '--format=%(refname:short)', 'refs/heads').split('\n').filter(Boolean)
-const worktreeList = (repo: Scene): string[] =>
-  callerGit(repo.repo, 'worktree', 'list', '--porcelain').split('\n').filter((line) => line.startsWith('worktree '))
 
 t.test('a worktree run: the agent edits, adds, deletes and renames in a worktree of its own; the changeset is exact, ' +
   'the caller’s tree untouched, the worktree gone at the end', async (t) => {

@@ -110,3 +110,7 @@ export const callerStatus = (s: Scene): string => callerGit(s.repo, 'status', '-
 /** The marks hostile programs left, if any ran. */
 export const marks = (s: Scene, ...names: string[]): string[] =>
   names.filter((name) => existsSync(join(s.markers, name)))
+
+/** The caller's repository's worktrees, its own first: one when every run's entry is gone. */
+export const worktreeList = (s: Scene): string[] =>
+  callerGit(s.repo, 'worktree', 'list', '--porcelain').split('\n').filter((line) => line.startsWith('worktree '))
