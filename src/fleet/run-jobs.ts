@@ -1,0 +1,204 @@
+import { Queue, QueueEvents, Worker, type Job } from 'bullmq'
+import { Redis } from 'ioredis'
+
+// Runs as BullMQ jobs (issue 40): an API replica hands a run to whichever worker of the fleet has room for its tool,
+// and learns when it starts and how it ends; a worker takes at most its own number of runs of each tool at once. A run
+// is never run twice: one attempt, and a job whose worker went silent is lost, never given to another (agents are not
+// idempotent). What the run does meanwhile (its output, its stop) travels through the run store, as any run's does.
+
+export interface FleetOptions {
+  /** The fleet's Redis (REDIS_URL). */
+  url: string
+  /** Keys' prefix: fleets (and tests) sharing one Redis stay apart. */
+  prefix: string
+  /** How long a worker's hold on a run lasts unrenewed: a worker silent this long has lost its runs. */
+  lockDurationMs: number
+}
+
+/** How a handed-over run ended, as the replica that handed it over learns it. */
+export type RunOutcome =
+  | { end: 'completed'; value: unknown }
+  | { end: 'failed'; reason: string }
+  /** Its worker went silent past `lockDurationMs` (killed, its host gone): the run is not run again. */
+  | { end: 'lost' }
+
+/** A run handed to the fleet, as the replica that handed it over follows it. */
+export interface HandedOver {
+  /** When a worker took it. */
+  started: Promise<void>
+  /** How it ended. */
+  outcome: Promise<RunOutcome>
+  /** Takes it back while no worker has taken it yet (true); false once one has. */
+  withdraw: () => Promise<boolean>
+}
+
+/** A tool's queue name: BullMQ keeps `:` for its own keys. */
+const queueName = (tool: string): string => `runs.${tool}`
+
+/** A job's record is kept this long after its end (seconds): enough to read how it ended, never forever. */
+const KEPT_AFTER_END_S = 3600
+
+/**
+ * The connections of one side, each closed with it (BullMQ leaves a connection it was given open). Commands wait for
+ * Redis rather than fail: BullMQ blocks on some, and retries them itself.
+ */
+class Connections {
+  readonly #made: Redis[] = []
+  constructor(readonly url: string) {}
+
+  next(): Redis {
+    const redis = new Redis(this.url, { maxRetriesPerRequest: null })
+    // Reported by the commands that fail, and retried by BullMQ: an event nobody listens to would end the process.
+    redis.on('error', () => undefined)
+    this.#made.push(redis)
+    return redis
+  }
+
+  close(): void {
+    for (const redis of this.#made) redis.disconnect()
+  }
+}
+
+interface Following {
+  started: () => void
+  settle: (outcome: RunOutcome) => void
+}
+
+/** One tool's queue as a replica that hands runs over sees it. */
+interface ToolQueue {
+  queue: Queue
+  events: QueueEvents
+  /** Finds runs whose worker went silent, even once no worker is left to find them. */
+  stalledChecker: Worker
+}
+
+/** The handing-over side: an API replica's. */
+export class RunDispatch {
+  readonly #options: FleetOptions
+  readonly #connections: Connections
+  readonly #connection: Redis
+  readonly #tools = new Map<string, ToolQueue>()
+  readonly #following = new Map<string, Following>()
+
+  constructor(options: FleetOptions, tools: readonly string[]) {
+    this.#options = options
+    this.#connections = new Connections(options.url)
+    this.#connection = this.#connections.next()
+    for (const tool of tools) this.#tools.set(tool, this.#toolQueue(tool))
+  }
+
+  /** Once every queue's events are followed (a run handed over earlier could end unseen). */
+  async ready(): Promise<void> {
+    await Promise.all([...this.#tools.values()].map(async ({ queue, events, stalledChecker }) => {
+      await Promise.all([queue.waitUntilReady(), events.waitUntilReady()])
+      await stalledChecker.startStalledCheckTimer()
+    }))
+  }
+
+  /** Hands a run to the fleet: its id names its job, so one run is never queued twice. */
+  async handOver(tool: string, runId: string, data: unknown): Promise<HandedOver> {
+    const { queue } = this.#toolQueueOf(tool)
+    let started!: () => void
+    let settle!: (outcome: RunOutcome) => void
+    const startedPromise = new Promise<void>((resolve) => { started = resolve })
+    const outcome = new Promise<RunOutcome>((resolve) => {
+      settle = (end) => {
+        this.#following.delete(runId)
+        resolve(end)
+      }
+    })
+    // Followed before it exists: its worker may take and end it before add() has answered.
+    this.#following.set(runId, { started, settle })
+    try {
+      await queue.add(tool, data, {
+        jobId: runId,
+        attempts: 1,
+        removeOnComplete: { age: KEPT_AFTER_END_S },
+        removeOnFail: { age: KEPT_AFTER_END_S }
+      })
+    } catch (error) {
+      this.#following.delete(runId)
+      throw error
+    }
+    return {
+      started: startedPromise,
+      outcome,
+      withdraw: async () => {
+        const removed = (await queue.remove(runId)) === 1
+        if (removed) settle({ end: 'failed', reason: 'withdrawn' })
+        return removed
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.#tools.values()].flatMap(({ queue, events, stalledChecker }) =>
+      [queue.close(), events.close(), stalledChecker.close()]))
+    this.#connections.close()
+  }
+
+  #toolQueueOf(tool: string): ToolQueue {
+    const found = this.#tools.get(tool)
+    if (found === undefined) throw new Error(`no queue for ${tool}`)
+    return found
+  }
+
+  #toolQueue(tool: string): ToolQueue {
+    const name = queueName(tool)
+    const { prefix, lockDurationMs } = this.#options
+    const events = new QueueEvents(name, { connection: this.#connections.next(), prefix })
+    events.on('active', ({ jobId }) => { this.#following.get(jobId)?.started() })
+    events.on('completed', ({ jobId, returnvalue }) => {
+      this.#following.get(jobId)?.settle({ end: 'completed', value: returnvalue })
+    })
+    events.on('failed', ({ jobId, failedReason }) => {
+      this.#following.get(jobId)?.settle({ end: 'failed', reason: failedReason })
+    })
+    // One attempt and no stall allowed: a stalled run is never taken again (its next taker fails it at once).
+    events.on('stalled', ({ jobId }) => { this.#following.get(jobId)?.settle({ end: 'lost' }) })
+    return {
+      queue: new Queue(name, { connection: this.#connection, prefix }),
+      events,
+      stalledChecker: new Worker(name, null, {
+        connection: this.#connections.next(),
+        prefix,
+        autorun: false,
+        ...stallOptions(lockDurationMs)
+      })
+    }
+  }
+}
+
+/** No run survives a stall: a worker silent for `lockDurationMs` has lost it. Checked twice as often. */
+const stallOptions = (lockDurationMs: number) =>
+  ({ maxStalledCount: 0, lockDuration: lockDurationMs, stalledInterval: Math.max(1, Math.floor(lockDurationMs / 2)) })
+
+/** What a worker does with a run it took; what it returns is the run's outcome, what it throws its failure. */
+export type RunHandler = (tool: string, runId: string, data: unknown) => Promise<unknown>
+
+/** The taking side: a worker's, at most `concurrency[tool]` runs of each tool at once. */
+export class RunWorkers {
+  readonly #connections: Connections
+  readonly #workers: Worker[]
+
+  constructor(options: FleetOptions & { name: string }, concurrency: Readonly<Record<string, number>>,
+    handler: RunHandler) {
+    const { prefix, lockDurationMs, name } = options
+    this.#connections = new Connections(options.url)
+    this.#workers = Object.entries(concurrency).map(([tool, most]) => new Worker(
+      queueName(tool),
+      async (job: Job) => handler(tool, job.id!, job.data),
+      { connection: this.#connections.next(), prefix, concurrency: most, name, ...stallOptions(lockDurationMs) }
+    ))
+  }
+
+  async ready(): Promise<void> {
+    await Promise.all(this.#workers.map((worker) => worker.waitUntilReady()))
+  }
+
+  /** Takes no new run; resolves once the runs it has taken have ended. */
+  async close(): Promise<void> {
+    await Promise.all(this.#workers.map((worker) => worker.close()))
+    this.#connections.close()
+  }
+}

@@ -1,0 +1,156 @@
+import t, { type Test } from 'tap'
+import { spawn, type ChildProcess } from 'node:child_process'
+import { once } from 'node:events'
+import { existsSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { RunDispatch, type RunOutcome } from '#src/fleet/run-jobs.js'
+import { tempDir, waitFor } from '../helpers/index.js'
+import { fromRoot } from '../helpers/root.js'
+import { NO_REDIS, startRedis } from '../helpers/redis.js'
+
+// Runs as BullMQ jobs (issue 40), on a real redis-server: an API replica's RunDispatch hands runs over, workers in
+// processes of their own (test/fleet/worker-process.ts) take them, each at most its own number at once.
+
+const WORKER = fromRoot('dist-test/test/fleet/worker-process.js')
+/** Short, so that a killed worker's runs are found lost quickly; long enough for a loaded machine to renew it. */
+const LOCK_MS = 2000
+
+interface LogLine {
+  worker: string
+  event: 'ready' | 'start' | 'end' | 'closed'
+  run?: string
+  tool?: string
+  at: number
+}
+
+interface Fleet {
+  dispatch: RunDispatch
+  /** A worker process, ready to take runs. */
+  worker: (name: string, concurrency: Record<string, number>) => Promise<ChildProcess>
+  lines: () => LogLine[]
+}
+
+let prefixes = 0
+
+async function fleet(t: Test, tools = ['crush_run']): Promise<Fleet> {
+  const { url } = await startRedis(t)
+  const options = { url, prefix: `fleet-${process.pid}-${++prefixes}`, lockDurationMs: LOCK_MS }
+  const log = join(tempDir(t), 'fleet.log')
+  const lines = (): LogLine[] => existsSync(log)
+    ? readFileSync(log, 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line) as LogLine)
+    : []
+  const dispatch = new RunDispatch(options, tools)
+  t.teardown(() => dispatch.close())
+  await dispatch.ready()
+  const worker = async (name: string, concurrency: Record<string, number>): Promise<ChildProcess> => {
+    const child = spawn(process.execPath, [
+      WORKER, url, options.prefix, name, JSON.stringify(concurrency), String(LOCK_MS)
+    ], { env: { ...process.env, FLEET_LOG: log }, stdio: ['ignore', 'inherit', 'inherit'] })
+    t.teardown(() => { child.kill('SIGKILL') })
+    const ready = (): boolean => lines().some((line) => line.worker === name && line.event === 'ready')
+    await waitFor(ready, 15_000, `${name} ready`)
+    return child
+  }
+  return { dispatch, worker, lines }
+}
+
+/** The most runs that were running at once, overall and on each worker, from the starts and ends logged. */
+function mostAtOnce(lines: LogLine[]): { overall: number; byWorker: Record<string, number> } {
+  const moves = lines.filter((line) => line.event === 'start' || line.event === 'end')
+    .sort((a, b) => a.at - b.at || (a.event === 'end' ? -1 : 1))
+  let now = 0
+  let overall = 0
+  const running: Record<string, number> = {}
+  const byWorker: Record<string, number> = {}
+  for (const { worker, event } of moves) {
+    const step = event === 'start' ? 1 : -1
+    now += step
+    running[worker] = (running[worker] ?? 0) + step
+    overall = Math.max(overall, now)
+    byWorker[worker] = Math.max(byWorker[worker] ?? 0, running[worker])
+  }
+  return { overall, byWorker }
+}
+
+t.test('runs as jobs', { skip: NO_REDIS }, async (t) => {
+  t.test('three workers, each one run at a time: nine runs each run once, by whichever has room, three at once at ' +
+    'most, one on each', async (t) => {
+    const f = await fleet(t)
+    await Promise.all(['w1', 'w2', 'w3'].map((name) => f.worker(name, { crush_run: 1 })))
+    const runs = Array.from({ length: 9 }, (_, i) => `run-${i}`)
+    const handed = await Promise.all(runs.map((id) => f.dispatch.handOver('crush_run', id, { ms: 300 })))
+    const outcomes = await Promise.all(handed.map((run) => run.outcome))
+    const lines = f.lines()
+    const starts = lines.filter((line) => line.event === 'start')
+    t.same(starts.map((line) => line.run).sort(), runs.sort(), 'each run started once')
+    t.same(outcomes, runs.map((run) => ({
+      end: 'completed', value: { ranBy: starts.find((line) => line.run === run)!.worker }
+    })), 'each outcome is what its worker returned')
+    const most = mostAtOnce(lines)
+    t.same(most.byWorker, { w1: 1, w2: 1, w3: 1 }, 'never more than its own limit on one worker, and each took some')
+    t.equal(most.overall, 3, 'the three at once')
+  })
+
+  t.test('a worker takes only the tools it runs, up to its limit for each', async (t) => {
+    const f = await fleet(t, ['crush_run', 'claude_run'])
+    await f.worker('crush-only', { crush_run: 2 })
+    const claude = await f.dispatch.handOver('claude_run', 'c1', { ms: 10 })
+    const crush = await Promise.all(['k1', 'k2', 'k3', 'k4'].map((id) =>
+      f.dispatch.handOver('crush_run', id, { ms: 200 })))
+    await Promise.all(crush.map((run) => run.outcome))
+    t.equal(mostAtOnce(f.lines()).byWorker['crush-only'], 2, 'two crush runs at once, not four')
+    t.notOk(f.lines().some((line) => line.run === 'c1'), 'the claude run was not its to take')
+    await f.worker('claude-too', { claude_run: 1 })
+    t.same(await claude.outcome, { end: 'completed', value: { ranBy: 'claude-too' } }, 'a worker that runs it took it')
+  })
+
+  t.test('a run withdrawn before any worker took it never starts; one that failed says why', async (t) => {
+    const f = await fleet(t)
+    const waiting = await f.dispatch.handOver('crush_run', 'queued-1', { ms: 10 })
+    t.equal(await waiting.withdraw(), true, 'taken back')
+    t.same(await waiting.outcome, { end: 'failed', reason: 'withdrawn' })
+    const failing = await f.dispatch.handOver('crush_run', 'failing-1', { ms: 10, fail: 'no such cwd' })
+    const after = await f.dispatch.handOver('crush_run', 'after-1', { ms: 10 })
+    await f.worker('w1', { crush_run: 1 })
+    t.same(await failing.outcome, { end: 'failed', reason: 'no such cwd' })
+    t.same((await after.outcome as Extract<RunOutcome, { end: 'completed' }>).end, 'completed')
+    t.notOk(f.lines().some((line) => line.run === 'queued-1'), 'no worker ever started the withdrawn run')
+    t.equal(f.lines().filter((line) => line.run === 'failing-1' && line.event === 'start').length, 1,
+      'a failed run is not tried again: an agent is not idempotent')
+    const running = await f.dispatch.handOver('crush_run', 'running-1', { ms: 500 })
+    await running.started
+    t.equal(await running.withdraw(), false, 'a run a worker took is not taken back')
+    t.same((await running.outcome as Extract<RunOutcome, { end: 'completed' }>).end, 'completed')
+  })
+
+  t.test('a worker killed mid-run: its run is lost, and no other worker ever runs it', async (t) => {
+    const f = await fleet(t)
+    const doomed = await f.worker('doomed', { crush_run: 1 })
+    const run = await f.dispatch.handOver('crush_run', 'lost-1', { ms: 60_000 })
+    await waitFor(() => f.lines().some((line) => line.run === 'lost-1'), 15_000, 'its worker to run it')
+    const gone = once(doomed, 'exit')
+    doomed.kill('SIGKILL')
+    await gone
+    await f.worker('survivor', { crush_run: 1 })
+    t.same(await run.outcome, { end: 'lost' }, 'lost, once its hold ran out')
+    // The survivor is idle now: a run handed over after it ran, and the lost one was never given to it.
+    const next = await f.dispatch.handOver('crush_run', 'next-1', { ms: 10 })
+    t.same(await next.outcome, { end: 'completed', value: { ranBy: 'survivor' } })
+    t.same(f.lines().filter((line) => line.run === 'lost-1' && line.event === 'start').map((line) => line.worker),
+      ['doomed'], 'started once, by the worker that died')
+  })
+
+  t.test('a worker stopping takes no new run and ends the ones it took', async (t) => {
+    const f = await fleet(t)
+    const leaving = await f.worker('leaving', { crush_run: 1 })
+    const first = await f.dispatch.handOver('crush_run', 'first', { ms: 400 })
+    await first.started
+    const second = await f.dispatch.handOver('crush_run', 'second', { ms: 10 })
+    leaving.kill('SIGTERM')
+    t.same(await first.outcome, { end: 'completed', value: { ranBy: 'leaving' } }, 'its run ended, not lost')
+    const closed = (): boolean => f.lines().some((line) => line.worker === 'leaving' && line.event === 'closed')
+    await waitFor(closed, 15_000, 'the worker to close')
+    await f.worker('next', { crush_run: 1 })
+    t.same(await second.outcome, { end: 'completed', value: { ranBy: 'next' } }, 'the waiting run went to another')
+  })
+})
