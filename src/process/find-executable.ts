@@ -1,5 +1,4 @@
-import { constants } from 'node:fs'
-import { access } from 'node:fs/promises'
+import { accessSync, constants } from 'node:fs'
 import { delimiter, isAbsolute, join, resolve } from 'node:path'
 import { AgentSpawnError } from './spawn-error.js'
 import { findWindowsExecutable } from './windows-executable.js'
@@ -18,7 +17,9 @@ export async function findOnPath(name: string, path: string, cwd = process.cwd()
     : path.split(delimiter).filter(Boolean).map((dir) => join(dir, name))
   for (const candidate of candidates) {
     try {
-      await access(candidate, constants.X_OK)
+      // Synchronous, as execvp looks: a cached directory entry answers in microseconds, where each asynchronous check
+      // is a trip through libuv's thread pool, and every run looks up its agent and sudo.
+      accessSync(candidate, constants.X_OK)
       return candidate
     } catch {
       // not here

@@ -278,6 +278,33 @@ t.test('the shim is put back before each run: a planted program, a changed scrip
 
 const dir = (t: Test): string => tempDir(t)
 
+t.test('a shim known whole is not read again, yet each change alone, made after, is seen and put back', async (t) => {
+  const shim = SudoShim.install(tempDir(t))
+  const bin = join(shim.dir, 'bin')
+  const askpass = join(shim.dir, 'askpass')
+  const reports = join(shim.dir, 'reports')
+  const changes: Array<[string, () => void, string[]]> = [
+    ['a program planted', () => { writeFileSync(join(bin, 'claude'), 'x') }, [join(bin, 'claude')]],
+    ['a script written in place', () => { writeFileSync(askpass, '#!/bin/sh\necho hunter2\n') }, [askpass]],
+    ['the same script, the same size, other bytes',
+      () => { writeFileSync(askpass, readFileSync(askpass, 'utf8').replace('never', 'NEVER')) }, [askpass]],
+    ['a directory opened to all', () => { chmodSync(bin, 0o777) }, []],
+    ['the reports made a link', () => {
+      execFileSync('rm', ['-r', reports])
+      symlinkSync(dir(t), reports)
+    }, [reports]]
+  ]
+  for (const [what, change, expected] of changes) {
+    t.same(await shim.restore(), [], `${what}: whole before`)
+    change()
+    t.same(await shim.restore(), expected, `${what}: seen`)
+    t.equal(execFileSync('stat', ['-c', '%a', bin], { encoding: 'utf8' }).trim(), '755', `${what}: put back`)
+  }
+  const report = await shim.watch({ PATH: '/bin' }, '/usr/bin/sudo')
+  t.same(await shim.restore(), [], 'a run’s report file is not a change of the shim')
+  await report.end()
+})
+
 t.test('no field can carry a password', async (t) => {
   t.same(Object.keys(RunParams.properties).filter((name) => /pass|secret|token|cred/i.test(name)), [])
 })
