@@ -1,5 +1,6 @@
 import t, { type Test } from 'tap'
 import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { git } from '#src/workspaces/git.js'
 import { join } from 'node:path'
 import type { FastifyInstance } from 'fastify'
 import { build, FIXTURE_BIN, refused, runTool, scenario, standInEnv, tempDir } from '../helpers/index.js'
@@ -188,4 +189,18 @@ t.test('a follow-up continues in the same worktree in the distro, which goes wit
     t.notOk(existsSync(path), 'its session gone, the next start removed it inside the distro')
     t.equal(worktreeList(repo).length, 1, 'with its entry in the caller’s repository')
     t.equal(callerStatus(repo), '')
+  })
+
+t.test('a distro without git: what `env` answers for a program it cannot find (127) is GIT_NOT_INSTALLED',
+  async (t) => {
+    // wsl.exe hands back the Linux side's exit status: here a distro whose env found no git.
+    const wslBin = join(tempDir(t), 'wsl')
+    writeFileSync(wslBin, '#!/bin/sh\necho "env: \'git\': No such file or directory" >&2\nexit 127\n', { mode: 0o755 })
+    const call = { cwd: '/src', safe: [], identity: { wslBin, distro: 'Ubuntu', user: 'dev' } }
+    await t.rejects(git(['rev-parse', 'HEAD'], call), { code: 'GIT_NOT_INSTALLED' })
+    const d = await distro(t, { WSL_BIN: wslBin })
+    const answer = await refused(d.app, 'crush_run', {
+      task: 'x', cwd: '/src', workspace: 'worktree', ...IN_DISTRO
+    }, ALICE)
+    t.same([answer.status, answer.body.code], [503, 'GIT_NOT_INSTALLED'], 'the run refused before any agent')
   })
