@@ -115,6 +115,8 @@ export class RunWorktrees {
   /** Worktrees whose runs are running now: never swept. */
   readonly #inUse = new Set<string>()
   #sweeper: NodeJS.Timeout | undefined
+  /** The sweep under way, if any: sweeps run one after another, never two removing the same leftover. */
+  #sweeping: Promise<unknown> = Promise.resolve()
 
   constructor(settings: WorktreeSettings) {
     this.#settings = settings
@@ -275,9 +277,15 @@ export class RunWorktrees {
   /**
    * Removes what nothing needs any more: worktrees of runs that ended while the service was down (their record still
    * says running), of sessions expired or evicted, their repositories' entries pruned; and diffs past retention. At
-   * start, then every few minutes.
+   * start, then every few minutes. `inDistros: false` leaves a distro's leftovers (and their records) for later.
    */
-  async sweep(sessions: SessionStore): Promise<string[]> {
+  sweep(sessions: SessionStore, inDistros = true): Promise<string[]> {
+    const next = this.#sweeping.then(() => this.#sweepOnce(sessions, inDistros))
+    this.#sweeping = next.catch(() => undefined)
+    return next
+  }
+
+  async #sweepOnce(sessions: SessionStore, inDistros: boolean): Promise<string[]> {
     const records = this.#recordsDir()
     const doomed = new Set<string>()
     for (const file of await readdir(records).catch(() => [])) {
@@ -295,7 +303,7 @@ export class RunWorktrees {
       const record = await this.#readRecord(name)
       if (record?.distro !== undefined) {
         // A distro that cannot be reached now keeps its record, for a later sweep.
-        if (!(await this.#removeInDistro(record.distro))) continue
+        if (!inDistros || !(await this.#removeInDistro(record.distro))) continue
         pruned.push(name)
       }
       await this.#forget(name)
@@ -304,15 +312,29 @@ export class RunWorktrees {
     return pruned
   }
 
-  /** Sweeps now and every few minutes, until `stop`. */
-  start(sessions: SessionStore, onError: (error: unknown) => void): Promise<string[]> {
+  /**
+   * Sweeps now and every few minutes, until `stop`; resolves with what the first sweep removed on this host. A
+   * distro's leftovers cost wsl.exe round trips (a second or more each, on Windows): they go just after, never in the
+   * service's start, and are told to `onRemoved`.
+   */
+  async start(sessions: SessionStore, { onError, onRemoved }: {
+    onError: (error: unknown) => void
+    onRemoved: (names: string[]) => void
+  }): Promise<string[]> {
     const every = this.#settings.sweepEveryMs ?? SWEEP_EVERY_MS
-    this.#sweeper = setInterval(() => { this.sweep(sessions).catch(onError) }, every).unref()
-    return this.sweep(sessions)
+    const sweep = (): void => {
+      this.sweep(sessions).then((names) => { if (names.length > 0) onRemoved(names) }, onError)
+    }
+    this.#sweeper = setInterval(sweep, every).unref()
+    const removed = await this.sweep(sessions, false)
+    sweep()
+    return removed
   }
 
-  stop(): void {
+  /** No sweep after this; resolves once the one under way, if any, is done (it may be removing a worktree). */
+  async stop(): Promise<void> {
     clearInterval(this.#sweeper)
+    await this.#sweeping
   }
 
   async #assertBranch(repository: Repository, params: RunParams, identity: GitUser): Promise<void> {

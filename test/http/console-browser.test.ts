@@ -26,6 +26,8 @@ const STEPS_TASK = '@tool-calls 400 300'
 const OUTPUT_TASK = scenario.drip(400, 300)
 /** What the page may wait for: long enough for a loaded 2-core machine, far less than the file's timeout. */
 const WAIT = { timeout: 15_000 }
+// The runs' rows are made anew as the list refreshes: a row is clicked through a locator, which finds it again if it
+// was replaced between being found and being clicked ("Node is detached from document").
 
 /** A run's row, once the listing shows it in `status`. */
 const row = (page: Page, id: string, status: string) =>
@@ -106,14 +108,14 @@ t.test('the console in chromium', { skip: NO_CHROMIUM }, async (t) => {
     )
     await page.screenshot({ path: fromRoot('docs/console-runs.png') })
 
-    await page.click(`#runs tr[data-id="${steps.id}"] a`)
+    await page.locator(`#runs tr[data-id="${steps.id}"] a`).setTimeout(WAIT.timeout).click()
     await page.waitForFunction(() => document.querySelectorAll('#steps li').length >= 3, WAIT)
     t.match(
       await page.$eval('#steps', (list) => list.textContent), /echo call 1/, 'its steps, as the agent reports them'
     )
     await page.screenshot({ path: fromRoot('docs/console-run.png') })
 
-    await page.click(`#runs tr[data-id="${output.id}"] a`)
+    await page.locator(`#runs tr[data-id="${output.id}"] a`).setTimeout(WAIT.timeout).click()
     await page.waitForFunction(() => /tick 1\ntick 2\n/.test(document.querySelector('#output')!.textContent), WAIT)
     t.match(
       await page.$eval('#steps', (list) => list.textContent), /tick 1.*tick 2/s, 'crush’s lines, as its message steps'
@@ -140,7 +142,7 @@ t.test('the console in chromium', { skip: NO_CHROMIUM }, async (t) => {
     }, as)
     await settled(app, ended.id, 15_000, as)
     await row(page, ended.id, 'failed')
-    await page.click(`#runs tr[data-id="${ended.id}"] a`)
+    await page.locator(`#runs tr[data-id="${ended.id}"] a`).setTimeout(WAIT.timeout).click()
     await page.waitForFunction(() => /turns/.test(document.querySelector('#run-result')!.textContent), WAIT)
     // The codex stand-in reports its tokens only as its turn completes: stopped before, it reported none.
     t.match(await page.$eval('#run-result', (result) => result.textContent), /^not ok · max_turns · .* · \d+ turns$/)
@@ -150,7 +152,7 @@ t.test('the console in chromium', { skip: NO_CHROMIUM }, async (t) => {
     }, as)
     await settled(app, answered.id, 15_000, as)
     await row(page, answered.id, 'succeeded')
-    await page.click(`#runs tr[data-id="${answered.id}"] a`)
+    await page.locator(`#runs tr[data-id="${answered.id}"] a`).setTimeout(WAIT.timeout).click()
     await page.waitForFunction(() => /in, /.test(document.querySelector('#run-result')!.textContent), WAIT)
     t.match(
       await page.$eval('#run-result', (result) => result.textContent), /^ok · exit 0 · .* · 2 turns · 10 in, 5 out$/
@@ -172,7 +174,7 @@ t.test('the console in chromium', { skip: NO_CHROMIUM }, async (t) => {
       await page.waitForFunction(
         () => document.querySelector('#slots tr[data-tool="opencode_run"] td.queued')?.textContent === '1', WAIT
       )
-      await page.click(`#runs tr[data-id="${queued.id}"] a`)
+      await page.locator(`#runs tr[data-id="${queued.id}"] a`).setTimeout(WAIT.timeout).click()
       await page.waitForSelector('#stop:not([disabled])', WAIT)
       await page.click('#stop')
       await row(page, queued.id, 'cancelled')
@@ -191,7 +193,7 @@ t.test('the console in chromium', { skip: NO_CHROMIUM }, async (t) => {
       page.waitForFunction(() => [...document.querySelectorAll('#runs tr')]
         .find((tr: any) => tr.textContent.includes('gemini_run'))?.dataset.id, WAIT))
       .then((handle) => handle.jsonValue() as Promise<string>)
-    await page.click(`#runs tr[data-id="${id}"] a`)
+    await page.locator(`#runs tr[data-id="${id}"] a`).setTimeout(WAIT.timeout).click()
     await page.waitForFunction(() => /its own caller/.test(document.querySelector('#run-note').textContent), WAIT)
     t.match(await page.$eval('#run-tool', (tool) => tool.textContent), 'gemini_run (sync)')
     await page.click('#stop')
@@ -253,7 +255,7 @@ t.test('the console in chromium', { skip: NO_CHROMIUM }, async (t) => {
 
   t.test('keyboard: Close returns to the runs, Tab reaches a run, ' +
     'Enter opens it with the focus in its pane', async (t) => {
-    await page.click('#runs tr[data-status="running"] a')
+    await page.locator('#runs tr[data-status="running"] a').setTimeout(WAIT.timeout).click()
     await page.waitForSelector('#close-run', { ...WAIT, visible: true })
     await page.focus('#close-run')
     await page.keyboard.press('Enter')
@@ -288,7 +290,7 @@ t.test('the console in chromium', { skip: NO_CHROMIUM }, async (t) => {
     const run = await createRun(open, { tool: 'crush_run', task: scenario.sleep(60000) })
     await row(other, run.id, 'running')
     t.match(await other.$eval(`#runs tr[data-id="${run.id}"]`, (tr) => tr.textContent), /anonymous/)
-    await other.click(`#runs tr[data-id="${run.id}"] a`)
+    await other.locator(`#runs tr[data-id="${run.id}"] a`).setTimeout(WAIT.timeout).click()
     await other.waitForSelector('#stop:not([disabled])', WAIT)
     // The browser sends its Origin with a DELETE: the page's own must pass the check that refuses a rebound name's.
     await other.click('#stop')

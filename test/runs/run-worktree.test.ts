@@ -44,12 +44,15 @@ t.test('while the service runs, a worktree goes once its session has, and one wh
   async (t) => {
     const dir = tempDir(t)
     const worktrees = new RunWorktrees(settings(dir))
-    t.teardown(() => { worktrees.stop() })
+    t.teardown(() => worktrees.stop())
     const alive = new Set(['s1'])
     const kept = keptFor(dir, 'run-1', JSON.stringify({ session: { tool: 'claude_run', id: 's1' } }))
     const garbled = keptFor(dir, 'run-2', '{not json')
     const errors: unknown[] = []
-    const removed = await worktrees.start(sessions(alive), (error) => errors.push(error))
+    const removed = await worktrees.start(sessions(alive), {
+      onError: (error) => errors.push(error),
+      onRemoved: () => undefined
+    })
     t.same(removed, ['run-2'], 'the unreadable one at once')
     t.notOk(existsSync(garbled))
     t.ok(existsSync(kept), 'the session’s, while it lasts')
@@ -77,4 +80,37 @@ t.test('a distro’s worktree whose run ended with the service (no session in it
   t.notOk(existsSync(path), 'removed through wsl.exe')
   t.notOk(existsSync(join(dir, 'worktree-records', 'run-9.json')), 'its record with it')
   t.equal(worktreeList(repo).length, 1, 'its entry pruned')
+})
+
+t.test('a distro’s leftovers never hold up the service’s start: removed just after, and told', async (t) => {
+  const dir = tempDir(t)
+  const repo = scene(t)
+  const path = join(tempDir(t), 'run-7')
+  callerGit(repo.repo, 'worktree', 'add', '-q', '--detach', path)
+  mkdirSync(join(dir, 'worktree-records'))
+  const repository = { topLevel: repo.repo, commonDir: join(repo.repo, '.git') }
+  writeFileSync(join(dir, 'worktree-records', 'run-7.json'),
+    JSON.stringify({ distro: { name: 'Ubuntu', user: 'dev', path, repository } }))
+  // A wsl.exe that answers only once the gate opens: a distro slow to wake, as a real one can be.
+  const gate = join(tempDir(t), 'open')
+  const slowWsl = join(tempDir(t), 'wsl')
+  const script = `#!/bin/sh\nwhile [ ! -e ${gate} ]; do sleep 0.05; done\nexec ${join(FIXTURE_BIN, 'wsl')} "$@"\n`
+  writeFileSync(slowWsl, script, { mode: 0o755 })
+  const worktrees = new RunWorktrees({ ...settings(dir), wslBin: slowWsl, sweepEveryMs: 60_000 })
+  t.teardown(() => worktrees.stop())
+  const told: string[][] = []
+  const errors: unknown[] = []
+  const started = worktrees.start(sessions(new Set()), {
+    onError: (error) => errors.push(error),
+    onRemoved: (names) => told.push(names)
+  })
+  const bound = new Promise((resolve) => { setTimeout(resolve, 20_000, 'held up').unref() })
+  t.same(await Promise.race([started, bound]), [], 'started while the distro had not answered')
+  t.ok(existsSync(path), 'its leftover still there')
+  writeFileSync(gate, '')
+  await waitFor(() => !existsSync(path), 15_000, 'the leftover to go')
+  await waitFor(() => told.length > 0, 5000, 'its removal to be told')
+  t.same(told, [['run-7']])
+  t.equal(worktreeList(repo).length, 1, 'its entry pruned')
+  t.same(errors, [])
 })
