@@ -31,6 +31,11 @@ const leftovers = (dir: string) => {
   }
 }
 const started = (dir: string) => existsSync(join(dir, 'daemon')) && existsSync(join(dir, 'double'))
+/**
+ * How long an agent may take to start its daemons: 'client gone' builds a service of its own first, which the full
+ * suite on two cores (two files at once) has seen take four times its 2.5 s alone.
+ */
+const DAEMONS_START_MS = 20_000
 
 /** Whatever the outcome, a test ends what it started: a failing one must not leave a daemon to the next. */
 function reapEscapees(t: Test, dir: string): void {
@@ -119,7 +124,7 @@ t.test('what an agent started does not outlive its run', { jobs: modes.length },
         const dir = tempDir(t)
         reapEscapees(t, dir)
         const created = await createRun(app, { tool: 'crush_run', task: scenario.daemons(dir, 60000) })
-        await waitFor(() => started(dir), 5000, 'the daemons')
+        await waitFor(() => started(dir), DAEMONS_START_MS, 'the daemons')
         t.match(await cancelRun(app, created.id), { status: 'cancelled' })
         await expectEnded(t, dir)
       })
@@ -133,7 +138,7 @@ t.test('what an agent started does not outlive its run', { jobs: modes.length },
         })
         client.on('error', () => {})
         client.end(JSON.stringify({ task: scenario.daemons(dir, 60000) }))
-        await waitFor(() => started(dir), 5000, 'the daemons')
+        await waitFor(() => started(dir), DAEMONS_START_MS, 'the daemons')
         client.destroy()
         await expectEnded(t, dir)
       })
@@ -175,7 +180,7 @@ t.test('a killed service: the next start stops what its runs left, daemons inclu
       reapEscapees(t, dir)
       const first = await startServer(t, { DATA_DIR: dataDir, AGENT_CONTAINMENT: mode })
       await createRun(first.base, { tool: 'crush_run', task: scenario.daemons(dir, 60000) })
-      await waitFor(() => started(dir), 5000, 'the daemons')
+      await waitFor(() => started(dir), DAEMONS_START_MS, 'the daemons')
       const exited = once(first.child, 'exit')
       first.child.kill('SIGKILL')
       await exited
@@ -223,7 +228,7 @@ t.test('the Docker image\'s setup (a non-root service, process-group forced): da
   rmSync(join(dir, 'daemon'))
   rmSync(join(dir, 'double'))
   await createRun(first.base, { tool: 'crush_run', task: scenario.daemons(dir, 60000) })
-  await waitFor(() => started(dir), 5000, 'the daemons')
+  await waitFor(() => started(dir), DAEMONS_START_MS, 'the daemons')
   const exited = once(first.child, 'exit')
   first.child.kill('SIGKILL')
   await exited
