@@ -33,6 +33,11 @@ export interface WorktreeSettings {
   sweepEveryMs?: number
 }
 
+/** Where the sweeps after the first say what they did. */
+export interface SweepLog {
+  warn: (details: object, message: string) => void
+}
+
 /** What a worktree run gets, decided (and refused) before it takes a slot. */
 export interface WorktreePlan {
   identity: GitUser
@@ -315,19 +320,23 @@ export class RunWorktrees {
   /**
    * Sweeps now and every few minutes, until `stop`; resolves with what the first sweep removed on this host. A
    * distro's leftovers cost wsl.exe round trips (a second or more each, on Windows): they go just after, never in the
-   * service's start, and are told to `onRemoved`.
+   * service's start. What each later sweep removes, or why it failed, is logged.
    */
-  async start(sessions: SessionStore, { onError, onRemoved }: {
-    onError: (error: unknown) => void
-    onRemoved: (names: string[]) => void
-  }): Promise<string[]> {
+  async start(sessions: SessionStore, log: SweepLog): Promise<string[]> {
     const every = this.#settings.sweepEveryMs ?? SWEEP_EVERY_MS
-    const sweep = (): void => {
-      this.sweep(sessions).then((names) => { if (names.length > 0) onRemoved(names) }, onError)
+    const sweep = async (): Promise<void> => {
+      try {
+        const names = await this.sweep(sessions)
+        if (names.length > 0) {
+          log.warn({ worktrees: names }, `removed ${names.length} worktree(s) nothing needs any more`)
+        }
+      } catch (error) {
+        log.warn({ err: error }, 'worktrees not swept')
+      }
     }
-    this.#sweeper = setInterval(sweep, every).unref()
+    this.#sweeper = setInterval(() => { void sweep() }, every).unref()
     const removed = await this.sweep(sessions, false)
-    sweep()
+    void sweep()
     return removed
   }
 

@@ -63,14 +63,8 @@ export const runsPlugin = fp<RunsOptions>(async (app, options) => {
   const lost = await store.recover()
   if (lost.length > 0) app.log.warn({ runs: lost }, `${lost.length} run(s) of a previous life ended with it: now lost`)
   const worktrees = new RunWorktrees({ ...options.worktrees, stateDir: platform.dataDir })
-  const removed = (names: string[]): void => {
-    app.log.warn({ worktrees: names }, `removed ${names.length} worktree(s) nothing needs any more`)
-  }
-  const swept = await worktrees.start(store, {
-    onError: (error) => { app.log.warn({ err: error }, 'worktrees not swept') },
-    onRemoved: removed
-  })
-  if (swept.length > 0) removed(swept)
+  const swept = await worktrees.start(store, app.log)
+  if (swept.length > 0) app.log.warn({ worktrees: swept }, `removed ${swept.length} worktree(s) nothing needs any more`)
   app.addHook('onClose', async () => { await worktrees.stop() })
   const launcher = new RunLauncher({
     settings: options.launch,

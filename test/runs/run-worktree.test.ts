@@ -50,8 +50,7 @@ t.test('while the service runs, a worktree goes once its session has, and one wh
     const garbled = keptFor(dir, 'run-2', '{not json')
     const errors: unknown[] = []
     const removed = await worktrees.start(sessions(alive), {
-      onError: (error) => errors.push(error),
-      onRemoved: () => undefined
+      warn: (details, message) => { if (message === 'worktrees not swept') errors.push(details) }
     })
     t.same(removed, ['run-2'], 'the unreadable one at once')
     t.notOk(existsSync(garbled))
@@ -101,8 +100,10 @@ t.test('a distro’s leftovers never hold up the service’s start: removed just
   const told: string[][] = []
   const errors: unknown[] = []
   const started = worktrees.start(sessions(new Set()), {
-    onError: (error) => errors.push(error),
-    onRemoved: (names) => told.push(names)
+    warn: (details, message) => {
+      if (message === 'worktrees not swept') errors.push(details)
+      else told.push((details as { worktrees: string[] }).worktrees)
+    }
   })
   const bound = new Promise((resolve) => { setTimeout(resolve, 20_000, 'held up').unref() })
   t.same(await Promise.race([started, bound]), [], 'started while the distro had not answered')
