@@ -62,6 +62,10 @@ export function createServer(config: ServerSettings, logger?: FastifyServerOptio
     // though (Node's requestTimeout ends once the body is in): a client trickling its headers or body holds nothing
     // for long. Node checks every connectionsCheckingInterval, 30 s by default: far coarser than the bound.
     connectionTimeout: 0,
+    // A start may rightly take longer than Fastify's 10 s for one plugin: runs left by a killed service are stopped
+    // (inside a WSL distro, a wsl.exe round trip each), the run store recovered, a fleet's Redis reached on a busy
+    // host. A start that never ends is still one (a minute), not a hang.
+    pluginTimeout: 60_000,
     schemaController: { compilersFactory: sharedSchemaCompilers() },
     // Fastify's own 503 while closing has no `code`: the onRequest hook below answers SHUTTING_DOWN instead.
     return503OnClosing: false,
