@@ -2,7 +2,7 @@ import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process'
 import type { Writable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { findOnPath } from '../process/find-executable.js'
-import { wslExecArgs, wslProcessEnv } from '../process/wsl-group.js'
+import { wslExecArgs, wslProcessEnv, type WslTarget } from '../process/wsl-group.js'
 
 /**
  * Who git runs as: the run's agent user, never the service, since a repository is hostile input and whatever it
@@ -19,11 +19,7 @@ export interface GitIdentity {
  * Inside a WSL distro (a Windows host's run with `wsl_distro`): git, and every file of its worktrees, are the distro's,
  * reached through wsl.exe as the distro user the run asked for (its default user when none), its agent's user too.
  */
-export interface WslUser {
-  wslBin: string
-  distro: string
-  user: string | undefined
-}
+export type WslUser = Pick<WslTarget, 'wslBin' | 'distro' | 'user'>
 
 /** Who git runs as, and where: a uid of this host (undefined: the service's own), or a distro's user. */
 export type GitUser = GitIdentity | WslUser | undefined
