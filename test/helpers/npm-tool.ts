@@ -1,18 +1,10 @@
 import { execFile } from 'node:child_process'
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs'
-import { homedir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
+import { TOOLS_CACHE } from './tools-cache.js'
 
-/**
- * Outside the work tree, so that every clone on a machine (CI's among them) shares one download of each version. As
- * root, a directory every user can reach: the real CLIs also run as AGENT_USER, who cannot enter root's home.
- */
-const CACHE = process.env['XDG_CACHE_HOME'] !== undefined
-  ? join(process.env['XDG_CACHE_HOME'], 'agent-runner', 'npm-tools')
-  : process.getuid?.() === 0
-    ? '/var/cache/agent-runner/npm-tools'
-    : join(homedir(), '.cache', 'agent-runner', 'npm-tools')
+const CACHE = join(TOOLS_CACHE, 'npm-tools')
 
 /**
  * A test-only program from npm at a pinned version (a real agent CLI, a validator), installed on first use into a
