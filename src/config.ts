@@ -44,6 +44,7 @@ function agentSchemas(agents: readonly AgentSpec[]): Record<string, TSchema> {
       return [
         [names.bin, Type.String({ default: spec.defaultBin, minLength: 1 })],
         [names.max, Type.Integer({ default: 2, minimum: 1, maximum: 1000 })],
+        [names.workerMax, Type.Optional(Type.Integer({ minimum: 0, maximum: 1000 }))],
         [names.maxQueued, Type.Integer({ default: 100, minimum: 0, maximum: 100_000 })],
         [names.extraArgs, ExtraArgs],
         [names.maxProcesses, Type.Optional(MaxProcesses)],
@@ -92,6 +93,7 @@ const ServiceSchema = Type.Object({
   AGENT_ENV_ALLOW: Type.String({ default: DEFAULT_AGENT_ENV_ALLOW.join(',') }),
   AGENT_ENV_DENY: Type.String({ default: DEFAULT_AGENT_ENV_DENY.join(',') }),
   SLOTS_BACKEND: Type.Union([Type.Literal('memory'), Type.Literal('redis')], { default: 'memory' }),
+  ROLE: Type.Union([Type.Literal('all'), Type.Literal('api'), Type.Literal('worker')], { default: 'all' }),
   REDIS_URL: Type.String({ default: '' }),
   SLOTS_TTL_MS: Type.Integer({ default: 30_000, minimum: 300, maximum: 3_600_000 }),
   SLOTS_KEY_PREFIX: Type.String({ default: 'agent-runner:' }),
@@ -162,6 +164,11 @@ export interface Config {
   slots:
     | { backend: 'memory' }
     | { backend: 'redis'; url: string; ttlMs: number; keyPrefix: string; timeoutMs: number }
+  /**
+   * all: serves the API and runs what it is asked; api: hands async runs to the fleet's workers; worker: no HTTP, runs
+   * what the API replicas hand over.
+   */
+  role: 'all' | 'api' | 'worker'
   runsRetentionMs: number
   /** How long a session a run reported may be continued after its last run. */
   sessionsRetentionMs: number
@@ -239,6 +246,7 @@ export function loadConfig(
     requestTimeoutMs: env.REQUEST_TIMEOUT_MS,
     maxConnections: env.MAX_CONNECTIONS,
     slots: slotsConfig(env),
+    role: roleOf(env),
     runsRetentionMs: env.RUNS_RETENTION_MS,
     sessionsRetentionMs: env.SESSIONS_RETENTION_MS,
     sessionsMaxPerOwner: env.SESSIONS_MAX_PER_OWNER,
@@ -374,6 +382,7 @@ function agentSettings(spec: AgentSpec, env: RawEnv): AgentSettings {
   return {
     bin: env[names.bin] as string,
     maxAgents: env[names.max] as number,
+    workerMaxAgents: Math.min((env[names.workerMax] as number | undefined) ?? Infinity, env[names.max] as number),
     maxQueued: env[names.maxQueued] as number,
     extraArgs: parseExtraArgs(names.extraArgs, env[names.extraArgs] as string),
     limits: {
@@ -424,6 +433,16 @@ function modelSettings(names: { models: string; model: string }, env: RawEnv): P
     )
   }
   return { models, model }
+}
+
+/** A fleet's API replicas and workers meet in Redis: its slots, its queues, its runs. */
+function roleOf(env: RawEnv): Config['role'] {
+  if (env.ROLE !== 'all' && (env.SLOTS_BACKEND !== 'redis' || runsStore(env) !== 'redis')) {
+    throw new Error(
+      `ROLE=${env.ROLE} needs SLOTS_BACKEND=redis (and RUNS_STORE auto or redis): the fleet meets in Redis`
+    )
+  }
+  return env.ROLE
 }
 
 /** A fleet (slots in Redis) keeps its runs there too, so that any replica answers for any run. */

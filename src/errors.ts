@@ -373,6 +373,23 @@ export const ERROR_CATALOG = {
     example: ['Connection is closed.'],
     exposed: true
   },
+  NO_WORKER: {
+    status: 503,
+    when:
+      'ROLE=api: the async run was admitted, and no worker of the fleet with room for its tool took it in time; ' +
+      'it was taken back, nothing was started. Start a worker (ROLE=worker) or retry later.',
+    message: (tool: string, seconds: number) =>
+      `No worker took the ${tool} run within ${seconds} s: is a worker (ROLE=worker) running with this agent?`,
+    example: ['claude_run', 10],
+    exposed: true
+  },
+  WORKER_LOST: {
+    status: 503,
+    when: 'ROLE=api: the worker that took the async run went silent before its agent started; nothing ran.',
+    message: (tool: string) => `The worker that took the ${tool} run went silent before starting it: retry`,
+    example: ['claude_run'],
+    exposed: true
+  },
   RUNS_UNAVAILABLE: {
     status: 503,
     when: 'RUNS_STORE=redis and Redis does not answer: the run cannot be stored, read or reached.',

@@ -39,9 +39,11 @@ if (inherited.length > 0) {
   app.log.info({ fds: inherited }, 'closed descriptors inherited at start: agents get stdio only')
 }
 
-let address: string
+// A worker listens to nothing: it takes the runs the fleet's API replicas hand over, from Redis.
+let address: string | undefined
 try {
-  address = await app.listen({ host: config.host, port: config.port })
+  if (config.role === 'worker') await app.ready()
+  else address = await app.listen({ host: config.host, port: config.port })
 } catch (error) {
   app.log.fatal({ err: error }, 'could not listen')
   process.exit(1)
@@ -57,7 +59,8 @@ app.log.info(
       ? `bearer tokens: ${config.apiTokens.map((token) => token.name).join(', ')}`
       : 'none: loopback only, Host and Origin checked',
     containment: app.containment,
-    docs: `${address}/docs`
+    role: config.role,
+    ...(address === undefined ? {} : { docs: `${address}/docs` })
   },
   `agent-runner ready: ${
     agents.filter((agent) => agent.path !== null).map((agent) => agent.tool).join(', ') || 'no agent found'

@@ -33,6 +33,7 @@ t.test('defaults', async (t) => {
       (spec) => [spec.agent, {
         bin: spec.defaultBin,
         maxAgents: 2,
+        workerMaxAgents: 2,
         maxQueued: 100,
         extraArgs: [],
         limits: {},
@@ -106,6 +107,24 @@ t.test('the run store: sqlite alone, redis with Redis slots, or the one named', 
   t.equal(loadConfig({ ...redis, RUNS_STORE: 'sqlite' }).runsStore, 'sqlite')
   t.equal(loadConfig({ RUNS_STORE: 'memory' }).runsStore, 'memory')
   t.throws(() => loadConfig({ RUNS_STORE: 'redis' }), /RUNS_STORE=redis needs SLOTS_BACKEND=redis/)
+})
+
+t.test('ROLE: api and worker meet in Redis; a worker takes at most its tool’s limit', async (t) => {
+  const redis = { SLOTS_BACKEND: 'redis', REDIS_URL: 'redis://127.0.0.1:6390' }
+  t.equal(loadConfig({}).role, 'all')
+  t.equal(loadConfig({ ...redis, ROLE: 'worker' }).role, 'worker')
+  t.equal(loadConfig({ ...redis, ROLE: 'api' }).role, 'api')
+  t.throws(() => loadConfig({ ROLE: 'api' }), /ROLE=api needs SLOTS_BACKEND=redis/)
+  t.throws(
+    () => loadConfig({ ...redis, ROLE: 'worker', RUNS_STORE: 'sqlite' }), /ROLE=worker needs SLOTS_BACKEND=redis/
+  )
+  t.throws(() => loadConfig({ ...redis, ROLE: 'boss' }), /ROLE/)
+  const crush = (env: Record<string, string>) =>
+    loadConfig({ ...redis, ...env }).agents.find(({ spec }) => spec.agent === 'crush')!.settings.workerMaxAgents
+  t.equal(crush({ MAX_CRUSH_AGENTS: '5' }), 5, 'unset: the tool’s limit')
+  t.equal(crush({ MAX_CRUSH_AGENTS: '5', WORKER_MAX_CRUSH_AGENTS: '0' }), 0, '0: not taken here')
+  t.equal(crush({ MAX_CRUSH_AGENTS: '5', WORKER_MAX_CRUSH_AGENTS: '9' }), 5, 'never more than the fleet’s limit')
+  t.throws(() => crush({ WORKER_MAX_CRUSH_AGENTS: '-1' }), /WORKER_MAX_CRUSH_AGENTS/)
 })
 
 t.test('PUBLIC_URL: an http(s) URL, its trailing slash dropped', async (t) => {

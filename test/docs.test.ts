@@ -39,7 +39,9 @@ t.test("docs/architecture.md draws a run's phases and says who moves them, " +
   const diagram = section(text, 'stateDiagram-v2', '```')
   const drawn = [...diagram.matchAll(/^ {4}([a-z_]+) --> ([a-z_]+)$/gm)].map(([, from, to]) => `${from} → ${to}`).sort()
   t.same(drawn, allowed, 'the diagram')
-  const table = section(text, '| from | to | who | when |', '`finished`, `refused` and `failed` are ends')
+  const table = section(
+    text, '| from | to | who | when |', '`finished`, `refused`, `failed` and `handed_over` are ends'
+  )
   const rows = [
     ...table.matchAll(/^\| `([a-z_]+)` \| `([a-z_]+)` \|/gm)
   ].map(([, from, to]) => `${from} → ${to}`).sort()

@@ -33,6 +33,8 @@ export interface StepParser {
 export interface AgentSettings {
   bin: string
   maxAgents: number
+  /** ROLE=worker: how many of its runs this worker takes at once (WORKER_MAX_<AGENT>_AGENTS), within `maxAgents`. */
+  workerMaxAgents: number
   /** How many of its runs may wait for a slot (MAX_QUEUED_<AGENT>), on this replica. */
   maxQueued: number
   extraArgs: string[]
@@ -121,6 +123,7 @@ export const toolNameOf = <Agent extends string>(spec: AgentSpec<Agent>): `${Age
 export function agentVariables(spec: AgentSpec): {
   bin: string
   max: string
+  workerMax: string
   maxQueued: string
   extraArgs: string
   maxProcesses: string
@@ -135,6 +138,7 @@ export function agentVariables(spec: AgentSpec): {
   return {
     bin: `${upper}_BIN`,
     max: `MAX_${upper}_AGENTS`,
+    workerMax: `WORKER_MAX_${upper}_AGENTS`,
     maxQueued: `MAX_QUEUED_${upper}`,
     extraArgs: `${upper}_EXTRA_ARGS`,
     maxProcesses: `${upper}_MAX_PROCESSES`,

@@ -22,12 +22,17 @@ export type RunOutcome =
   /** Its worker went silent past `lockDurationMs` (killed, its host gone): the run is not run again. */
   | { end: 'lost' }
 
+/** What its worker said of a run first: what it reported while running it, or how the run ended before that. */
+export type FirstWord = { reported: unknown } | RunOutcome
+
 /** A run handed to the fleet, as the replica that handed it over follows it. */
 export interface HandedOver {
   /** When a worker took it. */
-  started: Promise<void>
+  taken: Promise<void>
+  /** Its worker's first word on it. */
+  answer: Promise<FirstWord>
   /** How it ended. */
-  outcome: Promise<RunOutcome>
+  ended: Promise<RunOutcome>
   /** Takes it back while no worker has taken it yet (true); false once one has. */
   withdraw: () => Promise<boolean>
 }
@@ -60,7 +65,8 @@ class Connections {
 }
 
 interface Following {
-  started: () => void
+  taken: () => void
+  reported: (value: unknown) => void
   settle: (outcome: RunOutcome) => void
 }
 
@@ -98,17 +104,26 @@ export class RunDispatch {
   /** Hands a run to the fleet: its id names its job, so one run is never queued twice. */
   async handOver(tool: string, runId: string, data: unknown): Promise<HandedOver> {
     const { queue } = this.#toolQueueOf(tool)
-    let started!: () => void
-    let settle!: (outcome: RunOutcome) => void
-    const startedPromise = new Promise<void>((resolve) => { started = resolve })
-    const outcome = new Promise<RunOutcome>((resolve) => {
-      settle = (end) => {
+    let taken!: () => void
+    let answer!: (first: FirstWord) => void
+    let end!: (outcome: RunOutcome) => void
+    const takenPromise = new Promise<void>((resolve) => { taken = resolve })
+    const answerPromise = new Promise<FirstWord>((resolve) => { answer = resolve })
+    const ended = new Promise<RunOutcome>((resolve) => {
+      end = (outcome) => {
         this.#following.delete(runId)
-        resolve(end)
+        resolve(outcome)
       }
     })
     // Followed before it exists: its worker may take and end it before add() has answered.
-    this.#following.set(runId, { started, settle })
+    this.#following.set(runId, {
+      taken,
+      reported: (value) => answer({ reported: value }),
+      settle: (outcome) => {
+        answer(outcome)
+        end(outcome)
+      }
+    })
     try {
       await queue.add(tool, data, {
         jobId: runId,
@@ -121,11 +136,13 @@ export class RunDispatch {
       throw error
     }
     return {
-      started: startedPromise,
-      outcome,
+      taken: takenPromise,
+      answer: answerPromise,
+      ended,
       withdraw: async () => {
         const removed = (await queue.remove(runId)) === 1
-        if (removed) settle({ end: 'failed', reason: 'withdrawn' })
+        // Its withdrawer knows why: no worker's word on it, only its end.
+        if (removed) end({ end: 'failed', reason: 'withdrawn' })
         return removed
       }
     }
@@ -147,7 +164,8 @@ export class RunDispatch {
     const name = queueName(tool)
     const { prefix, lockDurationMs } = this.#options
     const events = new QueueEvents(name, { connection: this.#connections.next(), prefix })
-    events.on('active', ({ jobId }) => { this.#following.get(jobId)?.started() })
+    events.on('active', ({ jobId }) => { this.#following.get(jobId)?.taken() })
+    events.on('progress', ({ jobId, data }) => { this.#following.get(jobId)?.reported(data) })
     events.on('completed', ({ jobId, returnvalue }) => {
       this.#following.get(jobId)?.settle({ end: 'completed', value: returnvalue })
     })
@@ -173,8 +191,13 @@ export class RunDispatch {
 const stallOptions = (lockDurationMs: number) =>
   ({ maxStalledCount: 0, lockDuration: lockDurationMs, stalledInterval: Math.max(1, Math.floor(lockDurationMs / 2)) })
 
-/** What a worker does with a run it took; what it returns is the run's outcome, what it throws its failure. */
-export type RunHandler = (tool: string, runId: string, data: unknown) => Promise<unknown>
+/**
+ * What a worker does with a run it took; what it returns is the run's outcome, what it throws its failure. `report`
+ * tells the replica that handed it over (its first report is that replica's answer).
+ */
+export type RunHandler = (
+  tool: string, runId: string, data: unknown, report: (value: object) => Promise<void>
+) => Promise<unknown>
 
 /** The taking side: a worker's, at most `concurrency[tool]` runs of each tool at once. */
 export class RunWorkers {
@@ -187,7 +210,7 @@ export class RunWorkers {
     this.#connections = new Connections(options.url)
     this.#workers = Object.entries(concurrency).map(([tool, most]) => new Worker(
       queueName(tool),
-      async (job: Job) => handler(tool, job.id!, job.data),
+      async (job: Job) => handler(tool, job.id!, job.data, (value) => job.updateProgress(value)),
       { connection: this.#connections.next(), prefix, concurrency: most, name, ...stallOptions(lockDurationMs) }
     ))
   }

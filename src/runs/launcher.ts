@@ -46,7 +46,7 @@ interface LaunchSettings {
 export interface LauncherDeps {
   settings: LaunchSettings
   tools: Record<ToolName, AgentTool>
-  slots: Pick<SlotLimiter, 'limit'>
+  slots: Pick<SlotLimiter, 'limit' | 'adopt'>
   /** Where runs wait for a slot (`queue_timeout`), and take one. */
   queue: Pick<SlotQueue, 'acquire'>
   sudoProbe: SudoProbe
@@ -115,6 +115,19 @@ export class RunLauncher {
   async #launch(
     run: Run, request: RunParams, prompt: string, log: FastifyBaseLogger, sink?: OutputSink
   ): Promise<RunResult> {
+    // Admitted by a fleet's API replica, it holds its slot from the start: whatever refuses it here gives it back.
+    const admitted = run.admittedWith === undefined ? undefined : await this.#adopted(run, run.admittedWith)
+    try {
+      return await this.#launchHolding(admitted, run, request, prompt, log, sink)
+    } finally {
+      admitted?.release()
+    }
+  }
+
+  async #launchHolding(
+    admitted: SlotLease | undefined, run: Run, request: RunParams, prompt: string, log: FastifyBaseLogger,
+    sink?: OutputSink
+  ): Promise<RunResult> {
     const { sessions } = this.#deps
     const tool = this.#deps.tools[run.tool]
     const model = this.#modelOf(tool, request.model)
@@ -136,7 +149,7 @@ export class RunLauncher {
     try {
       run.advance('placed')
       run.advance('waiting_for_slot')
-      const lease = await this.#slotFor(run, params.queue_timeout ?? 0)
+      const lease = admitted ?? await this.slotFor(run, params.queue_timeout ?? 0)
       try {
         run.advance('starting')
         if (worktree !== undefined) {
@@ -156,12 +169,19 @@ export class RunLauncher {
    * A slot of the run's tool: now, or within `queueTimeout` seconds, waiting its turn (its place told to its
    * followers). A run stopped while it waits never starts.
    */
-  async #slotFor(run: Run, queueTimeout: number): Promise<SlotLease> {
+  async slotFor(run: Run, queueTimeout: number): Promise<SlotLease> {
     const answer = await this.#deps.queue.acquire(run.tool, {
       waitMs: queueTimeout * 1000, stop: run, onPosition: (position) => run.queued(position)
     })
     if ('lease' in answer) return answer.lease
     throw this.#queueRefusal(run, answer.refused, queueTimeout)
+  }
+
+  /** The slot a fleet's API replica admitted the run with; gone (its TTL passed while nobody renewed it), a 503. */
+  async #adopted(run: Run, holder: string): Promise<SlotLease> {
+    const lease = await this.#deps.slots.adopt(run.tool, holder)
+    if (lease === null) throw serviceError('SLOTS_UNAVAILABLE', 'the slot the run was admitted with has expired')
+    return lease
   }
 
   #queueRefusal(run: Run, refusal: QueueRefusal, queueTimeout: number): ServiceError {

@@ -9,7 +9,8 @@ import type { WebhookDeliveryState } from '../schemas/webhooks.js'
 import { follow, logSource, storeSource, type EventSource, type Feed } from './follow.js'
 import type { RunLauncher } from './launcher.js'
 import type { RunWorktrees } from './run-worktree.js'
-import { Run, type RunKind, type RunPush } from './run.js'
+import { launchElsewhere, type RunFleet } from './hand-over.js'
+import { Run, type RunKind, type RunOpening, type RunPush } from './run.js'
 import { isEnd, type RunPhase } from './run-phase.js'
 import { RunRecorder } from './run-recorder.js'
 import { stateOf } from './run-state.js'
@@ -48,6 +49,11 @@ export interface RegistryOptions {
   diffs: Pick<RunWorktrees, 'diff'>
   /** An A2A push's bodies (runs/ knows no protocol). */
   pushBody: PushBody
+  /**
+   * ROLE=api: async runs are admitted here and handed to the fleet's workers, which run and record them; how long an
+   * admitted run waits for a worker to take it.
+   */
+  fleet?: { queues: RunFleet; takeWithinMs: number }
 }
 
 /** Everything a run is asked for with, by every route: the one door into runs/. */
@@ -63,6 +69,8 @@ export interface LaunchRequest {
   context?: string
   /** An A2A task's push notifications. */
   push?: RunPush
+  /** A worker's: the run an API replica admitted and handed over, which this one runs. */
+  handedOver?: RunOpening['handedOver']
 }
 
 /**
@@ -99,8 +107,8 @@ export class RunRegistry {
    * A new run, stoppable (by shutdown, by its caller) from now on, launched; listed once its agent runs, gone at its
    * end. An async run is recorded as its phases come.
    */
-  launch({ kind, tool, params, caller, log, sink, context, push }: LaunchRequest): Launched {
-    const run = new Run({ kind, tool, caller, params, context, push })
+  launch({ kind, tool, params, caller, log, sink, context, push, handedOver }: LaunchRequest): Launched {
+    const run = new Run({ kind, tool, caller, params, context, push, handedOver })
     this.#open.set(run.id, run)
     run.on('phase', (from) => {
       log.debug({ run: run.id, tool, kind, from, phase: run.phase }, 'run phase')
@@ -114,7 +122,10 @@ export class RunRegistry {
     const recorder = kind === 'async' ? this.#record(run, runLog) : undefined
     // An async run may be given a push config while it runs (A2A): its end fires whatever is armed by then.
     if (run.webhook !== undefined || run.push !== undefined || kind === 'async') this.#deliverWebhooks(run, runLog)
-    const result = Promise.resolve().then(() => this.#options.launcher.launch(run, params, runLog, sink))
+    const { fleet } = this.#options
+    const result = Promise.resolve().then(() => fleet !== undefined && recorder !== undefined && !handedOver
+      ? this.#launchElsewhere(run, params, recorder, fleet)
+      : this.#options.launcher.launch(run, params, runLog, sink))
     if (recorder !== undefined) {
       result.catch((error: unknown) => {
         if (run.phase !== 'refused') runLog.error({ err: error }, 'async run failed after its agent started')
@@ -122,7 +133,30 @@ export class RunRegistry {
     }
     // Made when asked for: a refusal nobody awaits here is no unhandled rejection.
     const started = (): Promise<unknown> => recorder?.stored ?? Promise.race([once(run, 'spawn'), result])
-    return { run, result, accepted: async () => { await started(); return stateOf(run.snapshot()) } }
+    return { run, result, accepted: async () => { await started(); return this.#acceptedState(run) } }
+  }
+
+  /** Its state as its launch's caller is answered with: the worker's record once it went to one. */
+  async #acceptedState(run: Run): Promise<RunState> {
+    if (run.phase !== 'handed_over') return stateOf(run.snapshot())
+    return stateOf((await this.#options.store.get(run.id)) ?? run.snapshot())
+  }
+
+  /** Handed to a worker; its result, once it has ended there, read back from the store. */
+  async #launchElsewhere(
+    run: Run, params: RunParams, recorder: RunRecorder, { queues, takeWithinMs }: NonNullable<RegistryOptions['fleet']>
+  ): Promise<RunResult> {
+    const { launcher, store } = this.#options
+    const { ended } = await launchElsewhere(run, params, {
+      fleet: queues,
+      takeWithinMs,
+      slotFor: (each, queueTimeout) => launcher.slotFor(each, queueTimeout),
+      flushed: () => recorder.flushed()
+    })
+    await ended
+    const result = (await store.get(run.id))?.result
+    if (result === null || result === undefined) throw new Error('the run ended on its worker without a result (lost)')
+    return result
   }
 
   #record(run: Run, log: FastifyBaseLogger): RunRecorder {
@@ -229,12 +263,18 @@ export class RunRegistry {
       const recorder = this.#recorderOf(id)
       if (recorder !== undefined) {
         await recorder.done
+        // Its worker had it already: reached as any other replica's run.
+        if (run.phase === 'handed_over') return this.#cancelStored(id, caller)
         return stateOf(run.snapshot())
       }
       await run.ended()
       // Its result went to its own caller; here, only that it was cancelled.
       return { ...stateOf(run.snapshot()), status: 'cancelled', result: null }
     }
+    return this.#cancelStored(id, caller)
+  }
+
+  async #cancelStored(id: string, caller: string): Promise<RunState | undefined> {
     const record = await this.#options.store.get(id)
     if (record?.caller !== caller) return undefined
     if (record.status !== 'running') return stateOf(record)

@@ -1,8 +1,9 @@
 /**
  * Where a run is in its life. Before `running` no agent exists and a stop means nothing starts; from `running` on an
- * agent exists and a stop means stopping it. The last three are ends: `finished` carries a result (whose status says
+ * agent exists and a stop means stopping it. The last four are ends: `finished` carries a result (whose status says
  * succeeded, failed, timed_out or cancelled), `refused` ended before any agent started (the caller got a 4xx or
- * 503), `failed` lost its agent's result after the agent had started. `lost` is no phase of a run held in memory: it
+ * 503), `failed` lost its agent's result after the agent had started, `handed_over` went to a fleet's worker, which
+ * runs it and records it from then on (this replica only admitted it). `lost` is no phase of a run held in memory: it
  * is what the store says of a run whose service died under it.
  */
 export const RUN_PHASES = [
@@ -14,7 +15,8 @@ export const RUN_PHASES = [
   'stopping',
   'finished',
   'refused',
-  'failed'
+  'failed',
+  'handed_over'
 ] as const
 export type RunPhase = (typeof RUN_PHASES)[number]
 
@@ -23,12 +25,13 @@ export const TRANSITIONS: Readonly<Record<RunPhase, readonly RunPhase[]>> = {
   opened: ['placed', 'refused'],
   placed: ['waiting_for_slot', 'refused'],
   waiting_for_slot: ['starting', 'refused'],
-  starting: ['running', 'refused'],
+  starting: ['running', 'refused', 'handed_over'],
   running: ['stopping', 'finished', 'failed'],
   stopping: ['finished', 'failed'],
   finished: [],
   refused: [],
-  failed: []
+  failed: [],
+  handed_over: []
 }
 
 export const isEnd = (phase: RunPhase): boolean => TRANSITIONS[phase].length === 0

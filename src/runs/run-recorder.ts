@@ -77,6 +77,20 @@ export class RunRecorder {
     // The launch's refusal, for the caller of POST /runs (the run never ran, nothing was stored).
     else if (phase === 'refused') this.#refuse(this.run.refusal)
     else if (phase === 'finished' || phase === 'failed') void this.#end()
+    // A fleet's worker records it from now on: one writer at a time.
+    else if (phase === 'handed_over') void this.#leave()
+  }
+
+  /** What was being written is written (before the run changes hands). */
+  async flushed(): Promise<void> {
+    await this.#saving
+  }
+
+  async #leave(): Promise<void> {
+    clearInterval(this.#saver)
+    await this.#saving
+    this.#stored()
+    this.#finished()
   }
 
   #refuse(error: unknown): void {

@@ -51,6 +51,8 @@ export interface RunOpening {
   /** An A2A task's context, when it continues one. */
   context?: string
   push?: RunPush
+  /** A run a fleet's API replica opened and handed over: its id, when it was asked for, the slot admitting it. */
+  handedOver?: { id: string; createdAt: string; slot: string }
 }
 
 /**
@@ -60,8 +62,10 @@ export interface RunOpening {
  * its agent starts, a stop means nothing starts: the next step refuses.
  */
 export class Run extends EventEmitter<RunEvents> implements AgentObserver {
-  readonly id = randomUUID()
-  readonly createdAt = new Date()
+  readonly id: string
+  readonly createdAt: Date
+  /** The slot it was admitted with elsewhere (a fleet's API replica), which it adopts rather than take one. */
+  readonly admittedWith: string | undefined
   readonly kind: RunKind
   readonly caller: string
   readonly tool: ToolName
@@ -94,8 +98,11 @@ export class Run extends EventEmitter<RunEvents> implements AgentObserver {
   readonly #ended: () => void
   readonly #whenEnded: Promise<void>
 
-  constructor({ kind, tool, caller, params, context, push }: RunOpening) {
+  constructor({ kind, tool, caller, params, context, push, handedOver }: RunOpening) {
     super()
+    this.id = handedOver?.id ?? randomUUID()
+    this.createdAt = handedOver === undefined ? new Date() : new Date(handedOver.createdAt)
+    this.admittedWith = handedOver?.slot
     this.kind = kind
     this.context = context
     this.push = push
@@ -153,7 +160,7 @@ export class Run extends EventEmitter<RunEvents> implements AgentObserver {
     const result = this.#result
     let status: RunSnapshot['status'] = this.#queuePosition === null ? 'running' : 'queued'
     if (result !== null) status = finishedStatus(result)
-    else if (isEnd(this.#phase)) status = this.#endedUnrun()
+    else if (isEnd(this.#phase) && this.#phase !== 'handed_over') status = this.#endedUnrun()
     const error = this.#phase === 'refused' ? runError(this.#refusal) : undefined
     return {
       id: this.id,
@@ -243,6 +250,11 @@ export class Run extends EventEmitter<RunEvents> implements AgentObserver {
   finish(result: RunResult): void {
     this.#result = result
     this.#end('finished')
+  }
+
+  /** A fleet's worker started its agent and records it from now on: nothing more happens to it here. */
+  handOff(): void {
+    this.#moveTo('handed_over')
   }
 
   /** Ended on an error: `refused` when no agent had started, `failed` after. */

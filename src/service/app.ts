@@ -4,6 +4,7 @@ import { buildAgentEnv } from '../agents/environment.js'
 import { toolNameOf } from '../agents/spec.js'
 import { defineTools } from '../agents/tools.js'
 import type { Config } from '../config.js'
+import type { FleetOptions } from '../fleet/run-jobs.js'
 import { callerNames } from '../http/auth.js'
 import { createServer, routesPlugin } from '../http/app.js'
 import { whatAgentsCanReach } from '../isolation.js'
@@ -11,6 +12,7 @@ import { Metrics } from '../metrics.js'
 import { whatEscapes } from '../process/host-containment.js'
 import type { AgentReadiness, ContainmentMode } from '../schemas/health.js'
 import { platformPlugin } from './platform.js'
+import { runQueues, TAKE_WITHIN_MS, workersPlugin } from './fleet.js'
 import { runsPlugin } from './runs.js'
 import { slotsPlugin } from './slots.js'
 
@@ -61,6 +63,10 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     agentEnv
   })
   const { hostPlatform, killGraceMs, outputLimitBytes, modelPrices, dailyCostUsd } = config
+  const fleet = fleetOf(config)
+  const queues = config.role === 'api'
+    ? await runQueues(fleet!, Object.keys(tools), (close) => { app.addHook('onClose', close) })
+    : undefined
   await app.register(runsPlugin, {
     tools,
     store: storeChoice(config),
@@ -71,8 +77,15 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     agentEnv,
     metrics,
     webhooks: config.webhooks,
-    worktrees: { ...config.workspaces, diffRetentionMs: config.runsRetentionMs, hostPlatform, wslBin }
+    worktrees: { ...config.workspaces, diffRetentionMs: config.runsRetentionMs, hostPlatform, wslBin },
+    ...(queues === undefined ? {} : { fleet: { queues, takeWithinMs: TAKE_WITHIN_MS } })
   })
+  if (config.role === 'worker') {
+    const concurrency = Object.fromEntries(
+      config.agents.map(({ spec, settings }) => [toolNameOf(spec), settings.workerMaxAgents])
+    )
+    await app.register(workersPlugin, { fleet: fleet!, name: app.platform.replica, concurrency })
+  }
   await app.after()
   const { platform } = app
   const probes = new AbortController()
@@ -89,6 +102,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   })
   const isolation = { agents_can_reach: whatAgentsCanReach(config, mode) }
   for (const reach of isolation.agents_can_reach) app.log.warn(`agents can reach ${reach}`)
+  // A worker serves no request: it only needs to reach the fleet's Redis.
+  if (config.role === 'worker') return app
   await app.register(routesPlugin, {
     host: config.host,
     apiTokens: config.apiTokens,
@@ -102,6 +117,13 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     isolation
   })
   return app
+}
+
+/** The fleet's queues: in its Redis, beside its slots; a worker silent for SLOTS_TTL_MS has lost its runs. */
+function fleetOf(config: Config): FleetOptions | undefined {
+  if (config.slots.backend !== 'redis') return undefined
+  const { url, keyPrefix, ttlMs } = config.slots
+  return { url, prefix: `${keyPrefix}queues`, lockDurationMs: ttlMs }
 }
 
 /** RUNS_STORE, with the fleet's Redis connection when it is there. */

@@ -42,6 +42,8 @@ export interface RunsOptions {
   webhooks: WebhookSettings
   /** Worktree runs' settings; their state goes under DATA_DIR. */
   worktrees: Omit<WorktreeSettings, 'stateDir'>
+  /** ROLE=api: the fleet's queues async runs are handed to. */
+  fleet?: RegistryOptions['fleet']
 }
 
 declare module 'fastify' {
@@ -104,7 +106,8 @@ export const runsPlugin = fp<RunsOptions>(async (app, options) => {
     webhookDue: () => dispatcher.wake(),
     diffs: worktrees,
     // A2A's bodies need its SDK: loaded by the first push, as by the first A2A request.
-    pushBody: async (moment, state) => (await import('../http/a2a/tasks.js')).pushBody(moment, state)
+    pushBody: async (moment, state) => (await import('../http/a2a/tasks.js')).pushBody(moment, state),
+    ...(options.fleet === undefined ? {} : { fleet: options.fleet })
   })
   app.decorate('runs', runs)
   // What a previous life, or a dead replica, left to deliver goes out from the start.

@@ -3,6 +3,13 @@ import type { SlotsHealth } from '../schemas/health.js'
 /** A held agent slot. release() may be called any number of times; only the first gives the slot back. */
 export interface SlotLease {
   release(): void
+  /**
+   * Its name for whoever takes it over (a fleet's worker adopts the slot its run was admitted with), null where it
+   * cannot change hands (a process's own count).
+   */
+  readonly holder: string | null
+  /** Stops renewing it here, without giving it back: its adopter renews and releases it from now on. */
+  handOff(): void
 }
 
 /**
@@ -12,6 +19,11 @@ export interface SlotLease {
 export interface SlotLimiter {
   /** A lease, or null when the tool's limit is reached. Throws SlotsUnavailable when the count cannot be reached. */
   acquire(tool: string): Promise<SlotLease | null>
+  /**
+   * The slot another process took and handed off (`SlotLease.holder`), renewed and released here from now on; null
+   * when it is no longer held (its TTL passed) or cannot change hands here.
+   */
+  adopt(tool: string, holder: string): Promise<SlotLease | null>
   limit(tool: string): number
   /** Slots this replica holds now (what its own gauge reports). */
   inUse(tool: string): number
@@ -21,16 +33,20 @@ export interface SlotLimiter {
   close(): Promise<void>
 }
 
-/** Gives back once, whatever calls it how often. */
-export function leaseOnce(giveBack: () => void): SlotLease {
-  let released = false
-  return {
-    release: () => {
-      if (released) return
-      released = true
-      giveBack()
-    }
+/**
+ * Gives back once, whatever calls it how often; handed off, it is never given back here (its adopter does), and
+ * whichever came first, the other does nothing.
+ */
+export function leaseOnce(
+  giveBack: () => void, holder: string | null = null, handOff: () => void = giveBack
+): SlotLease {
+  let done = false
+  const once = (what: () => void) => () => {
+    if (done) return
+    done = true
+    what()
   }
+  return { holder, release: once(giveBack), handOff: once(handOff) }
 }
 
 export function limitFor(limits: ReadonlyMap<string, number>, tool: string): number {
@@ -64,6 +80,10 @@ export class MemorySlotLimiter implements SlotLimiter {
   }
 
   async close(): Promise<void> {}
+
+  async adopt(): Promise<SlotLease | null> {
+    return null
+  }
 
   async acquire(tool: string): Promise<SlotLease | null> {
     const held = this.inUse(tool)

@@ -143,10 +143,13 @@ export class SlotQueue {
   /** The slot given back serves the longest waiting at once. */
   #returning(tool: string, lease: SlotLease): SlotLease {
     return {
+      holder: lease.holder,
       release: () => {
         lease.release()
         if (this.queued(tool) > 0) void this.#serve(tool)
-      }
+      },
+      // Still held, by its adopter: nothing frees up here.
+      handOff: () => { lease.handOff() }
     }
   }
 

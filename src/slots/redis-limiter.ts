@@ -90,8 +90,17 @@ export class RedisSlotLimiter implements SlotLimiter {
   }
 
   async acquire(tool: string): Promise<SlotLease | null> {
+    return this.#take(tool, this.#semaphore(tool))
+  }
+
+  async adopt(tool: string, holder: string): Promise<SlotLease | null> {
+    // Renewed rather than taken: present and fresh, it is this one's from now on; gone, its TTL passed.
+    return this.#take(tool, this.#semaphore(tool, { identifier: holder, acquiredExternally: true }))
+  }
+
+  #semaphore(tool: string, adopted?: Pick<LockOptions, 'identifier' | 'acquiredExternally'>): Semaphore {
     const { ttlMs, log } = this.#options
-    const semaphore = new RefreshTolerantSemaphore(
+    return new RefreshTolerantSemaphore(
       this.#redis,
       this.#semaphoreKey(tool),
       this.limit(tool),
@@ -99,10 +108,15 @@ export class RedisSlotLimiter implements SlotLimiter {
         lockTimeout: ttlMs,
         refreshInterval: Math.max(1, Math.floor(ttlMs / 3)),
         acquireAttemptsLimit: 1,
-        onLockLost: (error) => log.warn({ err: error, tool }, 'an agent slot was lost (Redis unreachable past its TTL)')
+        onLockLost: (error) => log.warn({ err: error, tool }, 'an agent slot was lost (unrenewed past its TTL)'),
+        ...adopted
       },
       (error) => log.warn({ err: error, tool }, 'could not refresh an agent slot; Redis unreachable')
     )
+  }
+
+  async #take(tool: string, semaphore: Semaphore): Promise<SlotLease | null> {
+    const { log } = this.#options
     let acquired: boolean
     try {
       await this.#connected()
@@ -112,11 +126,19 @@ export class RedisSlotLimiter implements SlotLimiter {
     }
     if (!acquired) return null
     this.#held.set(tool, this.inUse(tool) + 1)
-    return leaseOnce(() => {
-      this.#held.set(tool, this.inUse(tool) - 1)
-      // If Redis is away, the slot comes back by itself after its TTL.
-      semaphore.release().catch((error: unknown) => log.warn({ err: error, tool }, 'could not release an agent slot'))
-    })
+    const notHeldHere = (): void => { this.#held.set(tool, this.inUse(tool) - 1) }
+    return leaseOnce(
+      () => {
+        notHeldHere()
+        // If Redis is away, the slot comes back by itself after its TTL.
+        semaphore.release().catch((error: unknown) => log.warn({ err: error, tool }, 'could not release an agent slot'))
+      },
+      semaphore.identifier,
+      () => {
+        notHeldHere()
+        semaphore.stopRefresh()
+      }
+    )
   }
 
   async close(): Promise<void> {

@@ -79,7 +79,7 @@ t.test('runs as jobs', { skip: NO_REDIS }, async (t) => {
     await Promise.all(['w1', 'w2', 'w3'].map((name) => f.worker(name, { crush_run: 1 })))
     const runs = Array.from({ length: 9 }, (_, i) => `run-${i}`)
     const handed = await Promise.all(runs.map((id) => f.dispatch.handOver('crush_run', id, { ms: 300 })))
-    const outcomes = await Promise.all(handed.map((run) => run.outcome))
+    const outcomes = await Promise.all(handed.map((run) => run.ended))
     const lines = f.lines()
     const starts = lines.filter((line) => line.event === 'start')
     t.same(starts.map((line) => line.run).sort(), runs.sort(), 'each run started once')
@@ -97,30 +97,30 @@ t.test('runs as jobs', { skip: NO_REDIS }, async (t) => {
     const claude = await f.dispatch.handOver('claude_run', 'c1', { ms: 10 })
     const crush = await Promise.all(['k1', 'k2', 'k3', 'k4'].map((id) =>
       f.dispatch.handOver('crush_run', id, { ms: 200 })))
-    await Promise.all(crush.map((run) => run.outcome))
+    await Promise.all(crush.map((run) => run.ended))
     t.equal(mostAtOnce(f.lines()).byWorker['crush-only'], 2, 'two crush runs at once, not four')
     t.notOk(f.lines().some((line) => line.run === 'c1'), 'the claude run was not its to take')
     await f.worker('claude-too', { claude_run: 1 })
-    t.same(await claude.outcome, { end: 'completed', value: { ranBy: 'claude-too' } }, 'a worker that runs it took it')
+    t.same(await claude.ended, { end: 'completed', value: { ranBy: 'claude-too' } }, 'a worker that runs it took it')
   })
 
   t.test('a run withdrawn before any worker took it never starts; one that failed says why', async (t) => {
     const f = await fleet(t)
     const waiting = await f.dispatch.handOver('crush_run', 'queued-1', { ms: 10 })
     t.equal(await waiting.withdraw(), true, 'taken back')
-    t.same(await waiting.outcome, { end: 'failed', reason: 'withdrawn' })
+    t.same(await waiting.ended, { end: 'failed', reason: 'withdrawn' })
     const failing = await f.dispatch.handOver('crush_run', 'failing-1', { ms: 10, fail: 'no such cwd' })
     const after = await f.dispatch.handOver('crush_run', 'after-1', { ms: 10 })
     await f.worker('w1', { crush_run: 1 })
-    t.same(await failing.outcome, { end: 'failed', reason: 'no such cwd' })
-    t.same((await after.outcome as Extract<RunOutcome, { end: 'completed' }>).end, 'completed')
+    t.same(await failing.ended, { end: 'failed', reason: 'no such cwd' })
+    t.same((await after.ended as Extract<RunOutcome, { end: 'completed' }>).end, 'completed')
     t.notOk(f.lines().some((line) => line.run === 'queued-1'), 'no worker ever started the withdrawn run')
     t.equal(f.lines().filter((line) => line.run === 'failing-1' && line.event === 'start').length, 1,
       'a failed run is not tried again: an agent is not idempotent')
     const running = await f.dispatch.handOver('crush_run', 'running-1', { ms: 500 })
-    await running.started
+    await running.taken
     t.equal(await running.withdraw(), false, 'a run a worker took is not taken back')
-    t.same((await running.outcome as Extract<RunOutcome, { end: 'completed' }>).end, 'completed')
+    t.same((await running.ended as Extract<RunOutcome, { end: 'completed' }>).end, 'completed')
   })
 
   t.test('a worker killed mid-run: its run is lost, and no other worker ever runs it', async (t) => {
@@ -132,10 +132,10 @@ t.test('runs as jobs', { skip: NO_REDIS }, async (t) => {
     doomed.kill('SIGKILL')
     await gone
     await f.worker('survivor', { crush_run: 1 })
-    t.same(await run.outcome, { end: 'lost' }, 'lost, once its hold ran out')
+    t.same(await run.ended, { end: 'lost' }, 'lost, once its hold ran out')
     // The survivor is idle now: a run handed over after it ran, and the lost one was never given to it.
     const next = await f.dispatch.handOver('crush_run', 'next-1', { ms: 10 })
-    t.same(await next.outcome, { end: 'completed', value: { ranBy: 'survivor' } })
+    t.same(await next.ended, { end: 'completed', value: { ranBy: 'survivor' } })
     t.same(f.lines().filter((line) => line.run === 'lost-1' && line.event === 'start').map((line) => line.worker),
       ['doomed'], 'started once, by the worker that died')
   })
@@ -144,13 +144,13 @@ t.test('runs as jobs', { skip: NO_REDIS }, async (t) => {
     const f = await fleet(t)
     const leaving = await f.worker('leaving', { crush_run: 1 })
     const first = await f.dispatch.handOver('crush_run', 'first', { ms: 400 })
-    await first.started
+    await first.taken
     const second = await f.dispatch.handOver('crush_run', 'second', { ms: 10 })
     leaving.kill('SIGTERM')
-    t.same(await first.outcome, { end: 'completed', value: { ranBy: 'leaving' } }, 'its run ended, not lost')
+    t.same(await first.ended, { end: 'completed', value: { ranBy: 'leaving' } }, 'its run ended, not lost')
     const closed = (): boolean => f.lines().some((line) => line.worker === 'leaving' && line.event === 'closed')
     await waitFor(closed, 15_000, 'the worker to close')
     await f.worker('next', { crush_run: 1 })
-    t.same(await second.outcome, { end: 'completed', value: { ranBy: 'next' } }, 'the waiting run went to another')
+    t.same(await second.ended, { end: 'completed', value: { ranBy: 'next' } }, 'the waiting run went to another')
   })
 })

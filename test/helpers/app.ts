@@ -118,6 +118,7 @@ export const SERVER = fromRoot('dist/server.js')
 
 export interface Started {
   child: ChildProcess
+  /** Where it listens; empty for a fleet's worker, which does not. */
   base: string
   logs: Array<Record<string, unknown>>
 }
@@ -177,6 +178,8 @@ export async function startServer(t: Test, env: NodeJS.ProcessEnv, options: Serv
         logs.push(entry)
         const listening = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(entry.msg)
         if (listening) resolve(listening[1]!)
+        // A fleet's worker listens to nothing: it is there once it says it is ready.
+        else if (env['ROLE'] === 'worker' && String(entry.msg).startsWith('agent-runner ready')) resolve('')
       }
     })
     // Read, so that a chatty stderr can never fill its pipe and block the service.

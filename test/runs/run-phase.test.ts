@@ -15,7 +15,7 @@ t.test('the table: every phase reachable from opened, every path reaches an end,
   const reachesEnd = (phase: RunPhase, seen = new Set<RunPhase>()): boolean =>
     isEnd(phase) || TRANSITIONS[phase].some((next) => !seen.has(next) && reachesEnd(next, new Set([...seen, phase])))
   for (const phase of RUN_PHASES) t.ok(reachesEnd(phase), `${phase} leads to an end`)
-  t.same(RUN_PHASES.filter(isEnd), ['finished', 'refused', 'failed'])
+  t.same(RUN_PHASES.filter(isEnd), ['finished', 'refused', 'failed', 'handed_over'])
 })
 
 t.test('the moves nextPhase allows are exactly the ones docs/architecture.md draws', async (t) => {

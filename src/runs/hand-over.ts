@@ -1,0 +1,133 @@
+import { serviceError, ServiceError, type ErrorCode } from '../errors.js'
+import type { RunParams } from '../schemas/run.js'
+import type { SlotLease } from '../slots/limiter.js'
+import { stopRefusal, type Run, type RunPush } from './run.js'
+
+// ROLE=api: an async run is admitted here (its slot of the fleet's limit, its turn in the queue) and handed to a
+// worker of the fleet, which runs it as it would any run and records it in the shared store from its start. Nothing of
+// its agent happens here; this replica only learns whether it started, and why not.
+
+/** What a worker needs to run a run handed to it, as it travels (JSON). */
+export interface HandedRun {
+  params: RunParams
+  caller: string
+  createdAt: string
+  /** The slot it was admitted with (`SlotLease.holder`), which the worker adopts. */
+  slot: string
+  context?: string
+  push?: RunPush
+}
+
+/** How a worker's run went, as far as the replica that handed it over cares. */
+export type WorkerAnswer =
+  /** Its agent started and the store has its record. */
+  | { started: true }
+  /** Refused before any agent started, as a local run would have been. */
+  | { refused: { code: ErrorCode; message: string } }
+
+/** A run handed to the fleet, as the replica that handed it over follows it. */
+interface HandedOver {
+  /** Once a worker took it (it adopts its slot then). */
+  taken: Promise<void>
+  /** Once the worker answered; `lost` when it went silent first (killed, its host gone). */
+  answer: Promise<WorkerAnswer | { lost: true }>
+  /** Once the run has ended on its worker, however (its end is in the store, or it was lost). */
+  ended: Promise<void>
+  /** Takes it back while no worker has taken it (true); false once one has. */
+  withdraw: () => Promise<boolean>
+}
+
+/** The fleet's queues, as runs/ needs them (fleet/run-jobs.ts is the one there is). */
+export interface RunFleet {
+  handOver(tool: string, runId: string, run: HandedRun): Promise<HandedOver>
+}
+
+export interface HandOverDeps {
+  fleet: RunFleet
+  /** The run's slot: now, or once its turn comes within `queue_timeout` (the launcher's queue). */
+  slotFor: (run: Run, queueTimeout: number) => Promise<SlotLease>
+  /** What was being written of the run is written: its record changes hands next. */
+  flushed: () => Promise<void>
+  /** How long a run admitted waits for a worker to take it before it is withdrawn. */
+  takeWithinMs: number
+}
+
+/**
+ * Admits the run and hands it over; resolves once a worker started its agent (the run `handed_over`) with when it
+ * ends there, rejects with what refused it otherwise (the run `refused`): the same refusals a local run gets, plus no
+ * worker in time.
+ */
+export async function launchElsewhere(
+  run: Run, params: RunParams, deps: HandOverDeps
+): Promise<{ ended: Promise<void> }> {
+  try {
+    run.advance('placed')
+    run.advance('waiting_for_slot')
+    const lease = await deps.slotFor(run, params.queue_timeout ?? 0)
+    let answer: WorkerAnswer
+    let ended: Promise<void>
+    try {
+      run.advance('starting')
+      ;({ answer, ended } = await handedTo(run, params, lease, deps))
+    } finally {
+      lease.release()
+    }
+    if ('refused' in answer) throw new ServiceError(answer.refused.code, answer.refused.message)
+    run.handOff()
+    return { ended }
+  } catch (error) {
+    run.abort(error)
+    throw error
+  }
+}
+
+/** The worker's answer; the lease handed off once a worker took it (released by the caller otherwise). */
+async function handedTo(
+  run: Run, params: RunParams, lease: SlotLease, deps: HandOverDeps
+): Promise<{ answer: WorkerAnswer; ended: Promise<void> }> {
+  await deps.flushed()
+  const { caller, context, push } = run
+  const handed = await deps.fleet.handOver(run.tool, run.id, {
+    params,
+    caller,
+    createdAt: run.createdAt.toISOString(),
+    slot: lease.holder!,
+    ...(context === undefined ? {} : { context }),
+    ...(push === undefined ? {} : { push })
+  })
+  let taken = false
+  void handed.taken.then(() => {
+    taken = true
+    lease.handOff()
+  })
+  const withdrawn = async (why: () => ServiceError): Promise<WorkerAnswer | undefined> =>
+    (await handed.withdraw()) ? { refused: refusalOf(why()) } : undefined
+  const late = new Promise<WorkerAnswer | undefined>((resolve) => {
+    const timer = setTimeout(() => {
+      if (!taken) resolve(withdrawn(() => serviceError('NO_WORKER', run.tool, deps.takeWithinMs / 1000)))
+    }, deps.takeWithinMs)
+    void handed.answer.finally(() => clearTimeout(timer))
+  })
+  // Stopped while no worker has it (DELETE, its client gone, shutdown): it never starts. Once taken, the worker has
+  // it: DELETE reaches it through the store, as any replica's run.
+  const stopped = new Promise<WorkerAnswer | undefined>((resolve) => {
+    const stop = (): void => {
+      if (!taken) resolve(withdrawn(() => serviceError(stopRefusal(run.stopReason!))))
+    }
+    if (run.stopped) stop()
+    else run.signal.addEventListener('abort', stop, { once: true })
+  })
+  const answer = await Promise.race([
+    handed.answer,
+    // A withdrawal that came too late (a worker took it meanwhile) leaves the worker's answer to wait for.
+    late.then((early) => early ?? handed.answer),
+    stopped.then((early) => early ?? handed.answer)
+  ])
+  return {
+    answer: 'lost' in answer ? { refused: refusalOf(serviceError('WORKER_LOST', run.tool)) } : answer,
+    ended: handed.ended
+  }
+}
+
+const refusalOf = (error: ServiceError): { code: ErrorCode; message: string } =>
+  ({ code: error.code, message: error.message })

@@ -1,0 +1,90 @@
+import fp from 'fastify-plugin'
+import type { ToolName } from '../agents/catalog.js'
+import { ServiceError } from '../errors.js'
+import type { FirstWord, FleetOptions } from '../fleet/run-jobs.js'
+import type { HandedRun, RunFleet, WorkerAnswer } from '../runs/hand-over.js'
+
+// The fleet's queues (issue 40, src/fleet/run-jobs.ts on BullMQ): an API replica (ROLE=api) hands its async runs to
+// them, a worker (ROLE=worker) takes them and runs them through its own registry, as if they had been asked of it.
+
+/** How long an admitted run waits for a worker with room for its tool before it is taken back (503 NO_WORKER). */
+export const TAKE_WITHIN_MS = 10_000
+
+/** ROLE=api: the queues runs are handed to, closed with the service. BullMQ is loaded only by a fleet's roles. */
+export async function runQueues(
+  options: FleetOptions, tools: readonly string[], onClose: (close: () => Promise<void>) => void
+): Promise<RunFleet> {
+  const { RunDispatch } = await import('../fleet/run-jobs.js')
+  const dispatch = new RunDispatch(options, tools)
+  onClose(() => dispatch.close())
+  await dispatch.ready()
+  return {
+    handOver: async (tool, runId, run) => {
+      const handed = await dispatch.handOver(tool, runId, run)
+      return {
+        taken: handed.taken,
+        answer: handed.answer.then(workerAnswer),
+        ended: handed.ended.then(() => undefined),
+        withdraw: handed.withdraw
+      }
+    }
+  }
+}
+
+/** A worker's first word as runs/ reads it: started, refused as a local run would be, or lost. */
+function workerAnswer(first: FirstWord): WorkerAnswer | { lost: true } {
+  if ('reported' in first) return { started: true }
+  switch (first.end) {
+    case 'lost': return { lost: true }
+    // A run that ends before its worker's first report was refused there: its refusal is what it returned.
+    case 'completed': return first.value as WorkerAnswer
+    // The worker's own failure, not the run's: what any unexpected error is.
+    case 'failed': return { refused: { code: 'INTERNAL_ERROR', message: 'Internal server error' } }
+  }
+}
+
+export interface WorkersOptions {
+  fleet: FleetOptions
+  /** This worker's name, as the fleet's queues list it: its replica id. */
+  name: string
+  /** How many runs of each tool it takes at once (WORKER_MAX_<AGENT>_AGENTS); a tool at 0 is not taken here. */
+  concurrency: Record<string, number>
+}
+
+/**
+ * ROLE=worker: takes the runs the API replicas hand over, each run through this service's registry with the id, the
+ * caller and the slot it was admitted with; tells the replica that handed it over once its agent started (the run is
+ * stored by then), or what refused it.
+ */
+export const workersPlugin = fp<WorkersOptions>(async (app, { fleet, name, concurrency }) => {
+  const { RunWorkers } = await import('../fleet/run-jobs.js')
+  const taken = Object.fromEntries(Object.entries(concurrency).filter(([, most]) => most > 0))
+  const workers = new RunWorkers({ ...fleet, name }, taken, async (tool, runId, data, report) => {
+    const { params, caller, createdAt, slot, context, push } = data as HandedRun
+    const launched = app.runs.launch({
+      kind: 'async',
+      tool: tool as ToolName,
+      params,
+      caller,
+      log: app.log,
+      context,
+      push,
+      handedOver: { id: runId, createdAt, slot }
+    })
+    try {
+      await launched.accepted()
+    } catch (error) {
+      const refusal: WorkerAnswer = error instanceof ServiceError
+        ? { refused: { code: error.code, message: error.message } }
+        : { refused: { code: 'INTERNAL_ERROR', message: 'Internal server error' } }
+      if (!(error instanceof ServiceError)) app.log.error({ err: error, run: runId }, 'a handed-over run failed')
+      return refusal
+    }
+    await report({ started: true })
+    await launched.result.catch(() => undefined)
+    return { ended: true }
+  })
+  await workers.ready()
+  // After the runs' own shutdown (preClose): each run taken is stopped there, and its handler returns.
+  app.addHook('onClose', async () => { await workers.close() })
+}, { name: 'workers', dependencies: ['runs'] })

@@ -1,0 +1,175 @@
+import t, { type Test } from 'tap'
+import { Redis } from 'ioredis'
+import { once } from 'node:events'
+import { existsSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import {
+  call, cancelRun, createRun, isAlive, readPidFile, scenario, settled, startServer, tempDir, TEST_AGENT_ENV_ALLOW,
+  until, type Started
+} from '../helpers/index.js'
+import { NO_REDIS, redisEnv, startRedis } from '../helpers/redis.js'
+
+// ROLE=api hands async runs to ROLE=worker processes through the fleet's queues (issue 40): real service processes on
+// a real redis-server, each worker's stand-ins logging their starts to a file of its own, so the test can tell who ran
+// what.
+
+const ALICE = { authorization: 'Bearer alice-secret' }
+const TOKENS = 'alice:alice-secret'
+
+interface Fleet {
+  /** The fleet's Redis, and its keys' prefix. */
+  redis: { url: string; prefix: string }
+  api: Started
+  workers: Array<Started & { starts: () => string[] }>
+  apiStarts: () => string[]
+}
+
+/** The tasks the stand-ins were started with, from their log (one line per start; readiness probes left out). */
+const startsIn = (log: string) => (): string[] => existsSync(log)
+  ? readFileSync(log, 'utf8').split('\n').filter((line) => line.includes('"argv"'))
+    .map((line) => (JSON.parse(line) as { argv: string[] }).argv)
+    .filter((argv) => argv[0] !== '--version').map((argv) => argv.at(-1)!)
+  : []
+
+/** One API replica and `workers` workers on a Redis of the test's own; crush's fleet limit 2, one run per worker. */
+async function fleet(t: Test, workers = 2, extra: Record<string, string> = {}): Promise<Fleet> {
+  const { url } = await startRedis(t)
+  const env = redisEnv(url, {
+    API_TOKENS: TOKENS,
+    MAX_CRUSH_AGENTS: '2',
+    WORKER_MAX_CRUSH_AGENTS: '1',
+    AGENT_ENV_ALLOW: TEST_AGENT_ENV_ALLOW,
+    ...extra
+  })
+  const logs = Array.from({ length: workers + 1 }, (_, index) => join(tempDir(t), `starts-${index}.log`))
+  const [api, ...taking] = await Promise.all([
+    startServer(t, { ...env, ROLE: 'api', STAND_IN_LOG: logs[0]! }),
+    ...logs.slice(1).map((log) => startServer(t, { ...env, ROLE: 'worker', STAND_IN_LOG: log }))
+  ])
+  return {
+    redis: { url, prefix: env.SLOTS_KEY_PREFIX },
+    api,
+    workers: taking.map((worker, index) => ({ ...worker, starts: startsIn(logs[index + 1]!) })),
+    apiStarts: startsIn(logs[0]!)
+  }
+}
+
+/** The slots of a tool in use across the fleet, as GET /tools says. */
+async function inUse(base: string, tool: string): Promise<number> {
+  const { body } = await call(base, 'GET', '/tools', { headers: ALICE })
+  return (body as { tools: Array<{ name: string; in_use: number }> }).tools.find((each) => each.name === tool)!.in_use
+}
+
+// One fleet for the whole file, each case with tasks of its own (three service processes cost seconds of CPU to start);
+// the case that kills a worker comes last. Slots live 2 s unrenewed: a killed worker's run is lost soon after.
+t.test('ROLE=api hands async runs to ROLE=worker processes', { skip: NO_REDIS }, async (t) => {
+  const { redis, api, workers, apiStarts } = await fleet(t, 3, { SLOTS_TTL_MS: '2000', WORKER_MAX_CLAUDE_AGENTS: '0' })
+  const ranOnWorkers = (): string[] => workers.flatMap((worker) => worker.starts())
+
+  t.test('each run is run once, by a worker, never by the API replica; its record is read back there', async (t) => {
+    const tasks = ['first task', 'second task', 'third task', 'fourth task']
+    const created = []
+    for (const task of tasks) {
+      created.push(await createRun(api.base, { tool: 'crush_run', task, queue_timeout: 60 }, ALICE))
+    }
+    const ended = await Promise.all(created.map(({ id }) => settled(api.base, id, 30_000, ALICE)))
+    for (const [index, state] of ended.entries()) {
+      t.match(state, { status: 'succeeded', result: { ok: true, output: new RegExp(tasks[index]!) } }, tasks[index]!)
+    }
+    t.same([...ranOnWorkers()].sort(), [...tasks].sort(), 'each task started once, on a worker')
+    t.same(apiStarts(), [], 'none on the API replica')
+  })
+
+  t.test('a refusal on the worker is the API replica’s answer; nothing starts', async (t) => {
+    const before = ranOnWorkers().length
+    const missing = join(tempDir(t), 'not-there')
+    t.match(
+      await call(
+        api.base, 'POST', '/runs', { body: { tool: 'crush_run', task: 'where?', cwd: missing }, headers: ALICE }
+      ),
+      { status: 400, body: { code: 'CWD_NOT_FOUND' } }
+    )
+    t.equal(ranOnWorkers().length, before, 'no agent started')
+    t.equal(await inUse(api.base, 'crush_run'), 0, 'its slot given back')
+  })
+
+  t.test('the fleet limit holds across workers; DELETE on the API replica stops a worker’s agent', async (t) => {
+    const dir = tempDir(t)
+    const pidFiles = [join(dir, 'one.pid'), join(dir, 'two.pid')]
+    const before = workers.map((worker) => worker.starts().length)
+    const held = []
+    for (const pidFile of pidFiles) {
+      held.push(await createRun(api.base, { tool: 'crush_run', task: scenario.drip(100000, 50, pidFile) }, ALICE))
+    }
+    const pids = await Promise.all(pidFiles.map((file) => readPidFile(file)))
+    t.same(
+      workers.map((worker, index) => worker.starts().length - before[index]!).sort(), [0, 1, 1],
+      'each on a worker of its own: one run per worker at most'
+    )
+    t.match(
+      await call(api.base, 'POST', '/runs', { body: { tool: 'crush_run', task: 'a third' }, headers: ALICE }),
+      { status: 429, body: { code: 'AGENT_LIMIT_REACHED' } }, 'a third is refused at once, as a full tool is'
+    )
+    t.match(
+      await cancelRun(api.base, held[0]!.id, ALICE), { status: 'cancelled', result: { stop_reason: 'cancelled' } },
+      'DELETE answers with the end its worker recorded'
+    )
+    await until(() => isAlive(pids[0]!), (alive) => !alive, 10_000, 'the cancelled agent to be gone')
+    t.ok(isAlive(pids[1]!), 'the other run goes on')
+    const next = await createRun(api.base, { tool: 'crush_run', task: 'in its slot' }, ALICE)
+    t.match(next, { status: 'running' }, 'its slot is free again')
+    await cancelRun(api.base, held[1]!.id, ALICE)
+    await settled(api.base, next.id, 10_000, ALICE)
+  })
+
+  t.test('no worker takes the tool: the run is taken back and refused, nothing started', async (t) => {
+    const before = ranOnWorkers().length
+    t.match(
+      await call(api.base, 'POST', '/runs', { body: { tool: 'claude_run', task: 'anyone?' }, headers: ALICE }),
+      { status: 503, body: { code: 'NO_WORKER' } }
+    )
+    t.equal(ranOnWorkers().length, before, 'nothing started')
+    t.equal(await inUse(api.base, 'claude_run'), 0, 'its slot given back')
+  })
+
+  t.test('a worker stopped with SIGTERM stops its run, which reads cancelled', async (t) => {
+    const pidFile = join(tempDir(t), 'stopped.pid')
+    const before = workers.map((worker) => worker.starts().length)
+    const { id } = await createRun(api.base, { tool: 'crush_run', task: scenario.drip(100000, 50, pidFile) }, ALICE)
+    const pid = await readPidFile(pidFile)
+    const stopped = workers.find((worker, index) => worker.starts().length > before[index]!)!
+    const exited = once(stopped.child, 'exit')
+    stopped.child.kill('SIGTERM')
+    t.same(await exited, [0, null], 'the worker exits 0')
+    t.notOk(isAlive(pid), 'its agent is gone')
+    t.match(await settled(api.base, id, 10_000, ALICE), { status: 'cancelled', result: { stop_reason: 'shutdown' } })
+    workers.splice(workers.indexOf(stopped), 1)
+  })
+
+  t.test('a worker SIGKILLed mid-run: its run is lost, its slot comes back, nothing runs it again', async (t) => {
+    const pidFile = join(tempDir(t), 'doomed.pid')
+    const before = workers.map((worker) => worker.starts().length)
+    const { id } = await createRun(api.base, { tool: 'crush_run', task: scenario.drip(100000, 50, pidFile) }, ALICE)
+    await readPidFile(pidFile)
+    const doomed = workers.find((worker, index) => worker.starts().length > before[index]!)!
+    const survivor = workers.find((worker) => worker !== doomed)!
+    const survivorRan = survivor.starts().length
+    doomed.child.kill('SIGKILL')
+    t.match(await settled(api.base, id, 20_000, ALICE), { status: 'lost' }, 'lost')
+    await until(() => inUse(api.base, 'crush_run'), (count) => count === 0, 10_000, 'its slot to come back')
+    const next = await createRun(api.base, { tool: 'crush_run', task: 'after the loss', queue_timeout: 30 }, ALICE)
+    t.match(await settled(api.base, next.id, 30_000, ALICE), { status: 'succeeded' }, 'the fleet runs on')
+    t.same(survivor.starts().slice(survivorRan), ['after the loss'], 'the lost run never started again')
+  })
+
+  t.test('the API replica shut down while no worker has taken a run: taken back, refused, never started', async (t) => {
+    const waiting = new Redis(redis.url)
+    t.teardown(() => { waiting.disconnect() })
+    const key = `${redis.prefix}queues:runs.claude_run:wait`
+    const answer = call(api.base, 'POST', '/runs', { body: { tool: 'claude_run', task: 'nobody' }, headers: ALICE })
+    await until(() => waiting.llen(key), (count) => count === 1, 5000, 'the run to wait for a worker')
+    api.child.kill('SIGTERM')
+    t.match(await answer, { status: 503, body: { code: 'SHUTTING_DOWN' } })
+    t.equal(await waiting.llen(key), 0, 'no longer offered to workers')
+  })
+})
