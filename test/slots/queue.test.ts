@@ -143,3 +143,17 @@ t.test('only a run that waits makes its signal: one given a slot, or refused, at
   held.release()
   leaseOf(await waiter).release()
 })
+
+t.test('a process’s own count: no slot to adopt; a lease handed off is held here no more, given back once',
+  async (t) => {
+    const slots = new MemorySlotLimiter({ tool: 1 })
+    t.equal(await slots.adopt(), null, 'nothing another process took can be adopted here')
+    const lease = (await slots.acquire('tool'))!
+    t.equal(lease.holder, null, 'no name to hand it over by')
+    lease.handOff()
+    t.equal(slots.inUse('tool'), 0, 'handed off: not held here')
+    const next = (await slots.acquire('tool'))!
+    lease.release()
+    t.equal(slots.inUse('tool'), 1, 'the first lease, released after its hand-off, gives back nothing more')
+    next.release()
+  })
