@@ -94,6 +94,7 @@ const ServiceSchema = Type.Object({
   AGENT_ENV_DENY: Type.String({ default: DEFAULT_AGENT_ENV_DENY.join(',') }),
   SLOTS_BACKEND: Type.Union([Type.Literal('memory'), Type.Literal('redis')], { default: 'memory' }),
   ROLE: Type.Union([Type.Literal('all'), Type.Literal('api'), Type.Literal('worker')], { default: 'all' }),
+  HEALTH_FILE: Type.Optional(Type.String({ minLength: 1 })),
   REDIS_URL: Type.String({ default: '' }),
   SLOTS_TTL_MS: Type.Integer({ default: 30_000, minimum: 300, maximum: 3_600_000 }),
   SLOTS_KEY_PREFIX: Type.String({ default: 'agent-runner:' }),
@@ -169,6 +170,8 @@ export interface Config {
    * what the API replicas hand over.
    */
   role: 'all' | 'api' | 'worker'
+  /** ROLE=api or worker: a file rewritten while the fleet's Redis takes this process's renewals (its liveness). */
+  healthFile: string | undefined
   runsRetentionMs: number
   /** How long a session a run reported may be continued after its last run. */
   sessionsRetentionMs: number
@@ -247,6 +250,7 @@ export function loadConfig(
     maxConnections: env.MAX_CONNECTIONS,
     slots: slotsConfig(env),
     role: roleOf(env),
+    healthFile: healthFileOf(env),
     runsRetentionMs: env.RUNS_RETENTION_MS,
     sessionsRetentionMs: env.SESSIONS_RETENTION_MS,
     sessionsMaxPerOwner: env.SESSIONS_MAX_PER_OWNER,
@@ -443,6 +447,14 @@ function roleOf(env: RawEnv): Config['role'] {
     )
   }
   return env.ROLE
+}
+
+/** Only a fleet's member renews anything: elsewhere the file would never change, and a probe reading it would fail. */
+function healthFileOf(env: RawEnv): string | undefined {
+  if (env.HEALTH_FILE !== undefined && env.ROLE === 'all') {
+    throw new Error('HEALTH_FILE is the liveness of ROLE=api or ROLE=worker; ROLE=all answers GET /healthz')
+  }
+  return env.HEALTH_FILE
 }
 
 /** A fleet (slots in Redis) keeps its runs there too, so that any replica answers for any run. */

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import type { FleetMember } from './schemas/health.js'
 import { finishedStatus } from './runs/result.js'
 import { isEnd as isEndPhase, RUN_PHASES, type RunPhase } from './runs/run-phase.js'
 import type { RunResult } from './schemas/run.js'
@@ -28,8 +29,10 @@ export class Metrics {
   readonly #cost: Counter<'caller' | 'tool'>
   #pendingDeliveries: (() => Promise<number>) | undefined
   #phases: (() => RunPhase[]) | undefined
+  readonly #tools: readonly string[]
 
   constructor(tools: readonly string[], slots: SlotLimiter, queue: Pick<SlotQueue, 'queued'>) {
+    this.#tools = tools
     collectDefaultMetrics({ register: this.registry })
     const registers = [this.registry]
     this.#runs = new Counter({
@@ -118,6 +121,39 @@ export class Metrics {
       registers,
       collect() {
         for (const tool of tools) this.set({ tool }, slots.inUse(tool))
+      }
+    })
+  }
+
+  /**
+   * A fleet's member (ROLE=api or worker): who is on the fleet's roll, and on an API replica the runs handed over that
+   * no worker has taken yet. Read from Redis at each scrape; a scrape while Redis is away shows none.
+   */
+  countFleet(members: () => Promise<FleetMember[]>, waiting?: (tool: string) => Promise<number>): void {
+    const registers = [this.registry]
+    // eslint-disable-next-line no-new -- registered here; its collect() reads the roll at each scrape
+    new Gauge({
+      name: 'agent_runner_fleet_members',
+      help: 'API replicas and workers seen on the fleet’s roll within SLOTS_TTL_MS, by role',
+      labelNames: ['role'],
+      registers,
+      async collect() {
+        const seen = await members().catch(() => [])
+        for (const role of ['api', 'worker'] as const) {
+          this.set({ role }, seen.filter((each) => each.role === role).length)
+        }
+      }
+    })
+    if (waiting === undefined) return
+    const tools = this.#tools
+    // eslint-disable-next-line no-new -- registered here; its collect() asks the queues at each scrape
+    new Gauge({
+      name: 'agent_runner_fleet_waiting',
+      help: 'Runs handed to the fleet that no worker has taken yet, by tool (fleet-wide)',
+      labelNames: ['tool'],
+      registers,
+      async collect() {
+        await Promise.all(tools.map(async (tool) => { this.set({ tool }, await waiting(tool).catch(() => 0)) }))
       }
     })
   }

@@ -125,6 +125,9 @@ t.test('ROLE: api and worker meet in Redis; a worker takes at most its tool’s 
   t.equal(crush({ MAX_CRUSH_AGENTS: '5', WORKER_MAX_CRUSH_AGENTS: '0' }), 0, '0: not taken here')
   t.equal(crush({ MAX_CRUSH_AGENTS: '5', WORKER_MAX_CRUSH_AGENTS: '9' }), 5, 'never more than the fleet’s limit')
   t.throws(() => crush({ WORKER_MAX_CRUSH_AGENTS: '-1' }), /WORKER_MAX_CRUSH_AGENTS/)
+  t.equal(loadConfig({ ...redis, ROLE: 'worker', HEALTH_FILE: '/run/alive' }).healthFile, '/run/alive')
+  t.equal(loadConfig({ ...redis, ROLE: 'worker' }).healthFile, undefined)
+  t.throws(() => loadConfig({ HEALTH_FILE: '/run/alive' }), /HEALTH_FILE is the liveness of ROLE=api or ROLE=worker/)
 })
 
 t.test('PUBLIC_URL: an http(s) URL, its trailing slash dropped', async (t) => {

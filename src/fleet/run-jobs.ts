@@ -148,6 +148,11 @@ export class RunDispatch {
     }
   }
 
+  /** Runs of a tool handed over that no worker has taken yet, fleet-wide. */
+  async waiting(tool: string): Promise<number> {
+    return await this.#toolQueueOf(tool).queue.getWaitingCount()
+  }
+
   async close(): Promise<void> {
     await Promise.all([...this.#tools.values()].flatMap(({ queue, events, stalledChecker }) =>
       [queue.close(), events.close(), stalledChecker.close()]))

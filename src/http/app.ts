@@ -6,8 +6,8 @@ import type { ToolName } from '../agents/catalog.js'
 import type { AgentTool } from '../agents/tools.js'
 import type { ApiToken } from '../config.js'
 import { serviceError } from '../errors.js'
+import type { FleetMember, AgentReadiness, ContainmentMode } from '../schemas/health.js'
 import type { Metrics } from '../metrics.js'
-import type { AgentReadiness, ContainmentMode } from '../schemas/health.js'
 import { sharedSchemas } from '../schemas/shared.js'
 import { version } from '../version.js'
 import { requireBearerToken } from './auth.js'
@@ -117,6 +117,8 @@ export interface RoutesOptions {
   readiness: () => Promise<AgentReadiness[]>
   containment: { mode: ContainmentMode; reason: string; escapes: string; limits: string }
   isolation: { agents_can_reach: string[] }
+  /** ROLE=api: the fleet's roll, told by /readyz. */
+  fleet?: { members: () => Promise<FleetMember[]> }
 }
 
 /** Every route, behind its checks (tokens, Host/Origin), with the schemas and documents they are described by. */
@@ -153,6 +155,8 @@ export const routesPlugin = fp<RoutesOptions>(async (app, options) => {
     })
     await authenticated.register(a2aRoutes, a2a)
   })
-  const { readiness, containment, isolation } = options
-  await app.register(healthRoutes, { tokens: apiTokens, readiness, metrics, slots, containment, isolation })
+  const { readiness, containment, isolation, fleet } = options
+  await app.register(healthRoutes, {
+    tokens: apiTokens, readiness, metrics, slots, containment, isolation, ...(fleet === undefined ? {} : { fleet })
+  })
 }, { name: 'routes', dependencies: ['slots', 'runs'] })

@@ -30,6 +30,23 @@ export const AgentReadiness = Type.Object({
   )
 })
 
+export const FleetMember = Type.Object({
+  id: Type.String({ description: 'The replica’s id.' }),
+  host: Type.String(),
+  role: Type.Union([Type.Literal('api'), Type.Literal('worker')]),
+  agents: Type.Record(Type.String(), Type.Integer(), {
+    description: 'A worker’s tools, each with how many of its runs it takes at once (WORKER_MAX_<AGENT>_AGENTS).'
+  }),
+  started_at: Type.String({ format: 'date-time' }),
+  last_seen: Type.String({ format: 'date-time', description: 'Its last renewal on the roll (every SLOTS_TTL_MS / 3).' })
+})
+
+const FleetRoll = Type.Object({
+  members: Type.Array(FleetMember, { description: 'Members seen within SLOTS_TTL_MS, longest in the fleet first.' }),
+  error: Type.Optional(Type.String({ description: 'Why the roll could not be read (Redis).' }))
+}, { description: 'ROLE=api: the fleet’s API replicas and workers, as the roll in Redis lists them.' })
+export type FleetMember = Static<typeof FleetMember>
+
 const ReadinessStatus = Type.Union([Type.Literal('ready'), Type.Literal('unavailable')])
 
 const ReadinessDetails = Type.Object({
@@ -47,6 +64,7 @@ const ReadinessDetails = Type.Object({
     },
     { description: 'How agents on this host are contained (WSL runs: wsl-process-group), and why not a stronger mode.' }
   ),
+  fleet: Type.Optional(FleetRoll),
   isolation: Type.Object(
     {
       agents_can_reach: Type.Array(Type.String(), {

@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyServerOptions } from 'fastify'
+import type { FastifyBaseLogger, FastifyInstance, FastifyServerOptions } from 'fastify'
 import { agentReadiness } from '../agents/readiness.js'
 import { buildAgentEnv } from '../agents/environment.js'
 import { toolNameOf } from '../agents/spec.js'
@@ -12,7 +12,7 @@ import { Metrics } from '../metrics.js'
 import { whatEscapes } from '../process/host-containment.js'
 import type { AgentReadiness, ContainmentMode } from '../schemas/health.js'
 import { platformPlugin } from './platform.js'
-import { runQueues, TAKE_WITHIN_MS, workersPlugin } from './fleet.js'
+import { joinFleet, runQueues, TAKE_WITHIN_MS, workersPlugin } from './fleet.js'
 import { runsPlugin } from './runs.js'
 import { slotsPlugin } from './slots.js'
 
@@ -80,19 +80,25 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     worktrees: { ...config.workspaces, diffRetentionMs: config.runsRetentionMs, hostPlatform, wslBin },
     ...(queues === undefined ? {} : { fleet: { queues, takeWithinMs: TAKE_WITHIN_MS } })
   })
-  if (config.role === 'worker') {
-    const concurrency = Object.fromEntries(
-      config.agents.map(({ spec, settings }) => [toolNameOf(spec), settings.workerMaxAgents])
-    )
-    await app.register(workersPlugin, { fleet: fleet!, name: app.platform.replica, concurrency })
-  }
-  await app.after()
   const { platform } = app
   const probes = new AbortController()
   app.addHook('onClose', () => { probes.abort() })
   app.decorate('readiness', agentReadiness(Object.values(tools), {
     signal: probes.signal, bind: platform.host.bindToService, user: agentUser
   }))
+  const concurrency = config.role === 'worker' ? takenHere(config, await app.readiness(), app.log) : {}
+  if (config.role === 'worker') {
+    await app.register(workersPlugin, { fleet: fleet!, name: platform.replica, concurrency })
+  }
+  await app.after()
+  const roll = config.role === 'all'
+    ? undefined
+    : await joinFleet({
+      fleet: fleet!,
+      self: { id: platform.replica, role: config.role, agents: concurrency },
+      healthFile: config.healthFile
+    }, (close) => { app.addHook('onClose', close) })
+  if (roll !== undefined) metrics.countFleet(() => roll.list(), queues?.waiting)
   const mode = platform.host.containment.mode
   app.decorate('containment', {
     mode,
@@ -114,9 +120,27 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     metrics,
     readiness: app.readiness,
     containment: app.containment,
-    isolation
+    isolation,
+    ...(roll === undefined ? {} : { fleet: { members: () => roll.list() } })
   })
   return app
+}
+
+/**
+ * The tools a worker takes, each with how many runs at once: WORKER_MAX_<AGENT>_AGENTS above 0, and only an agent it
+ * can run (found, no `problem`): a run handed to a worker without its CLI would only be refused there, when another
+ * worker could have run it.
+ */
+function takenHere(config: Config, found: AgentReadiness[], log: FastifyBaseLogger): Record<string, number> {
+  const usable = new Set(found.filter(({ path, problem }) => path !== null && problem === null).map(({ tool }) => tool))
+  const taken: Record<string, number> = {}
+  for (const { spec, settings } of config.agents) {
+    const tool = toolNameOf(spec)
+    if (settings.workerMaxAgents === 0) continue
+    if (usable.has(tool)) taken[tool] = settings.workerMaxAgents
+    else log.warn({ tool }, `${tool}: not taken by this worker: its agent cannot run here`)
+  }
+  return taken
 }
 
 /** The fleet's queues: in its Redis, beside its slots; a worker silent for SLOTS_TTL_MS has lost its runs. */

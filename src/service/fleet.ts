@@ -1,6 +1,10 @@
 import fp from 'fastify-plugin'
+import { writeFile } from 'node:fs/promises'
+import { hostname } from 'node:os'
 import type { ToolName } from '../agents/catalog.js'
 import { ServiceError } from '../errors.js'
+import type { MemberRoll } from '../fleet/members.js'
+import type { FleetMember } from '../schemas/health.js'
 import type { FirstWord, FleetOptions } from '../fleet/run-jobs.js'
 import type { HandedRun, RunFleet, WorkerAnswer } from '../runs/hand-over.js'
 
@@ -13,12 +17,13 @@ export const TAKE_WITHIN_MS = 10_000
 /** ROLE=api: the queues runs are handed to, closed with the service. BullMQ is loaded only by a fleet's roles. */
 export async function runQueues(
   options: FleetOptions, tools: readonly string[], onClose: (close: () => Promise<void>) => void
-): Promise<RunFleet> {
+): Promise<RunFleet & { waiting: (tool: string) => Promise<number> }> {
   const { RunDispatch } = await import('../fleet/run-jobs.js')
   const dispatch = new RunDispatch(options, tools)
   onClose(() => dispatch.close())
   await dispatch.ready()
   return {
+    waiting: (tool) => dispatch.waiting(tool),
     handOver: async (tool, runId, run) => {
       const handed = await dispatch.handOver(tool, runId, run)
       return {
@@ -43,11 +48,40 @@ function workerAnswer(first: FirstWord): WorkerAnswer | { lost: true } {
   }
 }
 
+export interface MembershipOptions {
+  fleet: FleetOptions
+  /** Who this process is in the fleet; its host is the machine's name. */
+  self: Pick<FleetMember, 'id' | 'role' | 'agents'>
+  /** HEALTH_FILE: rewritten each time the fleet's Redis took this member's renewal. */
+  healthFile: string | undefined
+}
+
+/**
+ * ROLE=api and ROLE=worker: on the fleet's roll while the service runs (left on close, struck off by the others once
+ * silent for the TTL). A worker listens to nothing: its liveness is HEALTH_FILE's time, renewed with its place on the
+ * roll.
+ */
+export async function joinFleet(
+  { fleet, self, healthFile }: MembershipOptions, onClose: (close: () => Promise<void>) => void
+): Promise<MemberRoll> {
+  const { MemberRoll } = await import('../fleet/members.js')
+  const roll = new MemberRoll({ url: fleet.url, prefix: fleet.prefix, ttlMs: fleet.lockDurationMs })
+  onClose(() => roll.close())
+  const startedAt = new Date().toISOString()
+  const touch = async (file: string): Promise<void> => { await writeFile(file, `${new Date().toISOString()}\n`) }
+  // The first write tells at start whether the file can be written (a probe of an unwritable one fails forever).
+  if (healthFile !== undefined) await touch(healthFile)
+  await roll.join({ ...self, host: hostname(), started_at: startedAt }, () => {
+    if (healthFile !== undefined) touch(healthFile).catch(() => undefined)
+  })
+  return roll
+}
+
 export interface WorkersOptions {
   fleet: FleetOptions
   /** This worker's name, as the fleet's queues list it: its replica id. */
   name: string
-  /** How many runs of each tool it takes at once (WORKER_MAX_<AGENT>_AGENTS); a tool at 0 is not taken here. */
+  /** The tools it takes, each with how many runs at once (WORKER_MAX_<AGENT>_AGENTS above 0). */
   concurrency: Record<string, number>
 }
 
@@ -58,8 +92,7 @@ export interface WorkersOptions {
  */
 export const workersPlugin = fp<WorkersOptions>(async (app, { fleet, name, concurrency }) => {
   const { RunWorkers } = await import('../fleet/run-jobs.js')
-  const taken = Object.fromEntries(Object.entries(concurrency).filter(([, most]) => most > 0))
-  const workers = new RunWorkers({ ...fleet, name }, taken, async (tool, runId, data, report) => {
+  const workers = new RunWorkers({ ...fleet, name }, concurrency, async (tool, runId, data, report) => {
     const { params, caller, createdAt, slot, context, push } = data as HandedRun
     const launched = app.runs.launch({
       kind: 'async',

@@ -8,6 +8,9 @@ import {
   until, type Started
 } from '../helpers/index.js'
 import { NO_REDIS, redisEnv, startRedis } from '../helpers/redis.js'
+import { BUILT_IN_AGENTS } from '#src/agents/catalog.js'
+import { agentVariables } from '#src/agents/spec.js'
+import type { FleetMember } from '#src/schemas/health.js'
 
 // ROLE=api hands async runs to ROLE=worker processes through the fleet's queues (issue 40): real service processes on
 // a real redis-server, each worker's stand-ins logging their starts to a file of its own, so the test can tell who ran
@@ -20,7 +23,7 @@ interface Fleet {
   /** The fleet's Redis, and its keys' prefix. */
   redis: { url: string; prefix: string }
   api: Started
-  workers: Array<Started & { starts: () => string[] }>
+  workers: Array<Started & { starts: () => string[]; healthFile: string }>
   apiStarts: () => string[]
 }
 
@@ -31,7 +34,18 @@ const startsIn = (log: string) => (): string[] => existsSync(log)
     .filter((argv) => argv[0] !== '--version').map((argv) => argv.at(-1)!)
   : []
 
-/** One API replica and `workers` workers on a Redis of the test's own; crush's fleet limit 2, one run per worker. */
+/** An API replica need not have the CLIs: its async runs are run by workers. */
+const NO_AGENT_HERE = Object.fromEntries(
+  BUILT_IN_AGENTS.map((spec) => [agentVariables(spec).bin, `no-${spec.agent}-here`])
+)
+
+/** The last worker's host has no codex. */
+const NO_CODEX_HERE = { [agentVariables(BUILT_IN_AGENTS.find((spec) => spec.agent === 'codex')!).bin]: 'no-codex-here' }
+
+/**
+ * One API replica (with no agent of its own) and `workers` workers on a Redis of the test's own (the last one without
+ * codex); crush's fleet limit 2, one run per worker.
+ */
 async function fleet(t: Test, workers = 2, extra: Record<string, string> = {}): Promise<Fleet> {
   const { url } = await startRedis(t)
   const env = redisEnv(url, {
@@ -43,13 +57,21 @@ async function fleet(t: Test, workers = 2, extra: Record<string, string> = {}): 
   })
   const logs = Array.from({ length: workers + 1 }, (_, index) => join(tempDir(t), `starts-${index}.log`))
   const [api, ...taking] = await Promise.all([
-    startServer(t, { ...env, ROLE: 'api', STAND_IN_LOG: logs[0]! }),
-    ...logs.slice(1).map((log) => startServer(t, { ...env, ROLE: 'worker', STAND_IN_LOG: log }))
+    startServer(t, { ...env, ...NO_AGENT_HERE, ROLE: 'api', STAND_IN_LOG: logs[0]! }),
+    ...logs.slice(1).map((log, index) => startServer(t, {
+      ...env,
+      ...(index === workers - 1 ? NO_CODEX_HERE : {}),
+      ROLE: 'worker',
+      STAND_IN_LOG: log,
+      HEALTH_FILE: `${log}.alive`
+    }))
   ])
   return {
     redis: { url, prefix: env.SLOTS_KEY_PREFIX },
     api,
-    workers: taking.map((worker, index) => ({ ...worker, starts: startsIn(logs[index + 1]!) })),
+    workers: taking.map((worker, index) => ({
+      ...worker, starts: startsIn(logs[index + 1]!), healthFile: `${logs[index + 1]!}.alive`
+    })),
     apiStarts: startsIn(logs[0]!)
   }
 }
@@ -60,10 +82,23 @@ async function inUse(base: string, tool: string): Promise<number> {
   return (body as { tools: Array<{ name: string; in_use: number }> }).tools.find((each) => each.name === tool)!.in_use
 }
 
+/** The fleet's roll, as the API replica's /readyz tells it to a token holder. */
+async function rollOf(base: string): Promise<FleetMember[]> {
+  const { body } = await call(base, 'GET', '/readyz', { headers: ALICE })
+  return (body as { fleet: { members: FleetMember[] } }).fleet.members
+}
+
+async function metricsOf(base: string): Promise<string> {
+  const response = await fetch(`${base}/metrics`)
+  return await response.text()
+}
+
 // One fleet for the whole file, each case with tasks of its own (three service processes cost seconds of CPU to start);
 // the case that kills a worker comes last. Slots live 2 s unrenewed: a killed worker's run is lost soon after.
 t.test('ROLE=api hands async runs to ROLE=worker processes', { skip: NO_REDIS }, async (t) => {
-  const { redis, api, workers, apiStarts } = await fleet(t, 3, { SLOTS_TTL_MS: '2000', WORKER_MAX_CLAUDE_AGENTS: '0' })
+  const { redis, api, workers, apiStarts } = await fleet(t, 3, {
+    SLOTS_TTL_MS: '2000', WORKER_MAX_CLAUDE_AGENTS: '0', WORKER_MAX_GEMINI_AGENTS: '0', WORKER_MAX_OPENCODE_AGENTS: '0'
+  })
   const ranOnWorkers = (): string[] => workers.flatMap((worker) => worker.starts())
 
   t.test('each run is run once, by a worker, never by the API replica; its record is read back there', async (t) => {
@@ -78,6 +113,42 @@ t.test('ROLE=api hands async runs to ROLE=worker processes', { skip: NO_REDIS },
     }
     t.same([...ranOnWorkers()].sort(), [...tasks].sort(), 'each task started once, on a worker')
     t.same(apiStarts(), [], 'none on the API replica')
+  })
+
+  t.test('the fleet’s roll: /readyz lists each member and what it takes, /metrics counts them; liveness', async (t) => {
+    const { status, body } = await call(api.base, 'GET', '/readyz', { headers: ALICE })
+    t.equal(status, 200, 'ready with no agent of its own: its workers run them')
+    const { agents } = body as { agents: Array<{ path: string | null }> }
+    t.same(agents.map(({ path }) => path), BUILT_IN_AGENTS.map(() => null), 'none found on the API replica')
+    const { members } = (body as { fleet: { members: FleetMember[] } }).fleet
+    const described = (each: Pick<FleetMember, 'role' | 'agents'>[]): string[] =>
+      each.map(({ role, agents }) => JSON.stringify({ role, agents })).sort()
+    t.same(
+      described(members),
+      described([
+        { role: 'api', agents: {} },
+        { role: 'worker', agents: { crush_run: 1, codex_run: 2 } },
+        { role: 'worker', agents: { crush_run: 1, codex_run: 2 } },
+        { role: 'worker', agents: { crush_run: 1 } }
+      ]),
+      'the API replica takes nothing; each worker one crush run at a time, codex up to its limit where installed, ' +
+        'no tool at 0'
+    )
+    t.equal(new Set(members.map((member) => member.id)).size, workers.length + 1, 'each member once')
+    // What another process wrote there is checked, not trusted.
+    const roll = new Redis(redis.url)
+    t.teardown(() => { roll.disconnect() })
+    const key = `${redis.prefix}queues:members`
+    await roll.hset(key, 'forged', JSON.stringify({ id: 'forged', role: 'boss', last_seen: new Date().toISOString() }))
+    t.same((await rollOf(api.base)).map((member) => member.id).sort(), members.map((member) => member.id).sort(),
+      'an entry of the wrong shape is not listed')
+    t.equal(await roll.hexists(key, 'forged'), 0, 'and is struck off')
+    t.same((await call(api.base, 'GET', '/readyz')).body, { status: 'ready' }, 'without a token: no roll')
+    t.match(await metricsOf(api.base), /agent_runner_fleet_members\{role="worker"\} 3\b/)
+    const health = workers[0]!.healthFile
+    const first = readFileSync(health, 'utf8')
+    t.ok(Date.parse(first.trim()) > 0, 'HEALTH_FILE holds the time of the last renewal')
+    await until(() => readFileSync(health, 'utf8'), (now) => now !== first, 5000, 'the worker to renew its HEALTH_FILE')
   })
 
   t.test('a refusal on the worker is the API replica’s answer; nothing starts', async (t) => {
@@ -144,6 +215,7 @@ t.test('ROLE=api hands async runs to ROLE=worker processes', { skip: NO_REDIS },
     t.notOk(isAlive(pid), 'its agent is gone')
     t.match(await settled(api.base, id, 10_000, ALICE), { status: 'cancelled', result: { stop_reason: 'shutdown' } })
     workers.splice(workers.indexOf(stopped), 1)
+    t.equal((await rollOf(api.base)).filter((member) => member.role === 'worker').length, 2, 'it left the roll at once')
   })
 
   t.test('a worker SIGKILLed mid-run: its run is lost, its slot comes back, nothing runs it again', async (t) => {
@@ -160,6 +232,10 @@ t.test('ROLE=api hands async runs to ROLE=worker processes', { skip: NO_REDIS },
     const next = await createRun(api.base, { tool: 'crush_run', task: 'after the loss', queue_timeout: 30 }, ALICE)
     t.match(await settled(api.base, next.id, 30_000, ALICE), { status: 'succeeded' }, 'the fleet runs on')
     t.same(survivor.starts().slice(survivorRan), ['after the loss'], 'the lost run never started again')
+    await until(
+      async () => (await rollOf(api.base)).filter((member) => member.role === 'worker').length, (count) => count === 1,
+      10_000, 'the killed worker to be struck off the roll'
+    )
   })
 
   t.test('the API replica shut down while no worker has taken a run: taken back, refused, never started', async (t) => {
@@ -168,6 +244,7 @@ t.test('ROLE=api hands async runs to ROLE=worker processes', { skip: NO_REDIS },
     const key = `${redis.prefix}queues:runs.claude_run:wait`
     const answer = call(api.base, 'POST', '/runs', { body: { tool: 'claude_run', task: 'nobody' }, headers: ALICE })
     await until(() => waiting.llen(key), (count) => count === 1, 5000, 'the run to wait for a worker')
+    t.match(await metricsOf(api.base), /agent_runner_fleet_waiting\{tool="claude_run"\} 1\b/, 'counted as waiting')
     api.child.kill('SIGTERM')
     t.match(await answer, { status: 503, body: { code: 'SHUTTING_DOWN' } })
     t.equal(await waiting.llen(key), 0, 'no longer offered to workers')

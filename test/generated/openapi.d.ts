@@ -2709,6 +2709,29 @@ export interface operations {
                             /** @description What bounds each run (a cgroup of its own: processes, memory, a CPU share), or why nothing does. */
                             limits: string;
                         };
+                        /** @description ROLE=api: the fleet’s API replicas and workers, as the roll in Redis lists them. */
+                        fleet?: {
+                            /** @description Members seen within SLOTS_TTL_MS, longest in the fleet first. */
+                            members: {
+                                /** @description The replica’s id. */
+                                id: string;
+                                host: string;
+                                role: "api" | "worker";
+                                /** @description A worker’s tools, each with how many of its runs it takes at once (WORKER_MAX_<AGENT>_AGENTS). */
+                                agents: {
+                                    [key: string]: number;
+                                };
+                                /** Format: date-time */
+                                started_at: string;
+                                /**
+                                 * Format: date-time
+                                 * @description Its last renewal on the roll (every SLOTS_TTL_MS / 3).
+                                 */
+                                last_seen: string;
+                            }[];
+                            /** @description Why the roll could not be read (Redis). */
+                            error?: string;
+                        };
                         /** @description Who agents run as decides what they can read: AGENT_USER closes most of this list. */
                         isolation: {
                             /** @description What an agent can reach that is not its own in this setup (empty: nothing known to be open). */
@@ -2750,6 +2773,29 @@ export interface operations {
                             escapes: string;
                             /** @description What bounds each run (a cgroup of its own: processes, memory, a CPU share), or why nothing does. */
                             limits: string;
+                        };
+                        /** @description ROLE=api: the fleet’s API replicas and workers, as the roll in Redis lists them. */
+                        fleet?: {
+                            /** @description Members seen within SLOTS_TTL_MS, longest in the fleet first. */
+                            members: {
+                                /** @description The replica’s id. */
+                                id: string;
+                                host: string;
+                                role: "api" | "worker";
+                                /** @description A worker’s tools, each with how many of its runs it takes at once (WORKER_MAX_<AGENT>_AGENTS). */
+                                agents: {
+                                    [key: string]: number;
+                                };
+                                /** Format: date-time */
+                                started_at: string;
+                                /**
+                                 * Format: date-time
+                                 * @description Its last renewal on the roll (every SLOTS_TTL_MS / 3).
+                                 */
+                                last_seen: string;
+                            }[];
+                            /** @description Why the roll could not be read (Redis). */
+                            error?: string;
                         };
                         /** @description Who agents run as decides what they can read: AGENT_USER closes most of this list. */
                         isolation: {

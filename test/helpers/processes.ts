@@ -1,5 +1,4 @@
-import { execFileSync } from 'node:child_process'
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
 
 /** A zombie waiting for init to reap it is dead for our purposes, though kill(pid, 0) still succeeds on it. */
 export function isAlive(pid: number): boolean {
@@ -11,10 +10,26 @@ export function isAlive(pid: number): boolean {
   }
 }
 
-/** Processes whose command line mentions a marker, to prove none is left behind. */
+/**
+ * Processes whose command line mentions a marker, to prove none is left behind, each as `ps -eo pid=,args=` lists it.
+ * Read from /proc as ps does, without starting it: tests poll this every 20 ms, and a ps each time (fork, exec, a
+ * read of every process) held the test's own event loop, the service in it included, most of the time.
+ */
 export function processesMatching(marker: string): string[] {
-  const listing = execFileSync('ps', ['-eo', 'pid=,args='], { encoding: 'utf8' })
-  return listing.split('\n').filter((line) => line.includes(marker) && !line.includes('ps -eo'))
+  const found: string[] = []
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    let commandLine: string
+    try {
+      commandLine = readFileSync(`/proc/${entry}/cmdline`, 'utf8')
+    } catch {
+      continue
+    }
+    // A kernel thread's or a zombie's is empty: ps shows its name in brackets, which carries no marker.
+    const args = commandLine.replace(/\0$/, '').replaceAll('\0', ' ')
+    if (args.includes(marker)) found.push(`${entry} ${args}`)
+  }
+  return found
 }
 
 /** SIGKILL's bit in /proc's signal masks. */

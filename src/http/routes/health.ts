@@ -2,8 +2,8 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import { createHash, timingSafeEqual } from 'node:crypto'
 import type { ApiToken } from '../../config.js'
+import type { FleetMember, ContainmentMode, AgentReadiness } from '../../schemas/health.js'
 import type { Metrics } from '../../metrics.js'
-import type { ContainmentMode, AgentReadiness } from '../../schemas/health.js'
 import { Readiness } from '../../schemas/health.js'
 import type { SlotLimiter } from '../../slots/limiter.js'
 
@@ -15,6 +15,8 @@ interface HealthRoutesOptions {
   metrics: Metrics
   containment: { mode: ContainmentMode; reason: string; escapes: string; limits: string }
   isolation: { agents_can_reach: string[] }
+  /** ROLE=api: the fleet's roll, whose workers take its async runs. */
+  fleet?: { members: () => Promise<FleetMember[]> }
 }
 
 /** Whether the request carries one of the tokens, compared in constant time (digests of equal length). */
@@ -27,9 +29,21 @@ function holdsToken(authorization: string | undefined, tokens: ApiToken[]): bool
   return found
 }
 
+/** The fleet's roll as /readyz tells it: the members, or why they could not be read. */
+async function fleetRoll(
+  fleet: HealthRoutesOptions['fleet']
+): Promise<{ members: FleetMember[]; error?: string } | undefined> {
+  if (fleet === undefined) return undefined
+  try {
+    return { members: await fleet.members() }
+  } catch (error) {
+    return { members: [], error: (error as Error).message }
+  }
+}
+
 const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (
   app,
-  { tokens, readiness, metrics, slots, containment, isolation }
+  { tokens, readiness, metrics, slots, containment, isolation, fleet }
 ) => {
   app.get('/healthz', {
     schema: {
@@ -62,16 +76,20 @@ const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (
       }
     },
     async (request, reply) => {
-      const agents = await readiness()
-      const slotsHealth = await slots.health()
-      const usable = agents.some((agent) => agent.path !== null && agent.problem === null) && slotsHealth.ok
+      const [agents, slotsHealth, roll] = await Promise.all([readiness(), slots.health(), fleetRoll(fleet)])
+      // An API replica runs its async runs on the workers, its other runs itself: either is a run it can serve.
+      const workers = roll?.members.some((member) => member.role === 'worker') ?? false
+      const usable = (agents.some((agent) => agent.path !== null && agent.problem === null) || workers) &&
+        slotsHealth.ok
       const status = usable ? 'ready' : 'unavailable'
       const code = usable ? 200 : 503
       // Paths, versions and Redis errors help an operator and an attacker alike: with tokens, only for a token holder.
       if (tokens.length > 0 && !holdsToken(request.headers.authorization, tokens)) {
         return reply.code(code).send({ status })
       }
-      return reply.code(code).send({ status, agents, slots: slotsHealth, containment, isolation })
+      return reply.code(code).send({
+        status, agents, slots: slotsHealth, containment, ...(roll === undefined ? {} : { fleet: roll }), isolation
+      })
     }
   )
 
