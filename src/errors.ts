@@ -376,7 +376,7 @@ export const ERROR_CATALOG = {
   NO_WORKER: {
     status: 503,
     when:
-      'ROLE=api: the async run was admitted, and no worker of the fleet with room for its tool took it in time; ' +
+      'ROLE=api: the run was admitted, and no worker of the fleet with room for its tool took it in time; ' +
       'it was taken back, nothing was started. Start a worker (ROLE=worker) or retry later.',
     message: (tool: string, seconds: number) =>
       `No worker took the ${tool} run within ${seconds} s: is a worker (ROLE=worker) running with this agent?`,
@@ -385,8 +385,18 @@ export const ERROR_CATALOG = {
   },
   WORKER_LOST: {
     status: 503,
-    when: 'ROLE=api: the worker that took the async run went silent before its agent started; nothing ran.',
+    when: 'ROLE=api: the worker that took the run went silent before its agent started; nothing ran.',
     message: (tool: string) => `The worker that took the ${tool} run went silent before starting it: retry`,
+    example: ['claude_run'],
+    exposed: true
+  },
+  RUN_LOST: {
+    status: 503,
+    when:
+      'ROLE=api: the worker running a synchronous or streamed run went silent (killed, its host gone) before its ' +
+      'end; its agent may have done part of its task, and is never run again.',
+    message: (tool: string) =>
+      `The worker running the ${tool} run went silent before its end: what its agent did is unknown`,
     example: ['claude_run'],
     exposed: true
   },

@@ -3,12 +3,15 @@ import type { RunParams } from '../schemas/run.js'
 import type { SlotLease } from '../slots/limiter.js'
 import { stopRefusal, type Run, type RunPush } from './run.js'
 
-// ROLE=api: an async run is admitted here (its slot of the fleet's limit, its turn in the queue) and handed to a
-// worker of the fleet, which runs it as it would any run and records it in the shared store from its start. Nothing of
-// its agent happens here; this replica only learns whether it started, and why not.
+// ROLE=api: a run is admitted here (its slot of the fleet's limit, its turn in the queue) and handed to a worker of the
+// fleet, which runs it as it would any run and records it in the shared store from its start. Nothing of its agent
+// happens here; this replica only learns whether it started, and why not (a synchronous or streamed run then follows
+// it in the store: relay.ts).
 
 /** What a worker needs to run a run handed to it, as it travels (JSON). */
 export interface HandedRun {
+  /** How its caller asked for it (async when absent): a worker records every run it takes, whatever its kind. */
+  kind?: 'sync' | 'stream'
   params: RunParams
   caller: string
   createdAt: string
@@ -53,9 +56,9 @@ export interface HandOverDeps {
 }
 
 /**
- * Admits the run and hands it over; resolves once a worker started its agent (the run `handed_over`) with when it
- * ends there, rejects with what refused it otherwise (the run `refused`): the same refusals a local run gets, plus no
- * worker in time.
+ * Admits the run and hands it over; resolves once a worker started its agent with when it ends there (the caller says
+ * what the run becomes here), rejects with what refused it otherwise (the run `refused`): the same refusals a local
+ * run gets, plus no worker in time.
  */
 export async function launchElsewhere(
   run: Run, params: RunParams, deps: HandOverDeps
@@ -73,7 +76,6 @@ export async function launchElsewhere(
       lease.release()
     }
     if ('refused' in answer) throw new ServiceError(answer.refused.code, answer.refused.message)
-    run.handOff()
     return { ended }
   } catch (error) {
     run.abort(error)
@@ -86,8 +88,9 @@ async function handedTo(
   run: Run, params: RunParams, lease: SlotLease, deps: HandOverDeps
 ): Promise<{ answer: WorkerAnswer; ended: Promise<void> }> {
   await deps.flushed()
-  const { caller, context, push } = run
+  const { caller, context, push, kind } = run
   const handed = await deps.fleet.handOver(run.tool, run.id, {
+    ...(kind === 'async' ? {} : { kind }),
     params,
     caller,
     createdAt: run.createdAt.toISOString(),

@@ -1,5 +1,4 @@
 import type { FastifyBaseLogger } from 'fastify'
-import { once } from 'node:events'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { ToolName } from '../agents/catalog.js'
 import type { OutputSink } from '../process/agent-process.js'
@@ -9,8 +8,9 @@ import type { WebhookDeliveryState } from '../schemas/webhooks.js'
 import { follow, logSource, storeSource, type EventSource, type Feed } from './follow.js'
 import type { RunLauncher } from './launcher.js'
 import type { RunWorktrees } from './run-worktree.js'
-import { launchElsewhere, type RunFleet } from './hand-over.js'
-import { Run, type RunKind, type RunOpening, type RunPush } from './run.js'
+import { launchElsewhere, type HandOverDeps, type RunFleet } from './hand-over.js'
+import { relayed } from './relay.js'
+import { agentRuns, Run, type RunKind, type RunOpening, type RunPush } from './run.js'
 import { isEnd, type RunPhase } from './run-phase.js'
 import { RunRecorder } from './run-recorder.js'
 import { stateOf } from './run-state.js'
@@ -21,6 +21,14 @@ import type { PushForm, WebhookDelivery } from '../webhooks/outbox.js'
 
 /** A run's status once it has ended, however. */
 const isEndStatus = (status: RunState['status']): boolean => status !== 'queued' && status !== 'running'
+
+/**
+ * A stored run as the API shows it: a synchronous or streamed one (a fleet's worker records those too) only while it
+ * runs, as a replica running it itself shows it; its end was its caller's answer.
+ */
+function shown<Found extends Pick<RunRecord, 'kind' | 'status'>>(found: Found | undefined): Found | undefined {
+  return found?.kind === undefined || !isEndStatus(found.status) ? found : undefined
+}
 
 /** Who hears what the runs do (the service's metrics): told, never asked, so runs/ imports none of it. */
 interface RunsObserver {
@@ -50,10 +58,15 @@ export interface RegistryOptions {
   /** An A2A push's bodies (runs/ knows no protocol). */
   pushBody: PushBody
   /**
-   * ROLE=api: async runs are admitted here and handed to the fleet's workers, which run and record them; how long an
-   * admitted run waits for a worker to take it.
+   * ROLE=api: runs are admitted here and handed to the fleet's workers, which run and record them (a synchronous or
+   * streamed one is relayed back from the store); how long an admitted run waits for a worker to take it.
    */
-  fleet?: { queues: RunFleet; takeWithinMs: number }
+  fleet?: RegistryFleet
+}
+
+interface RegistryFleet {
+  queues: RunFleet
+  takeWithinMs: number
 }
 
 /** Everything a run is asked for with, by every route: the one door into runs/. */
@@ -119,20 +132,27 @@ export class RunRegistry {
     // A request that got past routing as shutdown began: its run ends before any agent starts.
     if (this.#shuttingDown) run.stop('shutdown')
     const runLog = kind === 'async' ? log.child({ run: run.id }) : log
-    const recorder = kind === 'async' ? this.#record(run, runLog) : undefined
-    // An async run may be given a push config while it runs (A2A): its end fires whatever is armed by then.
-    if (run.webhook !== undefined || run.push !== undefined || kind === 'async') this.#deliverWebhooks(run, runLog)
+    // A worker records every run it takes: the replica its caller is connected to follows it in the store.
+    const recorder = kind === 'async' || handedOver !== undefined ? this.#record(run, runLog) : undefined
     const { fleet } = this.#options
-    const result = Promise.resolve().then(() => fleet !== undefined && recorder !== undefined && !handedOver
-      ? this.#launchElsewhere(run, params, recorder, fleet)
-      : this.#options.launcher.launch(run, params, runLog, sink))
+    const handsOver = fleet !== undefined && handedOver === undefined
+    // An async run may be given a push config while it runs (A2A): its end fires whatever is armed by then. A relayed
+    // run's webhook is its worker's to deliver.
+    const delivers = run.webhook !== undefined || run.push !== undefined || kind === 'async'
+    if (delivers && (kind === 'async' || !handsOver)) this.#deliverWebhooks(run, runLog)
+    const result = Promise.resolve().then(() => {
+      if (!handsOver) return this.#options.launcher.launch(run, params, runLog, sink)
+      return recorder === undefined
+        ? this.#launchRelayed(run, params, sink, fleet)
+        : this.#launchElsewhere(run, params, recorder, fleet)
+    })
     if (recorder !== undefined) {
       result.catch((error: unknown) => {
         if (run.phase !== 'refused') runLog.error({ err: error }, 'async run failed after its agent started')
       })
     }
     // Made when asked for: a refusal nobody awaits here is no unhandled rejection.
-    const started = (): Promise<unknown> => recorder?.stored ?? Promise.race([once(run, 'spawn'), result])
+    const started = (): Promise<unknown> => recorder?.stored ?? Promise.race([agentRuns(run), result])
     return { run, result, accepted: async () => { await started(); return this.#acceptedState(run) } }
   }
 
@@ -144,19 +164,39 @@ export class RunRegistry {
 
   /** Handed to a worker; its result, once it has ended there, read back from the store. */
   async #launchElsewhere(
-    run: Run, params: RunParams, recorder: RunRecorder, { queues, takeWithinMs }: NonNullable<RegistryOptions['fleet']>
+    run: Run, params: RunParams, recorder: RunRecorder, { queues, takeWithinMs }: RegistryFleet
   ): Promise<RunResult> {
-    const { launcher, store } = this.#options
-    const { ended } = await launchElsewhere(run, params, {
-      fleet: queues,
-      takeWithinMs,
-      slotFor: (each, queueTimeout) => launcher.slotFor(each, queueTimeout),
-      flushed: () => recorder.flushed()
-    })
+    const { store } = this.#options
+    const deps = this.#handOverDeps(queues, takeWithinMs, () => recorder.flushed())
+    const { ended } = await launchElsewhere(run, params, deps)
+    run.handOff()
     await ended
     const result = (await store.get(run.id))?.result
     if (result === null || result === undefined) throw new Error('the run ended on its worker without a result (lost)')
     return result
+  }
+
+  /** Handed to a worker, and lived here as its worker records it (a synchronous or streamed run's caller is here). */
+  async #launchRelayed(
+    run: Run, params: RunParams, sink: OutputSink | undefined, { queues, takeWithinMs }: RegistryFleet
+  ): Promise<RunResult> {
+    const { store, saveEveryMs } = this.#options
+    await launchElsewhere(run, params, this.#handOverDeps(queues, takeWithinMs, async () => undefined))
+    try {
+      const result = await relayed(run, sink, {
+        store, pollMs: saveEveryMs, stopElsewhere: (record) => this.#stopElsewhere(record)
+      })
+      run.finish(result)
+      return result
+    } catch (error) {
+      run.abort(error)
+      throw error
+    }
+  }
+
+  #handOverDeps(queues: RunFleet, takeWithinMs: number, flushed: () => Promise<void>): HandOverDeps {
+    const { launcher } = this.#options
+    return { fleet: queues, takeWithinMs, slotFor: (run, queueTimeout) => launcher.slotFor(run, queueTimeout), flushed }
   }
 
   #record(run: Run, log: FastifyBaseLogger): RunRecorder {
@@ -225,14 +265,16 @@ export class RunRegistry {
 
   /** A run of this caller's; undefined for an unknown run and for another caller's alike. */
   async state(id: string, caller: string): Promise<RunState | undefined> {
-    const found = this.#inMemory(id)?.snapshot() ?? (await this.#options.store.get(id))
+    const found = this.#inMemory(id)?.snapshot() ?? shown(await this.#options.store.get(id))
     return found?.caller === caller ? stateOf(found) : undefined
   }
 
   /** This caller's runs, newest first: async ones, and synchronous or streamed ones while they run. */
   async list(caller: string): Promise<RunSummary[]> {
-    const stored = await this.#options.store.list(caller)
     const live = [...this.#open.values()].filter((run) => run.caller === caller && run.listedLive)
+    const liveIds = new Set(live.map((run) => run.id))
+    // A run a worker runs is both here (its caller's replica, or the worker) and in the store.
+    const stored = (await this.#options.store.list(caller)).filter((record) => !liveIds.has(record.id) && shown(record))
     return [...live.map((run) => run.snapshot()), ...stored]
       .map((found) => stateOf({ ...found, result: null }))
       .sort((a, b) => b.created_at.localeCompare(a.created_at))
@@ -248,10 +290,14 @@ export class RunRegistry {
   /** Its events in memory while this replica records it, else in the store. */
   async #eventsOf(id: string, caller: string): Promise<EventSource | undefined> {
     const recorder = this.#recorderOf(id)
-    if (recorder !== undefined) return recorder.run.caller === caller ? logSource(recorder.events) : undefined
+    if (recorder !== undefined) {
+      const { kind, caller: owner } = recorder.run
+      return kind === 'async' && owner === caller ? logSource(recorder.events) : undefined
+    }
     const { store, saveEveryMs } = this.#options
     const record = await store.get(id)
-    return record?.caller === caller ? storeSource(store, record, saveEveryMs) : undefined
+    // A synchronous or streamed run's events are its own caller's stream, as on the replica that runs it.
+    return record?.caller === caller && record.kind === undefined ? storeSource(store, record, saveEveryMs) : undefined
   }
 
   /** Stops a run of this caller's (its whole process tree, wherever it runs) and answers with its final state. */

@@ -65,8 +65,8 @@ export class RunRecorder {
   }
 
   #recordNow(): RunRecord {
-    const { kind: _kind, ...record } = this.run.snapshot()
-    return { ...record, replica: this.#options.replica }
+    const { kind, ...record } = this.run.snapshot()
+    return { ...record, ...(kind === 'async' ? {} : { kind }), replica: this.#options.replica }
   }
 
   #enter(): void {

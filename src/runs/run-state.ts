@@ -3,7 +3,7 @@ import type { RunKind } from './run.js'
 import type { RunRecord } from './stores/run-store.js'
 
 /** The one mapping of a run to what the API says of it (and its webhooks carry): a stored record is an async run's. */
-export function stateOf(found: Omit<RunRecord, 'replica'> & { kind?: RunKind }): RunState {
+export function stateOf(found: Omit<RunRecord, 'replica' | 'kind'> & { kind?: RunKind | undefined }): RunState {
   return {
     id: found.id,
     tool: found.tool,

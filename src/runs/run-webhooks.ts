@@ -122,6 +122,9 @@ export function deliverRunWebhooks(run: Run, options: RunWebhooksOptions): Promi
         }).catch((error: unknown) => {
           log.error({ err: error, run: run.id }, 'the run’s webhook deliveries could not be stored: none is sent')
         })
+      } else if (run.phase === 'handed_over') {
+        // Its worker fires its ends, at its end.
+        resolve(added.then(() => undefined))
       } else if (isEnd(run.phase)) {
         resolve(added.then(async () => {
           if (await fireEnds(outbox, run.id, stateOf(run.snapshot()), pushBody)) due()

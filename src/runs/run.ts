@@ -33,7 +33,7 @@ export interface RunEvents {
 }
 
 /** A run as a listing, a store and the API see it at one moment: its record, and how it was asked for. */
-export type RunSnapshot = Omit<RunRecord, 'replica'> & { kind: RunKind }
+export type RunSnapshot = Omit<RunRecord, 'replica' | 'kind'> & { kind: RunKind }
 
 /** An A2A task's push notifications: where, and with the credentials its receiver gave. */
 export interface RunPush {
@@ -228,6 +228,15 @@ export class Run extends EventEmitter<RunEvents> implements AgentObserver {
     this.emit('spawn', pid)
   }
 
+  /**
+   * A fleet's worker started its agent, and this replica relays what it does (a synchronous or streamed run): it runs,
+   * until the deadline its worker set.
+   */
+  runsElsewhere(deadline: string | undefined): void {
+    if (deadline !== undefined) this.#deadline = new Date(deadline)
+    this.#moveTo('running')
+  }
+
   /** How long it waited for its slot, once it has one (0 before). */
   get waitedMs(): number {
     return this.#waitedMs
@@ -283,6 +292,18 @@ export class Run extends EventEmitter<RunEvents> implements AgentObserver {
     this.emit('phase', from)
     if (isEnd(to)) this.#ended()
   }
+}
+
+/** Settles once the run's agent runs, here or on a fleet's worker (never, for a run refused before). */
+export function agentRuns(run: Run): Promise<void> {
+  return new Promise((resolve) => {
+    const running = (): void => {
+      if (run.phase !== 'running') return
+      run.off('phase', running)
+      resolve()
+    }
+    run.on('phase', running)
+  })
 }
 
 /** What a stored run says of the refusal that ended it before its agent started: its code and message. */

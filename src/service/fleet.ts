@@ -8,8 +8,8 @@ import type { FleetMember } from '../schemas/health.js'
 import type { FirstWord, FleetOptions } from '../fleet/run-jobs.js'
 import type { HandedRun, RunFleet, WorkerAnswer } from '../runs/hand-over.js'
 
-// The fleet's queues (issue 40, src/fleet/run-jobs.ts on BullMQ): an API replica (ROLE=api) hands its async runs to
-// them, a worker (ROLE=worker) takes them and runs them through its own registry, as if they had been asked of it.
+// The fleet's queues (issue 40, src/fleet/run-jobs.ts on BullMQ): an API replica (ROLE=api) hands its runs to them, a
+// worker (ROLE=worker) takes them and runs them through its own registry, as if they had been asked of it.
 
 /** How long an admitted run waits for a worker with room for its tool before it is taken back (503 NO_WORKER). */
 export const TAKE_WITHIN_MS = 10_000
@@ -93,9 +93,9 @@ export interface WorkersOptions {
 export const workersPlugin = fp<WorkersOptions>(async (app, { fleet, name, concurrency }) => {
   const { RunWorkers } = await import('../fleet/run-jobs.js')
   const workers = new RunWorkers({ ...fleet, name }, concurrency, async (tool, runId, data, report) => {
-    const { params, caller, createdAt, slot, context, push } = data as HandedRun
+    const { kind, params, caller, createdAt, slot, context, push } = data as HandedRun
     const launched = app.runs.launch({
-      kind: 'async',
+      kind: kind ?? 'async',
       tool: tool as ToolName,
       params,
       caller,

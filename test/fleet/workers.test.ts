@@ -1,12 +1,15 @@
 import t, { type Test } from 'tap'
 import { Redis } from 'ioredis'
+import { randomBytes } from 'node:crypto'
 import { once } from 'node:events'
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import {
-  call, cancelRun, createRun, isAlive, readPidFile, scenario, settled, startServer, tempDir, TEST_AGENT_ENV_ALLOW,
-  until, type Started
+  call, cancelRun, createRun, echoed, isAlive, openStream, outputText, parseNdjson, readPidFile, readUntil, runTool,
+  scenario, settled, startServer, tempDir, TEST_AGENT_ENV_ALLOW, until, type ResultEvent, type RunEvent, type Started
 } from '../helpers/index.js'
+import { webhookReceiver } from '../helpers/webhook-receiver.js'
+import type { RunSummary } from '../generated/openapi.js'
 import { NO_REDIS, redisEnv, startRedis } from '../helpers/redis.js'
 import { BUILT_IN_AGENTS } from '#src/agents/catalog.js'
 import { agentVariables } from '#src/agents/spec.js'
@@ -97,9 +100,16 @@ async function metricsOf(base: string): Promise<string> {
 // the case that kills a worker comes last. Slots live 2 s unrenewed: a killed worker's run is lost soon after.
 t.test('ROLE=api hands async runs to ROLE=worker processes', { skip: NO_REDIS }, async (t) => {
   const { redis, api, workers, apiStarts } = await fleet(t, 3, {
-    SLOTS_TTL_MS: '2000', WORKER_MAX_CLAUDE_AGENTS: '0', WORKER_MAX_GEMINI_AGENTS: '0', WORKER_MAX_OPENCODE_AGENTS: '0'
+    WEBHOOK_SECRET: `whsec_${randomBytes(32).toString('base64')}`,
+    WEBHOOK_ALLOW_HOSTS: '127.0.0.1',
+    SLOTS_TTL_MS: '2000',
+    WORKER_MAX_CLAUDE_AGENTS: '0',
+    WORKER_MAX_GEMINI_AGENTS: '0',
+    WORKER_MAX_OPENCODE_AGENTS: '0'
   })
   const ranOnWorkers = (): string[] => workers.flatMap((worker) => worker.starts())
+  // What a replica running its runs itself answers, for the same requests.
+  const local = await startServer(t, { API_TOKENS: TOKENS, AGENT_ENV_ALLOW: TEST_AGENT_ENV_ALLOW })
 
   t.test('each run is run once, by a worker, never by the API replica; its record is read back there', async (t) => {
     const tasks = ['first task', 'second task', 'third task', 'fourth task']
@@ -203,6 +213,92 @@ t.test('ROLE=api hands async runs to ROLE=worker processes', { skip: NO_REDIS },
     t.equal(await inUse(api.base, 'claude_run'), 0, 'its slot given back')
   })
 
+  t.test('a synchronous run on the API replica runs on a worker: listed while it runs, stopped by DELETE there, ' +
+    'answered as a local one', async (t) => {
+    const tasks = ['sync on the fleet', 'sync at home']
+    const [onFleet, atHome] = await Promise.all([
+      runTool(api.base, 'crush_run', { task: tasks[0]! }, ALICE),
+      runTool(local.base, 'crush_run', { task: tasks[1]! }, ALICE)
+    ])
+    t.equal(echoed(onFleet).prompt, tasks[0], 'the task reached the worker’s agent whole')
+    t.ok(ranOnWorkers().includes(tasks[0]!), 'on a worker')
+    t.same(apiStarts(), [], 'never on the API replica')
+    t.same(Object.keys(onFleet).sort(), Object.keys(atHome).sort(), 'the same result as a replica running it itself')
+    t.match(onFleet, { ok: atHome.ok, exit_code: atHome.exit_code, stop_reason: null })
+
+    const pidFile = join(tempDir(t), 'sync.pid')
+    const answer = call(api.base, 'POST', '/tools/crush_run', {
+      body: { task: scenario.drip(100000, 50, pidFile) }, headers: ALICE
+    })
+    const pid = await readPidFile(pidFile)
+    const listed = await until(
+      async () => (await call(api.base, 'GET', '/runs', { headers: ALICE })).body as { runs: RunSummary[] },
+      ({ runs }) => runs.some((run) => run.kind === 'sync'), 5000, 'the run to be listed'
+    )
+    const syncRuns = listed.runs.filter((run) => run.kind === 'sync')
+    t.equal(syncRuns.length, 1, 'listed once, where its caller is')
+    t.match(syncRuns[0], { status: 'running', tool: 'crush_run' })
+    const { id } = syncRuns[0]!
+    t.match(await call(api.base, 'GET', `/runs/${id}/events`, { headers: ALICE }), { status: 404 },
+      'its events are its caller’s answer, not to follow: as a local synchronous run’s')
+    t.match(await cancelRun(api.base, id, ALICE), { id, status: 'cancelled' }, 'DELETE on the API replica')
+    t.match(await answer, { status: 200, body: { ok: false, stop_reason: 'cancelled' } }, 'its caller told so')
+    t.notOk(isAlive(pid), 'the agent on its worker is gone')
+    t.match(await call(api.base, 'GET', `/runs/${id}`, { headers: ALICE }), { status: 404 },
+      'gone once ended, as a local synchronous run is')
+  })
+
+  t.test('a streamed run on the API replica: the same events, steps and result as a local one', async (t) => {
+    const task = scenario.toolCalls(3, 20)
+    const read = async (base: string): Promise<RunEvent[]> => {
+      const response = await openStream(base, 'codex_run', { task }, { headers: ALICE })
+      t.equal(response.status, 200)
+      return parseNdjson(await response.text())
+    }
+    const [onFleet, atHome] = await Promise.all([read(api.base), read(local.base)])
+    // Each CLI's session is its own; how the output was cut into events is the pipes' doing.
+    const resultOf = (events: RunEvent[]) => (events.at(-1) as ResultEvent).result
+    const session = (events: RunEvent[]) => new RegExp(resultOf(events).session_id!, 'g')
+    const text = (events: RunEvent[]) => outputText(events).replace(session(events), 'its-session')
+    t.equal(text(onFleet), text(atHome), 'the same output')
+    const steps = (events: RunEvent[]): unknown[] =>
+      events.flatMap((event) => event.type === 'step' ? [event.step] : [])
+    t.ok(steps(onFleet).length >= 3, 'steps')
+    t.same(steps(onFleet), steps(atHome), 'the same steps')
+    t.same(onFleet.map((event) => event.type).at(-1), 'result', 'the result last')
+    t.match(resultOf(onFleet), { ok: true, stop_reason: null, exit_code: 0 })
+    const answer = (events: RunEvent[]) => resultOf(events).output.replace(session(events), '')
+    t.equal(answer(onFleet), answer(atHome))
+  })
+
+  t.test('a streamed run’s client leaving stops the agent on its worker', async (t) => {
+    const pidFile = join(tempDir(t), 'left.pid')
+    const controller = new AbortController()
+    const response = await openStream(
+      api.base, 'crush_run', { task: scenario.drip(100000, 50, pidFile) }, { headers: ALICE, signal: controller.signal }
+    )
+    t.match(await readUntil(response, /tick 2/), /tick 2/, 'its output relayed as it comes')
+    const pid = await readPidFile(pidFile)
+    controller.abort()
+    await until(() => isAlive(pid), (alive) => !alive, 10_000, 'the agent to be stopped on its worker')
+    await until(() => inUse(api.base, 'crush_run'), (count) => count === 0, 10_000, 'its slot to come back')
+  })
+
+  t.test('an async run’s webhook: its start and its end once each, as its worker recorded it', async (t) => {
+    const hook = await webhookReceiver(t, () => 200)
+    const { id } = await createRun(api.base, {
+      // Long enough to be running when the API replica learns it started.
+      tool: 'crush_run',
+      task: scenario.drip(5, 100),
+      webhook: { url: hook.url, events: ['run.started', 'run.finished'] }
+    }, ALICE)
+    t.match(await settled(api.base, id, 10_000, ALICE), { status: 'succeeded' })
+    await until(() => hook.received.length, (count) => count >= 2, 10_000, 'its start and its end')
+    const bodies = hook.received.map((each) => JSON.parse(each.body) as { type: string; data: { status: string } })
+    t.same(bodies.map((body) => [body.type, body.data.status]).sort(),
+      [['run.finished', 'succeeded'], ['run.started', 'running']])
+  })
+
   t.test('a worker stopped with SIGTERM stops its run, which reads cancelled', async (t) => {
     const pidFile = join(tempDir(t), 'stopped.pid')
     const before = workers.map((worker) => worker.starts().length)
@@ -237,6 +333,19 @@ t.test('ROLE=api hands async runs to ROLE=worker processes', { skip: NO_REDIS },
       10_000, 'the killed worker to be struck off the roll'
     )
   })
+
+  t.test('the worker of a synchronous run SIGKILLed: its caller is told 503 RUN_LOST, nothing runs it again',
+    async (t) => {
+      const pidFile = join(tempDir(t), 'sync-doomed.pid')
+      const task = scenario.drip(100000, 50, pidFile)
+      const answer = call(api.base, 'POST', '/tools/crush_run', { body: { task }, headers: ALICE })
+      await readPidFile(pidFile)
+      const doomed = workers.find((worker) => worker.starts().includes(task))!
+      doomed.child.kill('SIGKILL')
+      t.match(await answer, { status: 503, body: { code: 'RUN_LOST' } })
+      await until(() => inUse(api.base, 'crush_run'), (count) => count === 0, 10_000, 'its slot to come back')
+      t.equal(ranOnWorkers().filter((started) => started === task).length, 1, 'started once')
+    })
 
   t.test('the API replica shut down while no worker has taken a run: taken back, refused, never started', async (t) => {
     const waiting = new Redis(redis.url)

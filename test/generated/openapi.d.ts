@@ -1004,7 +1004,7 @@ export interface components {
              * @example AGENT_LIMIT_REACHED
              * @enum {string}
              */
-            code: "VALIDATION_ERROR" | "INVALID_JSON" | "INVALID_CONTENT_LENGTH" | "MALFORMED_REQUEST" | "BAD_URL" | "RESUME_NOT_SUPPORTED" | "RESUME_PLACE_MISMATCH" | "MODEL_NOT_ALLOWED" | "WEBHOOKS_NOT_CONFIGURED" | "WEBHOOK_URL_NOT_ALLOWED" | "CWD_NOT_FOUND" | "CWD_NOT_A_DIRECTORY" | "WSL_NOT_AVAILABLE" | "WSL_DISTRO_NOT_FOUND" | "WSL_ARGUMENT_UNSAFE" | "COMMAND_LINE_TOO_LONG" | "NOT_A_GIT_REPOSITORY" | "BASE_NOT_FOUND" | "INVALID_BRANCH_NAME" | "BAD_OUTPUT_SCHEMA" | "LIMIT_ABOVE_CEILING" | "LIMIT_NOT_SUPPORTED" | "COST_UNKNOWN" | "WORKSPACE_NOT_SUPPORTED" | "UNAUTHORIZED" | "HOST_NOT_ALLOWED" | "FORBIDDEN_PATH" | "ORIGIN_NOT_ALLOWED" | "ROUTE_NOT_FOUND" | "RUN_NOT_FOUND" | "SESSION_NOT_FOUND" | "DIFF_NOT_FOUND" | "METHOD_NOT_ALLOWED" | "REQUEST_TIMEOUT" | "SESSION_BUSY" | "BRANCH_EXISTS" | "BODY_TOO_LARGE" | "URL_TOO_LONG" | "UNSUPPORTED_MEDIA_TYPE" | "AGENT_LIMIT_REACHED" | "BUDGET_EXHAUSTED" | "QUEUE_FULL" | "QUEUE_TIMED_OUT" | "HEADERS_TOO_LARGE" | "INTERNAL_ERROR" | "AGENT_NOT_INSTALLED" | "AGENT_SPAWN_FAILED" | "RUN_NOT_RECORDED" | "SLOTS_UNAVAILABLE" | "NO_WORKER" | "WORKER_LOST" | "RUNS_UNAVAILABLE" | "GIT_NOT_INSTALLED" | "WORKTREE_NOT_CREATED" | "SHUTTING_DOWN";
+            code: "VALIDATION_ERROR" | "INVALID_JSON" | "INVALID_CONTENT_LENGTH" | "MALFORMED_REQUEST" | "BAD_URL" | "RESUME_NOT_SUPPORTED" | "RESUME_PLACE_MISMATCH" | "MODEL_NOT_ALLOWED" | "WEBHOOKS_NOT_CONFIGURED" | "WEBHOOK_URL_NOT_ALLOWED" | "CWD_NOT_FOUND" | "CWD_NOT_A_DIRECTORY" | "WSL_NOT_AVAILABLE" | "WSL_DISTRO_NOT_FOUND" | "WSL_ARGUMENT_UNSAFE" | "COMMAND_LINE_TOO_LONG" | "NOT_A_GIT_REPOSITORY" | "BASE_NOT_FOUND" | "INVALID_BRANCH_NAME" | "BAD_OUTPUT_SCHEMA" | "LIMIT_ABOVE_CEILING" | "LIMIT_NOT_SUPPORTED" | "COST_UNKNOWN" | "WORKSPACE_NOT_SUPPORTED" | "UNAUTHORIZED" | "HOST_NOT_ALLOWED" | "FORBIDDEN_PATH" | "ORIGIN_NOT_ALLOWED" | "ROUTE_NOT_FOUND" | "RUN_NOT_FOUND" | "SESSION_NOT_FOUND" | "DIFF_NOT_FOUND" | "METHOD_NOT_ALLOWED" | "REQUEST_TIMEOUT" | "SESSION_BUSY" | "BRANCH_EXISTS" | "BODY_TOO_LARGE" | "URL_TOO_LONG" | "UNSUPPORTED_MEDIA_TYPE" | "AGENT_LIMIT_REACHED" | "BUDGET_EXHAUSTED" | "QUEUE_FULL" | "QUEUE_TIMED_OUT" | "HEADERS_TOO_LARGE" | "INTERNAL_ERROR" | "AGENT_NOT_INSTALLED" | "AGENT_SPAWN_FAILED" | "RUN_NOT_RECORDED" | "SLOTS_UNAVAILABLE" | "NO_WORKER" | "WORKER_LOST" | "RUN_LOST" | "RUNS_UNAVAILABLE" | "GIT_NOT_INSTALLED" | "WORKTREE_NOT_CREATED" | "SHUTTING_DOWN";
             /**
              * @description For people: what went wrong, naming the field or value at fault.
              * @example Limite de 2 agents atteinte
@@ -1085,8 +1085,9 @@ export interface operations {
              *     - `AGENT_SPAWN_FAILED`: The agent's executable exists but could not be started.
              *     - `RUN_NOT_RECORDED`: The run could not be recorded under DATA_DIR (disk full, read-only): its agent was killed at once.
              *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
-             *     - `NO_WORKER`: ROLE=api: the async run was admitted, and no worker of the fleet with room for its tool took it in time; it was taken back, nothing was started. Start a worker (ROLE=worker) or retry later.
-             *     - `WORKER_LOST`: ROLE=api: the worker that took the async run went silent before its agent started; nothing ran.
+             *     - `NO_WORKER`: ROLE=api: the run was admitted, and no worker of the fleet with room for its tool took it in time; it was taken back, nothing was started. Start a worker (ROLE=worker) or retry later.
+             *     - `WORKER_LOST`: ROLE=api: the worker that took the run went silent before its agent started; nothing ran.
+             *     - `RUN_LOST`: ROLE=api: the worker running a synchronous or streamed run went silent (killed, its host gone) before its end; its agent may have done part of its task, and is never run again.
              *     - `RUNS_UNAVAILABLE`: RUNS_STORE=redis and Redis does not answer: the run cannot be stored, read or reached.
              *     - `GIT_NOT_INSTALLED`: `workspace: "worktree"`, and git is not on the service’s PATH.
              *     - `WORKTREE_NOT_CREATED`: The run’s worktree could not be made (the agent’s user cannot write the repository’s `.git`, a full disk…); nothing was started.
@@ -1230,8 +1231,9 @@ export interface operations {
              *     - `AGENT_SPAWN_FAILED`: The agent's executable exists but could not be started.
              *     - `RUN_NOT_RECORDED`: The run could not be recorded under DATA_DIR (disk full, read-only): its agent was killed at once.
              *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
-             *     - `NO_WORKER`: ROLE=api: the async run was admitted, and no worker of the fleet with room for its tool took it in time; it was taken back, nothing was started. Start a worker (ROLE=worker) or retry later.
-             *     - `WORKER_LOST`: ROLE=api: the worker that took the async run went silent before its agent started; nothing ran.
+             *     - `NO_WORKER`: ROLE=api: the run was admitted, and no worker of the fleet with room for its tool took it in time; it was taken back, nothing was started. Start a worker (ROLE=worker) or retry later.
+             *     - `WORKER_LOST`: ROLE=api: the worker that took the run went silent before its agent started; nothing ran.
+             *     - `RUN_LOST`: ROLE=api: the worker running a synchronous or streamed run went silent (killed, its host gone) before its end; its agent may have done part of its task, and is never run again.
              *     - `RUNS_UNAVAILABLE`: RUNS_STORE=redis and Redis does not answer: the run cannot be stored, read or reached.
              *     - `GIT_NOT_INSTALLED`: `workspace: "worktree"`, and git is not on the service’s PATH.
              *     - `WORKTREE_NOT_CREATED`: The run’s worktree could not be made (the agent’s user cannot write the repository’s `.git`, a full disk…); nothing was started.
@@ -1401,8 +1403,9 @@ export interface operations {
              *     - `AGENT_SPAWN_FAILED`: The agent's executable exists but could not be started.
              *     - `RUN_NOT_RECORDED`: The run could not be recorded under DATA_DIR (disk full, read-only): its agent was killed at once.
              *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
-             *     - `NO_WORKER`: ROLE=api: the async run was admitted, and no worker of the fleet with room for its tool took it in time; it was taken back, nothing was started. Start a worker (ROLE=worker) or retry later.
-             *     - `WORKER_LOST`: ROLE=api: the worker that took the async run went silent before its agent started; nothing ran.
+             *     - `NO_WORKER`: ROLE=api: the run was admitted, and no worker of the fleet with room for its tool took it in time; it was taken back, nothing was started. Start a worker (ROLE=worker) or retry later.
+             *     - `WORKER_LOST`: ROLE=api: the worker that took the run went silent before its agent started; nothing ran.
+             *     - `RUN_LOST`: ROLE=api: the worker running a synchronous or streamed run went silent (killed, its host gone) before its end; its agent may have done part of its task, and is never run again.
              *     - `RUNS_UNAVAILABLE`: RUNS_STORE=redis and Redis does not answer: the run cannot be stored, read or reached.
              *     - `GIT_NOT_INSTALLED`: `workspace: "worktree"`, and git is not on the service’s PATH.
              *     - `WORKTREE_NOT_CREATED`: The run’s worktree could not be made (the agent’s user cannot write the repository’s `.git`, a full disk…); nothing was started.
@@ -1572,8 +1575,9 @@ export interface operations {
              *     - `AGENT_SPAWN_FAILED`: The agent's executable exists but could not be started.
              *     - `RUN_NOT_RECORDED`: The run could not be recorded under DATA_DIR (disk full, read-only): its agent was killed at once.
              *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
-             *     - `NO_WORKER`: ROLE=api: the async run was admitted, and no worker of the fleet with room for its tool took it in time; it was taken back, nothing was started. Start a worker (ROLE=worker) or retry later.
-             *     - `WORKER_LOST`: ROLE=api: the worker that took the async run went silent before its agent started; nothing ran.
+             *     - `NO_WORKER`: ROLE=api: the run was admitted, and no worker of the fleet with room for its tool took it in time; it was taken back, nothing was started. Start a worker (ROLE=worker) or retry later.
+             *     - `WORKER_LOST`: ROLE=api: the worker that took the run went silent before its agent started; nothing ran.
+             *     - `RUN_LOST`: ROLE=api: the worker running a synchronous or streamed run went silent (killed, its host gone) before its end; its agent may have done part of its task, and is never run again.
              *     - `RUNS_UNAVAILABLE`: RUNS_STORE=redis and Redis does not answer: the run cannot be stored, read or reached.
              *     - `GIT_NOT_INSTALLED`: `workspace: "worktree"`, and git is not on the service’s PATH.
              *     - `WORKTREE_NOT_CREATED`: The run’s worktree could not be made (the agent’s user cannot write the repository’s `.git`, a full disk…); nothing was started.
@@ -1743,8 +1747,9 @@ export interface operations {
              *     - `AGENT_SPAWN_FAILED`: The agent's executable exists but could not be started.
              *     - `RUN_NOT_RECORDED`: The run could not be recorded under DATA_DIR (disk full, read-only): its agent was killed at once.
              *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
-             *     - `NO_WORKER`: ROLE=api: the async run was admitted, and no worker of the fleet with room for its tool took it in time; it was taken back, nothing was started. Start a worker (ROLE=worker) or retry later.
-             *     - `WORKER_LOST`: ROLE=api: the worker that took the async run went silent before its agent started; nothing ran.
+             *     - `NO_WORKER`: ROLE=api: the run was admitted, and no worker of the fleet with room for its tool took it in time; it was taken back, nothing was started. Start a worker (ROLE=worker) or retry later.
+             *     - `WORKER_LOST`: ROLE=api: the worker that took the run went silent before its agent started; nothing ran.
+             *     - `RUN_LOST`: ROLE=api: the worker running a synchronous or streamed run went silent (killed, its host gone) before its end; its agent may have done part of its task, and is never run again.
              *     - `RUNS_UNAVAILABLE`: RUNS_STORE=redis and Redis does not answer: the run cannot be stored, read or reached.
              *     - `GIT_NOT_INSTALLED`: `workspace: "worktree"`, and git is not on the service’s PATH.
              *     - `WORKTREE_NOT_CREATED`: The run’s worktree could not be made (the agent’s user cannot write the repository’s `.git`, a full disk…); nothing was started.
@@ -1914,8 +1919,9 @@ export interface operations {
              *     - `AGENT_SPAWN_FAILED`: The agent's executable exists but could not be started.
              *     - `RUN_NOT_RECORDED`: The run could not be recorded under DATA_DIR (disk full, read-only): its agent was killed at once.
              *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
-             *     - `NO_WORKER`: ROLE=api: the async run was admitted, and no worker of the fleet with room for its tool took it in time; it was taken back, nothing was started. Start a worker (ROLE=worker) or retry later.
-             *     - `WORKER_LOST`: ROLE=api: the worker that took the async run went silent before its agent started; nothing ran.
+             *     - `NO_WORKER`: ROLE=api: the run was admitted, and no worker of the fleet with room for its tool took it in time; it was taken back, nothing was started. Start a worker (ROLE=worker) or retry later.
+             *     - `WORKER_LOST`: ROLE=api: the worker that took the run went silent before its agent started; nothing ran.
+             *     - `RUN_LOST`: ROLE=api: the worker running a synchronous or streamed run went silent (killed, its host gone) before its end; its agent may have done part of its task, and is never run again.
              *     - `RUNS_UNAVAILABLE`: RUNS_STORE=redis and Redis does not answer: the run cannot be stored, read or reached.
              *     - `GIT_NOT_INSTALLED`: `workspace: "worktree"`, and git is not on the service’s PATH.
              *     - `WORKTREE_NOT_CREATED`: The run’s worktree could not be made (the agent’s user cannot write the repository’s `.git`, a full disk…); nothing was started.
@@ -2125,8 +2131,9 @@ export interface operations {
              *     - `AGENT_SPAWN_FAILED`: The agent's executable exists but could not be started.
              *     - `RUN_NOT_RECORDED`: The run could not be recorded under DATA_DIR (disk full, read-only): its agent was killed at once.
              *     - `SLOTS_UNAVAILABLE`: SLOTS_BACKEND=redis and Redis does not answer; nothing was started. Retry later.
-             *     - `NO_WORKER`: ROLE=api: the async run was admitted, and no worker of the fleet with room for its tool took it in time; it was taken back, nothing was started. Start a worker (ROLE=worker) or retry later.
-             *     - `WORKER_LOST`: ROLE=api: the worker that took the async run went silent before its agent started; nothing ran.
+             *     - `NO_WORKER`: ROLE=api: the run was admitted, and no worker of the fleet with room for its tool took it in time; it was taken back, nothing was started. Start a worker (ROLE=worker) or retry later.
+             *     - `WORKER_LOST`: ROLE=api: the worker that took the run went silent before its agent started; nothing ran.
+             *     - `RUN_LOST`: ROLE=api: the worker running a synchronous or streamed run went silent (killed, its host gone) before its end; its agent may have done part of its task, and is never run again.
              *     - `RUNS_UNAVAILABLE`: RUNS_STORE=redis and Redis does not answer: the run cannot be stored, read or reached.
              *     - `GIT_NOT_INSTALLED`: `workspace: "worktree"`, and git is not on the service’s PATH.
              *     - `WORKTREE_NOT_CREATED`: The run’s worktree could not be made (the agent’s user cannot write the repository’s `.git`, a full disk…); nothing was started.

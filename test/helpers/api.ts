@@ -106,11 +106,13 @@ export function echoed(result: RunResult): { argv: string[]; prompt: string; cwd
 
 /** POST /tools/<tool> asking for a stream (NDJSON unless told otherwise) from a listening service: the raw Response. */
 export const openStream = (
-  base: string, tool: string, body: unknown, options: { accept?: string; signal?: AbortSignal } = {}
+  base: string, tool: string, body: unknown, options: { accept?: string; signal?: AbortSignal; headers?: Headers } = {}
 ) =>
   fetch(`${base}/tools/${tool}`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', accept: options.accept ?? 'application/x-ndjson' },
+    headers: {
+      ...options.headers, 'content-type': 'application/json', accept: options.accept ?? 'application/x-ndjson'
+    },
     body: JSON.stringify(body),
     signal: options.signal
   })

@@ -72,7 +72,10 @@ t.test('SubscribeToTask: several subscribers each get every step; one resumes af
     const { base } = await a2aService(t, { STREAM_HEARTBEAT_MS: '50' })
     const client = await a2aClient(base, '/a2a/claude_run', ALICE)
     const dir = tempDir(t)
-    const task = await send(client, userMessage(scenario.gated(dir, 'out:one', 'out:two')), true)
+    // Each part a line of claude's stream-json, a step told as it is written; the agent waits at its gate between.
+    const said = (text: string) =>
+      `out:${JSON.stringify({ type: 'assistant', message: { content: [{ type: 'text', text }] } })}` as const
+    const task = await send(client, userMessage(scenario.gated(dir, said('one'), said('two'))), true)
     const headers = {
       authorization: `Bearer ${ALICE}`, 'content-type': 'application/json', 'a2a-version': '1.0'
     }
@@ -85,14 +88,13 @@ t.test('SubscribeToTask: several subscribers each get every step; one resumes af
     const first = await subscribe()
     const second = await subscribe()
     t.equal(first.headers.get('content-type'), 'text/event-stream')
-    releaseStep(dir, 1)
     // The first subscriber reads until its first step, and the third resumes after it.
     const reader = first.body!.getReader()
     let seen = ''
     while (stepsOf(seen).length === 0) seen += new TextDecoder().decode((await reader.read()).value)
     const resumed = await subscribe({ 'last-event-id': stepsOf(seen)[0]! })
-    // The agent waits at its gate until a heartbeat came (or 10 s, then the stream is dropped and the test fails):
-    // released at once, a quick stand-in left the stream no silence to fill.
+    // The agent is silent at its gate until the test releases it: a heartbeat fills the silence (none within 10 s: the
+    // stream is dropped and the test fails).
     const noHeartbeat = setTimeout(() => { void reader.cancel() }, 10_000)
     for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) {
       seen += new TextDecoder().decode(chunk.value)
@@ -100,7 +102,7 @@ t.test('SubscribeToTask: several subscribers each get every step; one resumes af
     }
     clearTimeout(noHeartbeat)
     t.match(seen, /: heartbeat/, 'a heartbeat while the agent waited')
-    releaseStep(dir, 2)
+    releaseStep(dir, 1)
     for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) {
       seen += new TextDecoder().decode(chunk.value)
     }

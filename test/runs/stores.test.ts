@@ -172,7 +172,7 @@ for (const [kind, open] of Object.entries(stores)) {
       t.same(await store.session('codex_run', bobs.id), bobs, 'bob’s is not alice’s to push out')
     })
 
-    t.test('a run’s task excerpt, deadline, model, limits and A2A context are kept and listed; ' +
+    t.test('a run’s task excerpt, deadline, model, limits, A2A context and kind are kept and listed; ' +
       'a run stored without them reads back without', async (t) => {
       const store = await open(t, {
         retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100
@@ -182,7 +182,8 @@ for (const [kind, open] of Object.entries(stores)) {
         deadline: new Date(Date.now() + 60_000).toISOString(),
         model: 'sonnet',
         limits: { max_turns: 5, max_cost_usd: 0.25 },
-        context: 'c0ffee'
+        context: 'c0ffee',
+        kind: 'stream'
       })
       const bare = record('alice', { createdAt: new Date(Date.now() - 1000).toISOString() })
       for (const run of [briefed, bare]) await store.create(run)
@@ -197,6 +198,7 @@ for (const [kind, open] of Object.entries(stores)) {
           model: 'sonnet',
           limits: briefed.limits,
           context: 'c0ffee',
+          kind: 'stream',
           status: 'succeeded'
         },
         'kept at its end'

@@ -140,7 +140,8 @@ async function streamed(
     void reply.header('x-run-id', run.id)
     writer.open(reply.getHeaders())
   }
-  run.once('spawn', openStream)
+  // Its agent runs, here or on the fleet's worker that took it.
+  run.on('phase', () => { if (run.phase === 'running') openStream() })
   run.on('queued', (position) => {
     openStream()
     writer.send({ type: 'queued', position })

@@ -8,12 +8,15 @@ import type { WebhookOutbox } from '../../webhooks/outbox.js'
 import type { StoredEvent } from '../event-log.js'
 
 /**
- * An async run as every replica and every later life of the service sees it, but its result: kept (and read back, and
- * checked) on its own, since it may be as large as the output limit and a listing never needs it.
+ * An async run (or a fleet worker's synchronous or streamed one) as every replica and every later life of the service
+ * sees it, but its result: kept (and read back, and checked) on its own, since it may be as large as the output limit
+ * and a listing never needs it.
  */
 export const RunRecordHead = Type.Object({
   id: Type.String(),
   caller: Type.String({ description: 'The token that created it, by name: other callers neither see nor reach it.' }),
+  /** Absent: async. A fleet's worker records the synchronous and streamed runs it takes as well. */
+  kind: Type.Optional(Type.Union([Type.Literal('sync'), Type.Literal('stream')])),
   tool: Type.String(),
   status: RunStatus,
   createdAt: Type.String(),

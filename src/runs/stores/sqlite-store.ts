@@ -33,7 +33,8 @@ const SCHEMA = `
     error TEXT,
     model TEXT,
     limits TEXT,
-    context TEXT
+    context TEXT,
+    kind TEXT
   );
   CREATE INDEX IF NOT EXISTS runs_by_owner ON runs (owner, created_at);
   CREATE TABLE IF NOT EXISTS events (
@@ -63,7 +64,7 @@ const SCHEMA = `
 
 /** Columns added since the first schema: a file an older version made gets them, empty for its runs. */
 const ADDED_COLUMNS = {
-  runs: ['task', 'deadline', 'webhook', 'workspace', 'queue_position', 'error', 'model', 'limits', 'context'],
+  runs: ['task', 'deadline', 'webhook', 'workspace', 'queue_position', 'error', 'model', 'limits', 'context', 'kind'],
   sessions: ['worktree']
 }
 
@@ -120,6 +121,7 @@ interface RunRow {
   /** Its limits, as JSON. */
   limits: string | null
   context: string | null
+  kind: 'sync' | 'stream' | null
 }
 
 const toRecord = (row: RunRow): RunRecord => ({
@@ -139,7 +141,8 @@ const toRecord = (row: RunRow): RunRecord => ({
   ...(row.error === null ? {} : { error: JSON.parse(row.error) as RunError }),
   ...(row.model === null ? {} : { model: row.model }),
   ...(row.limits === null ? {} : { limits: JSON.parse(row.limits) as RunLimits }),
-  ...(row.context === null ? {} : { context: row.context })
+  ...(row.context === null ? {} : { context: row.context }),
+  ...(row.kind === null ? {} : { kind: row.kind })
 })
 
 const toRow = (record: RunRecord): RunRow => ({
@@ -159,7 +162,8 @@ const toRow = (record: RunRecord): RunRow => ({
   error: record.error === undefined ? null : JSON.stringify(record.error),
   model: record.model ?? null,
   limits: record.limits === undefined ? null : JSON.stringify(record.limits),
-  context: record.context ?? null
+  context: record.context ?? null,
+  kind: record.kind ?? null
 })
 
 /**
@@ -196,9 +200,9 @@ export class SqliteRunStore implements RunStore {
     this.#statements = {
       insertRun: db.prepare(
         'INSERT INTO runs (id, owner, tool, status, created_at, finished_at, result, replica, task, deadline, ' +
-          'webhook, workspace, queue_position, error, model, limits, context) VALUES (@id, @owner, @tool, @status, ' +
-          '@created_at, @finished_at, @result, @replica, @task, @deadline, @webhook, @workspace, @queue_position, ' +
-          '@error, @model, @limits, @context) ' +
+          'webhook, workspace, queue_position, error, model, limits, context, kind) VALUES (@id, @owner, @tool, ' +
+          '@status, @created_at, @finished_at, @result, @replica, @task, @deadline, @webhook, @workspace, ' +
+          '@queue_position, @error, @model, @limits, @context, @kind) ' +
           // A queued run is stored as it starts waiting, and again as its agent starts.
           'ON CONFLICT (id) DO UPDATE SET status = excluded.status, deadline = excluded.deadline, ' +
           'workspace = excluded.workspace, queue_position = excluded.queue_position, model = excluded.model, ' +
@@ -213,7 +217,7 @@ export class SqliteRunStore implements RunStore {
       ),
       listRuns: db.prepare<[string, string]>(
         'SELECT id, owner, tool, status, created_at, finished_at, NULL AS result, replica, task, deadline, webhook, ' +
-          'workspace, queue_position, error, model, limits, context ' +
+          'workspace, queue_position, error, model, limits, context, kind ' +
           'FROM runs ' +
           'WHERE owner = ? AND (finished_at IS NULL OR finished_at >= ?) ORDER BY created_at DESC'
       ),
