@@ -40,7 +40,7 @@ export class MemberRoll {
    * Joins the roll and stays on it while the process lives; `renewed` is told each time Redis took the renewal (a
    * worker's liveness: it reaches the fleet).
    */
-  async join(self: Omit<FleetMember, 'last_seen'>, renewed: () => void = () => undefined): Promise<void> {
+  async join(self: Omit<FleetMember, 'last_seen'>, renewed: () => void): Promise<void> {
     this.#self = self
     await this.#redis.connect()
     await this.#renew()

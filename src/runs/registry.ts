@@ -10,7 +10,7 @@ import type { RunLauncher } from './launcher.js'
 import type { RunWorktrees } from './run-worktree.js'
 import { launchElsewhere, type HandOverDeps, type RunFleet } from './hand-over.js'
 import { relayed } from './relay.js'
-import { agentRuns, Run, type RunKind, type RunOpening, type RunPush } from './run.js'
+import { Run, type RunKind, type RunOpening, type RunPush } from './run.js'
 import { isEnd, type RunPhase } from './run-phase.js'
 import { RunRecorder } from './run-recorder.js'
 import { stateOf } from './run-state.js'
@@ -88,8 +88,8 @@ export interface LaunchRequest {
 
 /**
  * A run launched: listeners attached to `run` as this is returned see every one of its events (the launch begins on
- * the next microtask). `result` settles at its end, with its result or its refusal; `accepted` once its agent runs
- * (and, for an async run, once it is stored), with its state, or with the refusal.
+ * the next microtask). `result` settles at its end, with its result or its refusal; `accepted` (for a recorded run:
+ * an async one, or a worker's) once its agent runs and it is stored, with its state, or with the refusal.
  */
 export interface Launched {
   run: Run
@@ -151,8 +151,9 @@ export class RunRegistry {
         if (run.phase !== 'refused') runLog.error({ err: error }, 'async run failed after its agent started')
       })
     }
-    // Made when asked for: a refusal nobody awaits here is no unhandled rejection.
-    const started = (): Promise<unknown> => recorder?.stored ?? Promise.race([agentRuns(run), result])
+    // Made when asked for: a refusal nobody awaits here is no unhandled rejection. Only recorded runs are asked (async
+    // ones, and a worker's): an unrecorded run's caller waits for its result.
+    const started = (): Promise<unknown> => recorder?.stored ?? result
     return { run, result, accepted: async () => { await started(); return this.#acceptedState(run) } }
   }
 

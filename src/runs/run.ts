@@ -294,18 +294,6 @@ export class Run extends EventEmitter<RunEvents> implements AgentObserver {
   }
 }
 
-/** Settles once the run's agent runs, here or on a fleet's worker (never, for a run refused before). */
-export function agentRuns(run: Run): Promise<void> {
-  return new Promise((resolve) => {
-    const running = (): void => {
-      if (run.phase !== 'running') return
-      run.off('phase', running)
-      resolve()
-    }
-    run.on('phase', running)
-  })
-}
-
 /** What a stored run says of the refusal that ended it before its agent started: its code and message. */
 function runError(refusal: unknown): RunError | undefined {
   if (!(refusal instanceof ServiceError)) return undefined
