@@ -544,7 +544,10 @@ export function provePromises(t: Test, cli: RealCli): void {
     // A dollar a token: any call is past half a dollar. Claude prices its own models: none for it here.
     const price = { input_usd_per_mtok: 1e6, output_usd_per_mtok: 1e6 }
     writeFileSync(prices, JSON.stringify(cli.agent === 'claude' ? {} : { [cli.model]: price }))
-    const service = await serviceFor(t, cli, STEPS_SCRIPT, { settings: { MODEL_PRICES_FILE: prices } })
+    // Held to one turn, the answer comes slowly: a CLI quick to run its second call (opencode tells a call once it ran,
+    // then asks at once) would otherwise get it before the service, seeing that second turn, stops it.
+    const slowAnswer = STEPS_SCRIPT.map((turn) => ('say' in turn ? { ...turn, slowMs: 30_000 } : turn))
+    const service = await serviceFor(t, cli, slowAnswer, { settings: { MODEL_PRICES_FILE: prices } })
     const run = async (limits: RunLimits, more: Partial<RunParams> = {}) => (await runThrough('json', service.base,
       service.tool, { task: 'e2e limits', cwd: workdir(t, service), timeout: 300, limits, ...more })).result
     const turns = await run({ max_turns: 1 })
@@ -557,6 +560,8 @@ export function provePromises(t: Test, cli: RealCli): void {
       t.match(turns, { agent_report: { subtype: 'error_max_turns', is_error: true }, exit_code: 1 },
         'claude stopped itself')
     }
+    // codex and gemini tell their usage only as they end: their answer is what ends these two.
+    service.model.rescript(STEPS_SCRIPT)
     const tokens = await run({ max_tokens: 1 })
     t.match(tokens, { ok: false, stop_reason: 'max_tokens', usage: { input_tokens: Number } }, { result: tokens })
     // Claude's cost is its result's total_cost_usd; the others’ the table's, for the model named.

@@ -3,9 +3,10 @@ import type { AddressInfo } from 'node:net'
 
 /**
  * One answer of a scripted model: call the CLI's own shell tool with a command the test chose, or end the turn with
- * text. A script is the list of answers, in order.
+ * text. A script is the list of answers, in order. `slowMs`: a model still thinking that long before it answers, so a
+ * CLI stopped meanwhile (a limit crossed on the previous turn) never gets this answer, however quick the CLI is.
  */
-export type ModelTurn = { run: string } | { say: string }
+export type ModelTurn = { run: string } | { say: string, slowMs?: number }
 
 export interface RecordedRequest {
   method: string
@@ -84,6 +85,13 @@ async function readBody(req: IncomingMessage): Promise<unknown> {
   }
 }
 
+/** How long the model thinks before answering the main conversation's due turn (side requests: never). */
+function thinkingMs(protocol: WireProtocol, turns: readonly ModelTurn[], body: unknown): number {
+  if (protocol.conversation(body) === null) return 0
+  const turn = turnFor(turns, protocol.toolResults(body).length)
+  return 'slowMs' in turn ? turn.slowMs ?? 0 : 0
+}
+
 /** A dependency-free model server on loopback that follows the script, speaking one wire protocol. */
 export async function startScriptedServer(
   protocol: WireProtocol, turns: readonly ModelTurn[]
@@ -94,7 +102,13 @@ export async function startScriptedServer(
     readBody(req).then((body) => {
       const request: RecordedRequest = { method: req.method ?? 'GET', url: req.url ?? '/', headers: req.headers, body }
       requests.push(request)
-      protocol.answer(request, script, res)
+      const thinking = thinkingMs(protocol, script, body)
+      if (thinking === 0) {
+        protocol.answer(request, script, res)
+        return
+      }
+      const answering = setTimeout(() => { protocol.answer(request, script, res) }, thinking)
+      res.once('close', () => { clearTimeout(answering) })
     }).catch((error: unknown) => { sendJson(res, 500, { error: String(error) }) })
   })
   // A CLI keeps its connections alive; closing must not wait for them.
