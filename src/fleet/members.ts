@@ -1,7 +1,7 @@
 import { FormatRegistry } from '@sinclair/typebox'
-import { Value } from '@sinclair/typebox/value'
 import { Redis } from 'ioredis'
 import { FleetMember } from '../schemas/health.js'
+import { freshEntries } from './renewed-hash.js'
 
 // Who is in the fleet (issue 40): each API replica and worker says so in Redis every third of its TTL, so that an
 // operator sees the workers an API replica would hand runs to, with what each takes. BullMQ lists the connections of
@@ -53,15 +53,9 @@ export class MemberRoll {
 
   /** The members seen within the TTL, longest in the fleet first; the others are struck off as they are found. */
   async list(now = Date.now()): Promise<FleetMember[]> {
-    const entries = await this.#redis.hgetall(this.#key)
-    const members: FleetMember[] = []
-    const gone: string[] = []
-    for (const [id, text] of Object.entries(entries)) {
-      const member = parseMember(text)
-      if (member === undefined || now - Date.parse(member.last_seen) > this.#ttlMs) gone.push(id)
-      else members.push(member)
-    }
-    if (gone.length > 0) await this.#redis.hdel(this.#key, ...gone)
+    const members = await freshEntries(
+      this.#redis, this.#key, this.#ttlMs, FleetMember, (member) => Date.parse(member.last_seen), now
+    )
     return members.sort((a, b) => a.started_at.localeCompare(b.started_at) || a.id.localeCompare(b.id))
   }
 
@@ -75,15 +69,5 @@ export class MemberRoll {
   async #renew(): Promise<void> {
     const member: FleetMember = { ...this.#self!, last_seen: new Date().toISOString() }
     await this.#redis.hset(this.#key, member.id, JSON.stringify(member))
-  }
-}
-
-/** An entry as another member wrote it: data to check, not to trust (another version may have written it). */
-function parseMember(text: string): FleetMember | undefined {
-  try {
-    const member: unknown = JSON.parse(text)
-    return Value.Check(FleetMember, member) ? member : undefined
-  } catch {
-    return undefined
   }
 }

@@ -145,7 +145,7 @@ export const routesPlugin = fp<RoutesOptions>(async (app, options) => {
   await app.register(a2aCards, a2a)
   await app.register(async (authenticated) => {
     await requireBearerToken(authenticated, apiTokens)
-    await authenticated.register(toolRoutes, { heartbeatMs, tools, slots, queue: app.slotQueue, runs })
+    await authenticated.register(toolRoutes, { heartbeatMs, tools, slots, queuedRuns: app.queuedRuns, runs })
     await authenticated.register(runRoutes, { runs, toolNames, heartbeatMs })
     await authenticated.register(mcpRoute, {
       tools,

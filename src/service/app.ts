@@ -47,7 +47,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const maxQueued = Object.fromEntries(
     config.agents.map(({ spec, settings }) => [toolNameOf(spec), settings.maxQueued])
   )
-  await app.register(slotsPlugin, { limits, maxQueued, backend: config.slots })
+  const fleet = fleetOf(config)
+  await app.register(slotsPlugin, { limits, maxQueued, backend: config.slots, fleetPrefix: fleet?.prefix })
   const metrics = new Metrics(Object.keys(tools), app.slots, app.slotQueue)
   // What the service's own helpers (sudo probe, wsl --list, leftover stops) inherit: the common variables only.
   const agentEnv = buildAgentEnv(serviceEnv, config.agentEnvRule)
@@ -63,7 +64,6 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     agentEnv
   })
   const { hostPlatform, killGraceMs, outputLimitBytes, modelPrices, dailyCostUsd } = config
-  const fleet = fleetOf(config)
   const queues = config.role === 'api'
     ? await runQueues(fleet!, Object.keys(tools), (close) => { app.addHook('onClose', close) })
     : undefined

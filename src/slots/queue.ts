@@ -48,11 +48,16 @@ export class SlotQueue {
   readonly #waiting = new Map<string, Waiter[]>()
   /** Tools whose waiters are being served now: one pass at a time per tool keeps the order. */
   readonly #serving = new Set<string>()
+  readonly #onQueued: ((tool: string, queued: number) => void) | undefined
   #retry: NodeJS.Timeout | undefined
 
-  constructor(slots: SlotLimiter, maxQueued: Record<string, number>) {
+  /** `onQueued`: told a tool's count each time a run joins or leaves its queue (a fleet sums every replica's). */
+  constructor(
+    slots: SlotLimiter, maxQueued: Record<string, number>, onQueued?: (tool: string, queued: number) => void
+  ) {
     this.#slots = slots
     this.#maxQueued = new Map(Object.entries(maxQueued))
+    this.#onQueued = onQueued
   }
 
   /** How many runs of the tool wait here now. */
@@ -99,6 +104,7 @@ export class SlotQueue {
         const index = waiting.indexOf(waiter)
         if (index === -1) return
         waiting.splice(index, 1)
+        this.#onQueued?.(tool, waiting.length)
         this.#tellPositions(waiting, index)
         waiter.settle({ refused: refusal })
       }
@@ -106,6 +112,7 @@ export class SlotQueue {
       const left = (): void => { leave('stopped') }
       signal.addEventListener('abort', left, { once: true })
       waiting.push(waiter)
+      this.#onQueued?.(tool, waiting.length)
       onPosition?.(waiting.length)
       this.#keepRetrying()
       // A slot may have freed up between the first try and now.
@@ -127,6 +134,7 @@ export class SlotQueue {
           lease.release()
           break
         }
+        this.#onQueued?.(tool, waiting.length)
         this.#tellPositions(waiting, 0)
         next.settle({ lease: this.#returning(tool, lease) })
       }

@@ -2,7 +2,7 @@ import t, { type Test } from 'tap'
 import { Redis } from 'ioredis'
 import { randomBytes } from 'node:crypto'
 import { once } from 'node:events'
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import {
   call, cancelRun, createRun, echoed, isAlive, openStream, outputText, parseNdjson, readPidFile, readUntil, runTool,
@@ -26,6 +26,8 @@ interface Fleet {
   /** The fleet's Redis, and its keys' prefix. */
   redis: { url: string; prefix: string }
   api: Started
+  /** Every API replica, `api` first. */
+  apis: Started[]
   workers: Array<Started & { starts: () => string[]; healthFile: string }>
   apiStarts: () => string[]
 }
@@ -46,10 +48,10 @@ const NO_AGENT_HERE = Object.fromEntries(
 const NO_CODEX_HERE = { [agentVariables(BUILT_IN_AGENTS.find((spec) => spec.agent === 'codex')!).bin]: 'no-codex-here' }
 
 /**
- * One API replica (with no agent of its own) and `workers` workers on a Redis of the test's own (the last one without
- * codex); crush's fleet limit 2, one run per worker.
+ * `apis` API replicas (with no agent of their own) and `workers` workers on a Redis of the test's own (the last one
+ * without codex); crush's fleet limit 2, one run per worker.
  */
-async function fleet(t: Test, workers = 2, extra: Record<string, string> = {}): Promise<Fleet> {
+async function fleet(t: Test, workers = 2, extra: Record<string, string> = {}, apis = 1): Promise<Fleet> {
   const { url } = await startRedis(t)
   const env = redisEnv(url, {
     API_TOKENS: TOKENS,
@@ -59,8 +61,10 @@ async function fleet(t: Test, workers = 2, extra: Record<string, string> = {}): 
     ...extra
   })
   const logs = Array.from({ length: workers + 1 }, (_, index) => join(tempDir(t), `starts-${index}.log`))
-  const [api, ...taking] = await Promise.all([
-    startServer(t, { ...env, ...NO_AGENT_HERE, ROLE: 'api', STAND_IN_LOG: logs[0]! }),
+  const [api, ...others] = await Promise.all([
+    ...Array.from({ length: apis }, () => startServer(t, {
+      ...env, ...NO_AGENT_HERE, ROLE: 'api', STAND_IN_LOG: logs[0]!
+    })),
     ...logs.slice(1).map((log, index) => startServer(t, {
       ...env,
       ...(index === workers - 1 ? NO_CODEX_HERE : {}),
@@ -69,9 +73,11 @@ async function fleet(t: Test, workers = 2, extra: Record<string, string> = {}): 
       HEALTH_FILE: `${log}.alive`
     }))
   ])
+  const taking = others.slice(apis - 1)
   return {
     redis: { url, prefix: env.SLOTS_KEY_PREFIX },
-    api,
+    api: api!,
+    apis: [api!, ...others.slice(0, apis - 1)],
     workers: taking.map((worker, index) => ({
       ...worker, starts: startsIn(logs[index + 1]!), healthFile: `${logs[index + 1]!}.alive`
     })),
@@ -91,6 +97,37 @@ async function rollOf(base: string): Promise<FleetMember[]> {
   return (body as { fleet: { members: FleetMember[] } }).fleet.members
 }
 
+/** The runs of crush waiting for a slot, as GET /tools says: across the fleet. */
+async function queuedOf(base: string): Promise<number> {
+  const { body } = await call(base, 'GET', '/tools', { headers: ALICE })
+  return (body as { tools: Array<{ name: string; queued: number }> }).tools.find((each) => each.name === 'crush_run')!
+    .queued
+}
+
+/** The runs of crush waiting on this replica, as its /metrics says. */
+async function ownQueuedOf(base: string): Promise<number> {
+  return Number(/agent_runner_queued\{tool="crush_run"\} (\d+)/.exec(await metricsOf(base))?.[1])
+}
+
+interface SpanLine { marker: string; event: 'start' | 'end'; at: number }
+
+/** What the `span` stand-ins wrote: each start and end, with its marker. */
+const spansIn = (log: string): SpanLine[] => existsSync(log)
+  ? readFileSync(log, 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line) as SpanLine)
+  : []
+
+/** The most spans alive at once: starts and ends in time order (one ending as another starts, not both alive). */
+function mostAtOnce(lines: readonly SpanLine[]): number {
+  let alive = 0
+  let most = 0
+  const inOrder = [...lines].sort((a, b) => a.at - b.at || (a.event === 'end' ? -1 : 1))
+  for (const { event } of inOrder) {
+    alive += event === 'start' ? 1 : -1
+    most = Math.max(most, alive)
+  }
+  return most
+}
+
 async function metricsOf(base: string): Promise<string> {
   const response = await fetch(`${base}/metrics`)
   return await response.text()
@@ -99,14 +136,14 @@ async function metricsOf(base: string): Promise<string> {
 // One fleet for the whole file, each case with tasks of its own (three service processes cost seconds of CPU to start);
 // the case that kills a worker comes last. Slots live 2 s unrenewed: a killed worker's run is lost soon after.
 t.test('ROLE=api hands async runs to ROLE=worker processes', { skip: NO_REDIS }, async (t) => {
-  const { redis, api, workers, apiStarts } = await fleet(t, 3, {
+  const { redis, api, apis, workers, apiStarts } = await fleet(t, 3, {
     WEBHOOK_SECRET: `whsec_${randomBytes(32).toString('base64')}`,
     WEBHOOK_ALLOW_HOSTS: '127.0.0.1',
     SLOTS_TTL_MS: '2000',
     WORKER_MAX_CLAUDE_AGENTS: '0',
     WORKER_MAX_GEMINI_AGENTS: '0',
     WORKER_MAX_OPENCODE_AGENTS: '0'
-  })
+  }, 2)
   const ranOnWorkers = (): string[] => workers.flatMap((worker) => worker.starts())
   // What a replica running its runs itself answers, for the same requests.
   const local = await startServer(t, { API_TOKENS: TOKENS, AGENT_ENV_ALLOW: TEST_AGENT_ENV_ALLOW })
@@ -137,6 +174,7 @@ t.test('ROLE=api hands async runs to ROLE=worker processes', { skip: NO_REDIS },
       described(members),
       described([
         { role: 'api', agents: {} },
+        { role: 'api', agents: {} },
         { role: 'worker', agents: { crush_run: 1, codex_run: 2 } },
         { role: 'worker', agents: { crush_run: 1, codex_run: 2 } },
         { role: 'worker', agents: { crush_run: 1 } }
@@ -144,7 +182,7 @@ t.test('ROLE=api hands async runs to ROLE=worker processes', { skip: NO_REDIS },
       'the API replica takes nothing; each worker one crush run at a time, codex up to its limit where installed, ' +
         'no tool at 0'
     )
-    t.equal(new Set(members.map((member) => member.id)).size, workers.length + 1, 'each member once')
+    t.equal(new Set(members.map((member) => member.id)).size, workers.length + apis.length, 'each member once')
     // What another process wrote there is checked, not trusted.
     const roll = new Redis(redis.url)
     t.teardown(() => { roll.disconnect() })
@@ -201,6 +239,65 @@ t.test('ROLE=api hands async runs to ROLE=worker processes', { skip: NO_REDIS },
     t.match(next, { status: 'running' }, 'its slot is free again')
     await cancelRun(api.base, held[1]!.id, ALICE)
     await settled(api.base, next.id, 10_000, ALICE)
+  })
+
+  t.test('a burst of 10 on two API replicas, fleet limit 2: 2 run and 8 are refused at once; with queue_timeout all ' +
+    '10 run in turn, never more than 2 at once nor 2 on one worker, the waiting counted fleet-wide', async (t) => {
+    const dir = tempDir(t)
+    const log = join(dir, 'spans.log')
+    const tasksOf = (wave: string): string[] =>
+      Array.from({ length: 10 }, (_, index) => scenario.span(log, join(dir, `${wave}.open`), `${wave}-${index}`))
+    const startedOf = (tasks: string[]): string[] => ranOnWorkers().filter((task) => tasks.includes(task))
+
+    const refusedWave = tasksOf('at-once')
+    let answered = 0
+    const atOnce = refusedWave.map(async (task, index) => {
+      const answer = await call(apis[index % 2]!.base, 'POST', '/tools/crush_run', { body: { task }, headers: ALICE })
+      answered++
+      return answer
+    })
+    await until(() => answered, (count) => count === 8, 30_000, 'all but the two running to be answered')
+    writeFileSync(join(dir, 'at-once.open'), '')
+    const answers = await Promise.all(atOnce)
+    t.equal(answers.filter(({ status }) => status === 200).length, 2, 'queue_timeout 0: two ran')
+    const refusals = answers.filter(({ status }) => status !== 200)
+    t.same(refusals.map(({ status, body }) => [status, (body as { code: string }).code]),
+      Array.from({ length: 8 }, () => [429, 'AGENT_LIMIT_REACHED']), 'eight refused at once')
+    t.equal(startedOf(refusedWave).length, 2, 'no agent started for the refused')
+
+    const queuedWave = tasksOf('in-turn')
+    const synchronous = queuedWave.slice(0, 5).map((task) => call(apis[0]!.base, 'POST', '/tools/crush_run', {
+      body: { task, queue_timeout: 120 }, headers: ALICE
+    }))
+    const streamed = queuedWave.slice(5).map(async (task) => parseNdjson(
+      await (await openStream(apis[1]!.base, 'crush_run', { task, queue_timeout: 120 }, { headers: ALICE })).text()
+    ))
+    for (const { base } of apis) {
+      await until(() => queuedOf(base), (count) => count === 8, 30_000, 'eight waiting, as either replica says')
+    }
+    await until(() => spansIn(log).filter(({ marker }) => marker.startsWith('in-turn-')).length, (count) => count === 2,
+      30_000, 'the two given a slot to be running')
+    const own = await Promise.all(apis.map(async ({ base }) => ownQueuedOf(base)))
+    t.ok(own.every((count) => count > 0 && count < 8) && own[0]! + own[1]! === 8,
+      `each replica holds some of them (${own.join(' + ')})`)
+    writeFileSync(join(dir, 'in-turn.open'), '')
+    for (const answer of await Promise.all(synchronous)) t.match(answer, { status: 200, body: { ok: true } })
+    for (const events of await Promise.all(streamed)) {
+      t.match(events.at(-1), { type: 'result', result: { ok: true } })
+      const places = events.flatMap((event) => (event.type === 'queued' ? [event.position] : []))
+      t.ok(places.every((place, index) => index === 0 || place < places[index - 1]!), `places ${places.join(', ')}`)
+    }
+    t.same([...startedOf(queuedWave)].sort(), [...queuedWave].sort(), 'each started once')
+    t.same(apiStarts(), [], 'none on an API replica')
+    const spans = spansIn(log).filter(({ marker }) => marker.startsWith('in-turn-'))
+    t.equal(mostAtOnce(spans), 2, 'never more than the fleet limit alive at once', { spans })
+    for (const [index, worker] of workers.entries()) {
+      const ran = new Set(
+        queuedWave.filter((task) => worker.starts().includes(task)).map((task) => task.split(' ')[3])
+      )
+      t.ok(mostAtOnce(spans.filter(({ marker }) => ran.has(marker))) <= 1, `worker ${index}: one at a time`)
+    }
+    t.equal(await queuedOf(apis[1]!.base), 0, 'nothing waits any more')
   })
 
   t.test('no worker takes the tool: the run is taken back and refused, nothing started', async (t) => {
@@ -359,3 +456,21 @@ t.test('ROLE=api hands async runs to ROLE=worker processes', { skip: NO_REDIS },
     t.equal(await waiting.llen(key), 0, 'no longer offered to workers')
   })
 })
+
+t.test('ROLE=api with only workers that take no tool is not ready: no run it admits could run', { skip: NO_REDIS },
+  async (t) => {
+    const takesNothing = Object.fromEntries(
+      BUILT_IN_AGENTS.map((spec) => [`WORKER_MAX_${spec.agent.toUpperCase()}_AGENTS`, '0'])
+    )
+    const { api } = await fleet(t, 1, takesNothing)
+    const answer = await until(
+      () => call(api.base, 'GET', '/readyz', { headers: ALICE }),
+      ({ body }) => (body as { fleet?: { members: FleetMember[] } }).fleet?.members.some(
+        (member) => member.role === 'worker'
+      ) === true,
+      10_000, 'the worker on the roll'
+    )
+    t.match(answer, {
+      status: 503, body: { status: 'unavailable', fleet: { members: [{ agents: {} }, { agents: {} }] } }
+    })
+  })

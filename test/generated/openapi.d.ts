@@ -289,7 +289,7 @@ export interface paths {
         };
         /**
          * Each agent binary found, with its version
-         * @description Ready when at least one agent can run (found, and no `problem` as configured) and the slots can be counted; 503 otherwise, or when Redis (SLOTS_BACKEND=redis) does not answer.
+         * @description Ready when at least one agent can run (found, and no `problem` as configured; ROLE=api: a worker on the roll takes at least one tool) and the slots can be counted; 503 otherwise, or when Redis (SLOTS_BACKEND=redis) does not answer.
          */
         get: operations["readyz"];
         put?: never;
@@ -1052,7 +1052,7 @@ export interface operations {
                             limit: number;
                             in_use: number;
                             free: number;
-                            /** @description Runs waiting for a slot of this tool on this replica (`queue_timeout`). */
+                            /** @description Runs waiting for a slot of this tool (`queue_timeout`): with SLOTS_BACKEND=redis, on every replica. */
                             queued: number;
                         }[];
                     };

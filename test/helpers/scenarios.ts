@@ -56,6 +56,11 @@ export const scenario = {
    */
   gated: (dir: string, ...parts: Array<`out:${string}` | `err:${string}`>) => task('gated', dir, ...parts),
   /**
+   * Lives until the file `gate` exists, appending `{ marker, event: 'start' | 'end', at }` lines to `log`,
+   * then answers `spanned <marker>`.
+   */
+  span: (log: string, gate: string, marker: string) => task('span', log, gate, marker),
+  /**
    * Edits files in its working directory, as an agent's file tools do, and answers `edited <its cwd>`:
    * `write:<path>:<text>` (each `\\n` in the text a newline), `delete:<path>`, `rename:<from>:<to>`.
    */

@@ -138,7 +138,7 @@ t.test('SQLite: a task whose service was SIGKILLed mid-run is pushed as failed b
   await startServer(t, env)
   const failed = (received: Received): boolean => bodyOf(received)['task']?.status?.state === 'TASK_STATE_FAILED'
   const delivered = await until(() => [...hook.received], (all) => all.some(failed), 10_000, 'the lost task’s end')
-  // At least once: a start the receiver took just before the kill, not yet marked sent, is sent again by the next start.
+  // At least once: a start the receiver took just before the kill, not yet marked sent, is sent again when it restarts.
   t.ok(delivered.filter((received) => !failed(received)).every((received) =>
     bodyOf(received)['statusUpdate']?.status?.state === 'TASK_STATE_WORKING'), 'besides its end, only its start')
   t.equal(delivered.filter(failed).length, 1)

@@ -15,7 +15,7 @@ interface HealthRoutesOptions {
   metrics: Metrics
   containment: { mode: ContainmentMode; reason: string; escapes: string; limits: string }
   isolation: { agents_can_reach: string[] }
-  /** ROLE=api: the fleet's roll, whose workers take its async runs. */
+  /** ROLE=api: the fleet's roll, whose workers take its runs. */
   fleet?: { members: () => Promise<FleetMember[]> }
 }
 
@@ -67,8 +67,9 @@ const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (
         security: [],
         summary: 'Each agent binary found, with its version',
         description:
-          'Ready when at least one agent can run (found, and no `problem` as configured) and the slots can be ' +
-          'counted; 503 otherwise, or when Redis (SLOTS_BACKEND=redis) does not answer.',
+          'Ready when at least one agent can run (found, and no `problem` as configured; ROLE=api: a worker on the ' +
+          'roll takes at least one tool) and the slots can be counted; 503 otherwise, or when Redis ' +
+          '(SLOTS_BACKEND=redis) does not answer.',
         response: {
           200: { ...Readiness, description: 'At least one agent is usable.' },
           503: { ...Readiness, description: 'No agent binary was found, or the slots backend does not answer.' }
@@ -77,10 +78,11 @@ const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (
     },
     async (request, reply) => {
       const [agents, slotsHealth, roll] = await Promise.all([readiness(), slots.health(), fleetRoll(fleet)])
-      // An API replica runs its async runs on the workers, its other runs itself: either is a run it can serve.
-      const workers = roll?.members.some((member) => member.role === 'worker') ?? false
-      const usable = (agents.some((agent) => agent.path !== null && agent.problem === null) || workers) &&
-        slotsHealth.ok
+      // An API replica hands every run to the workers: what it can serve is what a worker on the roll takes.
+      const runnable = roll === undefined
+        ? agents.some((agent) => agent.path !== null && agent.problem === null)
+        : roll.members.some((member) => member.role === 'worker' && Object.keys(member.agents).length > 0)
+      const usable = runnable && slotsHealth.ok
       const status = usable ? 'ready' : 'unavailable'
       const code = usable ? 200 : 503
       // Paths, versions and Redis errors help an operator and an attacker alike: with tokens, only for a token holder.

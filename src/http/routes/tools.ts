@@ -8,7 +8,6 @@ import { RunParams } from '../../schemas/run.js'
 import { ref } from '../../schemas/ref.js'
 import { errorResponses, runResponse } from '../../schemas/shared.js'
 import type { SlotLimiter } from '../../slots/limiter.js'
-import type { SlotQueue } from '../../slots/queue.js'
 import type { ServiceError } from '../../errors.js'
 import { toErrorResponse } from '../error-handler.js'
 import { EventWriter } from '../event-writer.js'
@@ -21,7 +20,8 @@ interface ToolRoutesOptions {
   heartbeatMs: number
   tools: Record<ToolName, AgentTool>
   slots: SlotLimiter
-  queue: Pick<SlotQueue, 'queued'>
+  /** How many runs of a tool wait for a slot, across the fleet where slots are shared. */
+  queuedRuns: (tool: string) => Promise<number>
   runs: RunRegistry
 }
 
@@ -31,11 +31,13 @@ const ToolStatus = Type.Object({
   limit: Type.Integer(),
   in_use: Type.Integer(),
   free: Type.Integer(),
-  queued: Type.Integer({ description: 'Runs waiting for a slot of this tool on this replica (`queue_timeout`).' })
+  queued: Type.Integer({
+    description: 'Runs waiting for a slot of this tool (`queue_timeout`): with SLOTS_BACKEND=redis, on every replica.'
+  })
 })
 
 const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, options) => {
-  const { heartbeatMs, tools, slots, queue, runs } = options
+  const { heartbeatMs, tools, slots, queuedRuns, runs } = options
   app.get(
     '/tools',
     {
@@ -55,10 +57,8 @@ const toolRoutes: FastifyPluginAsyncTypebox<ToolRoutesOptions> = async (app, opt
         Object.values(tools).map(async ({ name, spec }) => {
           const limit = slots.limit(name)
           // With a shared backend: the whole fleet's count, which is what decides the next 429.
-          const inUse = await slots.usage(name)
-          return {
-            name, agent: spec.agent, limit, in_use: inUse, free: Math.max(0, limit - inUse), queued: queue.queued(name)
-          }
+          const [inUse, queued] = await Promise.all([slots.usage(name), queuedRuns(name)])
+          return { name, agent: spec.agent, limit, in_use: inUse, free: Math.max(0, limit - inUse), queued }
         })
       )
     })
