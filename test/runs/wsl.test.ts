@@ -127,7 +127,8 @@ t.test('the stand-in wsl would expose a command built with `--`, ' +
   const wsl = spawn(
     join(FIXTURE_BIN, 'wsl'), ['-d', 'Ubuntu', '--exec', 'sh', '-c', 'sleep 60; exit 0', token], { stdio: 'ignore' }
   )
-  const linuxProcess = () => processesMatching(token).filter((line) => !line.includes('wsl.mjs'))
+  // Not the stand-in: neither its node process (wsl.mjs) nor, before that execs it, its sh wrapper (bin/wsl).
+  const linuxProcess = () => processesMatching(token).filter((line) => !line.includes('wsl'))
   await waitFor(() => linuxProcess().length === 1, 5000, 'the Linux process')
   wsl.kill('SIGKILL')
   await new Promise((resolve) => wsl.once('exit', resolve))
