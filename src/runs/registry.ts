@@ -324,7 +324,7 @@ export class RunRegistry {
   async #cancelStored(id: string, caller: string): Promise<RunState | undefined> {
     const record = await this.#options.store.get(id)
     if (record?.caller !== caller) return undefined
-    if (record.status !== 'running') return stateOf(record)
+    if (isEndStatus(record.status)) return stateOf(record)
     return stateOf(await this.#stopElsewhere(record))
   }
 
@@ -357,13 +357,14 @@ export class RunRegistry {
   }
 
   /**
-   * Asks the replica running it to stop it, and waits (bounded) for that replica to record its end. The request is
-   * repeated while the run is seen running: a message sent while that replica was reconnecting is not lost for good.
+   * Asks the replica holding it (running it, or where it waits its turn) to stop it, and waits (bounded) for that
+   * replica to record its end. The request is repeated while the run is seen live: a message sent while that replica
+   * was reconnecting is not lost for good.
    */
   async #stopElsewhere(record: RunRecord): Promise<RunRecord> {
     const deadline = Date.now() + this.#options.remoteStopWaitMs
     let current = record
-    while (current.status === 'running' && Date.now() < deadline) {
+    while (!isEndStatus(current.status) && Date.now() < deadline) {
       await this.#options.store.requestCancel(current)
       await sleep(this.#options.saveEveryMs)
       current = (await this.#options.store.get(record.id)) ?? current

@@ -300,6 +300,26 @@ t.test('ROLE=api hands async runs to ROLE=worker processes', { skip: NO_REDIS },
     t.equal(await queuedOf(apis[1]!.base), 0, 'nothing waits any more')
   })
 
+  t.test('a run waiting its turn on one API replica, cancelled by DELETE on the other, never starts', async (t) => {
+    const dir = tempDir(t)
+    const pidFiles = [join(dir, 'first.pid'), join(dir, 'second.pid')]
+    const held = []
+    for (const pidFile of pidFiles) {
+      held.push(await createRun(apis[0]!.base, { tool: 'crush_run', task: scenario.drip(100000, 50, pidFile) }, ALICE))
+    }
+    await Promise.all(pidFiles.map((file) => readPidFile(file)))
+    const task = 'waiting, then cancelled elsewhere'
+    const waiting = await createRun(apis[0]!.base, { tool: 'crush_run', task, queue_timeout: 120 }, ALICE)
+    t.match(waiting, { status: 'queued', queue_position: 1 })
+    t.match(await cancelRun(apis[1]!.base, waiting.id, ALICE), { status: 'cancelled' }, 'DELETE on the other replica')
+    await until(() => queuedOf(apis[0]!.base), (count) => count === 0, 10_000, 'its place to be given up')
+    for (const { id } of held) await cancelRun(apis[0]!.base, id, ALICE)
+    const after = await createRun(apis[0]!.base, { tool: 'crush_run', task: 'after the cancelled one' }, ALICE)
+    await settled(apis[0]!.base, after.id, 10_000, ALICE)
+    t.match(await settled(apis[1]!.base, waiting.id, 10_000, ALICE), { status: 'cancelled' }, 'still cancelled')
+    t.notOk(ranOnWorkers().includes(task), 'its agent never started')
+  })
+
   t.test('no worker takes the tool: the run is taken back and refused, nothing started', async (t) => {
     const before = ranOnWorkers().length
     t.match(
