@@ -19,25 +19,32 @@ export async function freePort(): Promise<number> {
 
 /**
  * A redis-server of the test's own, killed when it ends. On a free port unless one is given; a port another file took
- * between freePort() and redis-server's bind is given up for another (files run side by side).
+ * between freePort() and redis-server's bind is given up for another (files run side by side). With `dir`, it keeps
+ * its data there as production Redis does (an append-only file written at every command), so that one started again
+ * on the same `dir` has it back.
  */
-export async function startRedis(t: Test, port?: number): Promise<{
+export async function startRedis(t: Test, port?: number, dir?: string): Promise<{
   url: string
   port: number
   stop: () => Promise<void>
 }> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await startRedisOn(t, port ?? (await freePort()))
+      return await startRedisOn(t, port ?? (await freePort()), dir)
     } catch (error) {
       if (port !== undefined || attempt === 3) throw error
     }
   }
 }
 
-async function startRedisOn(t: Test, port: number): Promise<{ url: string; port: number; stop: () => Promise<void> }> {
+async function startRedisOn(
+  t: Test, port: number, dir: string | undefined
+): Promise<{ url: string; port: number; stop: () => Promise<void> }> {
+  const kept = dir === undefined
+    ? ['--appendonly', 'no']
+    : ['--dir', dir, '--appendonly', 'yes', '--appendfsync', 'always']
   const redis = spawn(
-    REDIS_SERVER, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    REDIS_SERVER, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', ...kept],
     { stdio: ['ignore', 'pipe', 'inherit'] }
   )
   let seen = ''
