@@ -5,22 +5,12 @@ import {
   TEST_AGENT_ENV_ALLOW, until
 } from '../helpers/index.js'
 import { NO_REDIS, redisEnv, startRedis } from '../helpers/redis.js'
-import { BUILT_IN_AGENTS } from '#src/agents/catalog.js'
-import { agentVariables } from '#src/agents/spec.js'
+import { inUse, NO_AGENT_HERE } from './fleet-hosts.js'
 
 // The fleet's Redis restarted while a run waits its turn (issue 40): every connection drops and comes back. What is
 // promised then (docs/operations.md), with its data kept (production Redis, BullMQ's own requirement).
 
 const ALICE = { authorization: 'Bearer alice-secret' }
-const NO_AGENT_HERE = Object.fromEntries(
-  BUILT_IN_AGENTS.map((spec) => [agentVariables(spec).bin, `no-${spec.agent}-here`])
-)
-
-async function inUse(base: string): Promise<number> {
-  const { body } = await call(base, 'GET', '/tools', { headers: ALICE })
-  return (body as { tools: Array<{ name: string; in_use: number }> }).tools.find((each) => each.name === 'crush_run')!
-    .in_use
-}
 
 t.test('the fleet’s Redis restarted while a run waits its turn', { skip: NO_REDIS }, async (t) => {
   const dir = tempDir(t)
@@ -61,6 +51,6 @@ t.test('the fleet’s Redis restarted while a run waits its turn', { skip: NO_RE
       t.match(await cancelRun(api.base, running.id, ALICE), { status: 'cancelled' }, 'DELETE still reaches its worker')
       await until(() => isAlive(pid), (alive) => !alive, 10_000, 'the cancelled agent to be gone')
       t.match(await settled(api.base, waiting.id, 30_000, ALICE), { status: 'succeeded' }, 'then the waiting one ran')
-      t.equal(await inUse(api.base), 0, 'no slot left held')
+      t.equal(await inUse(api.base, 'crush_run', ALICE), 0, 'no slot left held')
     })
 })

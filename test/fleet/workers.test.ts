@@ -11,6 +11,7 @@ import {
 import { webhookReceiver } from '../helpers/webhook-receiver.js'
 import type { RunSummary } from '../generated/openapi.js'
 import { NO_REDIS, redisEnv, startRedis } from '../helpers/redis.js'
+import { inUse, NO_AGENT_HERE } from './fleet-hosts.js'
 import { BUILT_IN_AGENTS } from '#src/agents/catalog.js'
 import { agentVariables } from '#src/agents/spec.js'
 import type { FleetMember } from '#src/schemas/health.js'
@@ -38,11 +39,6 @@ const startsIn = (log: string) => (): string[] => existsSync(log)
     .map((line) => (JSON.parse(line) as { argv: string[] }).argv)
     .filter((argv) => argv[0] !== '--version').map((argv) => argv.at(-1)!)
   : []
-
-/** An API replica need not have the CLIs: its async runs are run by workers. */
-const NO_AGENT_HERE = Object.fromEntries(
-  BUILT_IN_AGENTS.map((spec) => [agentVariables(spec).bin, `no-${spec.agent}-here`])
-)
 
 /** The last worker's host has no codex. */
 const NO_CODEX_HERE = { [agentVariables(BUILT_IN_AGENTS.find((spec) => spec.agent === 'codex')!).bin]: 'no-codex-here' }
@@ -83,12 +79,6 @@ async function fleet(t: Test, workers = 2, extra: Record<string, string> = {}, a
     })),
     apiStarts: startsIn(logs[0]!)
   }
-}
-
-/** The slots of a tool in use across the fleet, as GET /tools says. */
-async function inUse(base: string, tool: string): Promise<number> {
-  const { body } = await call(base, 'GET', '/tools', { headers: ALICE })
-  return (body as { tools: Array<{ name: string; in_use: number }> }).tools.find((each) => each.name === tool)!.in_use
 }
 
 /** The fleet's roll, as the API replica's /readyz tells it to a token holder. */
@@ -209,7 +199,7 @@ t.test('ROLE=api hands async runs to ROLE=worker processes', { skip: NO_REDIS },
       { status: 400, body: { code: 'CWD_NOT_FOUND' } }
     )
     t.equal(ranOnWorkers().length, before, 'no agent started')
-    t.equal(await inUse(api.base, 'crush_run'), 0, 'its slot given back')
+    t.equal(await inUse(api.base, 'crush_run', ALICE), 0, 'its slot given back')
   })
 
   t.test('the fleet limit holds across workers; DELETE on the API replica stops a worker’s agent', async (t) => {
@@ -327,7 +317,7 @@ t.test('ROLE=api hands async runs to ROLE=worker processes', { skip: NO_REDIS },
       { status: 503, body: { code: 'NO_WORKER' } }
     )
     t.equal(ranOnWorkers().length, before, 'nothing started')
-    t.equal(await inUse(api.base, 'claude_run'), 0, 'its slot given back')
+    t.equal(await inUse(api.base, 'claude_run', ALICE), 0, 'its slot given back')
   })
 
   t.test('a synchronous run on the API replica runs on a worker: listed while it runs, stopped by DELETE there, ' +
@@ -398,7 +388,7 @@ t.test('ROLE=api hands async runs to ROLE=worker processes', { skip: NO_REDIS },
     const pid = await readPidFile(pidFile)
     controller.abort()
     await until(() => isAlive(pid), (alive) => !alive, 10_000, 'the agent to be stopped on its worker')
-    await until(() => inUse(api.base, 'crush_run'), (count) => count === 0, 10_000, 'its slot to come back')
+    await until(() => inUse(api.base, 'crush_run', ALICE), (count) => count === 0, 10_000, 'its slot to come back')
   })
 
   t.test('an async run’s webhook: its start and its end once each, as its worker recorded it', async (t) => {
@@ -441,7 +431,7 @@ t.test('ROLE=api hands async runs to ROLE=worker processes', { skip: NO_REDIS },
     const survivorRan = survivor.starts().length
     doomed.child.kill('SIGKILL')
     t.match(await settled(api.base, id, 20_000, ALICE), { status: 'lost' }, 'lost')
-    await until(() => inUse(api.base, 'crush_run'), (count) => count === 0, 10_000, 'its slot to come back')
+    await until(() => inUse(api.base, 'crush_run', ALICE), (count) => count === 0, 10_000, 'its slot to come back')
     const next = await createRun(api.base, { tool: 'crush_run', task: 'after the loss', queue_timeout: 30 }, ALICE)
     t.match(await settled(api.base, next.id, 30_000, ALICE), { status: 'succeeded' }, 'the fleet runs on')
     t.same(survivor.starts().slice(survivorRan), ['after the loss'], 'the lost run never started again')
@@ -460,7 +450,7 @@ t.test('ROLE=api hands async runs to ROLE=worker processes', { skip: NO_REDIS },
       const doomed = workers.find((worker) => worker.starts().includes(task))!
       doomed.child.kill('SIGKILL')
       t.match(await answer, { status: 503, body: { code: 'RUN_LOST' } })
-      await until(() => inUse(api.base, 'crush_run'), (count) => count === 0, 10_000, 'its slot to come back')
+      await until(() => inUse(api.base, 'crush_run', ALICE), (count) => count === 0, 10_000, 'its slot to come back')
       t.equal(ranOnWorkers().filter((started) => started === task).length, 1, 'started once')
     })
 
