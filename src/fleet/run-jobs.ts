@@ -1,5 +1,6 @@
-import { Queue, QueueEvents, Worker, type Job } from 'bullmq'
+import { Queue, QueueEvents, WaitingError, Worker, type Job } from 'bullmq'
 import { Redis } from 'ioredis'
+import { ToolRoom } from './tool-room.js'
 
 // Runs as BullMQ jobs (issue 40): an API replica hands a run to whichever worker of the fleet has room for its tool,
 // and learns when it starts and how it ends; a worker takes at most its own number of runs of each tool at once. A run
@@ -37,8 +38,16 @@ export interface HandedOver {
   withdraw: () => Promise<boolean>
 }
 
-/** A tool's queue name: BullMQ keeps `:` for its own keys. */
-const queueName = (tool: string): string => `runs.${tool}`
+/**
+ * Where on its worker's host a run goes: WSL runs (`wsl_distro`) only to Windows workers (AGENT_HOST_PLATFORM=win32),
+ * which take the others too. Each is a queue of its own, so that a worker is offered only what it can run.
+ */
+export type RunPlace = 'host' | 'wsl'
+const RUN_PLACES: readonly RunPlace[] = ['host', 'wsl']
+
+/** A tool's queue for one place: BullMQ keeps `:` for its own keys. */
+export const queueName = (tool: string, place: RunPlace): string =>
+  place === 'host' ? `runs.${tool}` : `runs.${tool}.${place}`
 
 /** A job's record is kept this long after its end (seconds): enough to read how it ended, never forever. */
 const KEPT_AFTER_END_S = 3600
@@ -83,27 +92,30 @@ export class RunDispatch {
   readonly #options: FleetOptions
   readonly #connections: Connections
   readonly #connection: Redis
-  readonly #tools = new Map<string, ToolQueue>()
+  /** By queue name: each tool's, one for each place. */
+  readonly #queues = new Map<string, ToolQueue>()
   readonly #following = new Map<string, Following>()
 
   constructor(options: FleetOptions, tools: readonly string[]) {
     this.#options = options
     this.#connections = new Connections(options.url)
     this.#connection = this.#connections.next()
-    for (const tool of tools) this.#tools.set(tool, this.#toolQueue(tool))
+    for (const tool of tools) {
+      for (const place of RUN_PLACES) this.#queues.set(queueName(tool, place), this.#toolQueue(queueName(tool, place)))
+    }
   }
 
   /** Once every queue's events are followed (a run handed over earlier could end unseen). */
   async ready(): Promise<void> {
-    await Promise.all([...this.#tools.values()].map(async ({ queue, events, stalledChecker }) => {
+    await Promise.all([...this.#queues.values()].map(async ({ queue, events, stalledChecker }) => {
       await Promise.all([queue.waitUntilReady(), events.waitUntilReady()])
       await stalledChecker.startStalledCheckTimer()
     }))
   }
 
   /** Hands a run to the fleet: its id names its job, so one run is never queued twice. */
-  async handOver(tool: string, runId: string, data: unknown): Promise<HandedOver> {
-    const { queue } = this.#toolQueueOf(tool)
+  async handOver(tool: string, runId: string, data: unknown, place: RunPlace = 'host'): Promise<HandedOver> {
+    const { queue } = this.#queueOf(tool, place)
     let taken!: () => void
     let answer!: (first: FirstWord) => void
     let end!: (outcome: RunOutcome) => void
@@ -140,6 +152,7 @@ export class RunDispatch {
       answer: answerPromise,
       ended,
       withdraw: async () => {
+        // Also 1 for a job Redis lost (restarted without its data): nothing will ever run it either.
         const removed = (await queue.remove(runId)) === 1
         // Its withdrawer knows why: no worker's word on it, only its end.
         if (removed) end({ end: 'failed', reason: 'withdrawn' })
@@ -148,25 +161,25 @@ export class RunDispatch {
     }
   }
 
-  /** Runs of a tool handed over that no worker has taken yet, fleet-wide. */
+  /** Runs of a tool handed over that no worker has taken yet, fleet-wide, wherever they go. */
   async waiting(tool: string): Promise<number> {
-    return await this.#toolQueueOf(tool).queue.getWaitingCount()
+    const counts = await Promise.all(RUN_PLACES.map((place) => this.#queueOf(tool, place).queue.getWaitingCount()))
+    return counts.reduce((sum, count) => sum + count, 0)
   }
 
   async close(): Promise<void> {
-    await Promise.all([...this.#tools.values()].flatMap(({ queue, events, stalledChecker }) =>
+    await Promise.all([...this.#queues.values()].flatMap(({ queue, events, stalledChecker }) =>
       [queue.close(), events.close(), stalledChecker.close()]))
     this.#connections.close()
   }
 
-  #toolQueueOf(tool: string): ToolQueue {
-    const found = this.#tools.get(tool)
+  #queueOf(tool: string, place: RunPlace): ToolQueue {
+    const found = this.#queues.get(queueName(tool, place))
     if (found === undefined) throw new Error(`no queue for ${tool}`)
     return found
   }
 
-  #toolQueue(tool: string): ToolQueue {
-    const name = queueName(tool)
+  #toolQueue(name: string): ToolQueue {
     const { prefix, lockDurationMs } = this.#options
     const events = new QueueEvents(name, { connection: this.#connections.next(), prefix })
     events.on('active', ({ jobId }) => { this.#following.get(jobId)?.taken() })
@@ -204,20 +217,38 @@ export type RunHandler = (
   tool: string, runId: string, data: unknown, report: (value: object) => Promise<void>
 ) => Promise<unknown>
 
-/** The taking side: a worker's, at most `concurrency[tool]` runs of each tool at once. */
+/**
+ * The taking side: a worker's, at most `concurrency[tool]` runs of each tool at once wherever they go on its host, from
+ * the queues of the places it takes (`places`).
+ */
 export class RunWorkers {
   readonly #connections: Connections
   readonly #workers: Worker[]
 
   constructor(options: FleetOptions & { name: string }, concurrency: Readonly<Record<string, number>>,
-    handler: RunHandler) {
+    handler: RunHandler, places: readonly RunPlace[] = ['host']) {
     const { prefix, lockDurationMs, name } = options
     this.#connections = new Connections(options.url)
-    this.#workers = Object.entries(concurrency).map(([tool, most]) => new Worker(
-      queueName(tool),
-      async (job: Job) => handler(tool, job.id!, job.data, (value) => job.updateProgress(value)),
-      { connection: this.#connections.next(), prefix, concurrency: most, name, ...stallOptions(lockDurationMs) }
-    ))
+    this.#workers = Object.entries(concurrency).flatMap(([tool, most]) => {
+      const takers: Worker[] = places.map((place) => new Worker(
+        queueName(tool, place),
+        async (job: Job, token?: string): Promise<unknown> => {
+          if (!room.enter()) {
+            // Back to the head of its queue, for a worker with room: not an attempt, and nothing of it started.
+            await job.moveToWait(token)
+            throw new WaitingError()
+          }
+          try {
+            return await handler(tool, job.id!, job.data, (value) => job.updateProgress(value))
+          } finally {
+            room.leave()
+          }
+        },
+        { connection: this.#connections.next(), prefix, concurrency: most, name, ...stallOptions(lockDurationMs) }
+      ))
+      const room: ToolRoom = new ToolRoom(most, takers)
+      return takers
+    })
   }
 
   async ready(): Promise<void> {

@@ -30,8 +30,6 @@ export type WorkerAnswer =
 
 /** A run handed to the fleet, as the replica that handed it over follows it. */
 interface HandedOver {
-  /** Once a worker took it (it adopts its slot then). */
-  taken: Promise<void>
   /** Once the worker answered; `lost` when it went silent first (killed, its host gone). */
   answer: Promise<WorkerAnswer | { lost: true }>
   /** Once the run has ended on its worker, however (its end is in the store, or it was lost). */
@@ -83,7 +81,7 @@ export async function launchElsewhere(
   }
 }
 
-/** The worker's answer; the lease handed off once a worker took it (released by the caller otherwise). */
+/** The worker's answer; the lease handed off once the worker started its agent (released by the caller otherwise). */
 async function handedTo(
   run: Run, params: RunParams, lease: SlotLease, deps: HandOverDeps
 ): Promise<{ answer: WorkerAnswer; ended: Promise<void> }> {
@@ -98,24 +96,20 @@ async function handedTo(
     ...(context === undefined ? {} : { context }),
     ...(push === undefined ? {} : { push })
   })
-  let taken = false
-  void handed.taken.then(() => {
-    taken = true
-    lease.handOff()
-  })
   const withdrawn = async (why: () => ServiceError): Promise<WorkerAnswer | undefined> =>
     (await handed.withdraw()) ? { refused: refusalOf(why()) } : undefined
   const late = new Promise<WorkerAnswer | undefined>((resolve) => {
     const timer = setTimeout(() => {
-      if (!taken) resolve(withdrawn(() => serviceError('NO_WORKER', run.tool, deps.takeWithinMs / 1000)))
+      resolve(withdrawn(() => serviceError('NO_WORKER', run.tool, deps.takeWithinMs / 1000)))
     }, deps.takeWithinMs)
     void handed.answer.finally(() => clearTimeout(timer))
   })
   // Stopped while no worker has it (DELETE, its client gone, shutdown): it never starts. Once taken, the worker has
-  // it: DELETE reaches it through the store, as any replica's run.
+  // it: DELETE reaches it through the store, as any replica's run. (Asked each time: a worker with no room gives back
+  // a run it took.)
   const stopped = new Promise<WorkerAnswer | undefined>((resolve) => {
     const stop = (): void => {
-      if (!taken) resolve(withdrawn(() => serviceError(stopRefusal(run.stopReason!))))
+      resolve(withdrawn(() => serviceError(stopRefusal(run.stopReason!))))
     }
     if (run.stopped) stop()
     else run.signal.addEventListener('abort', stop, { once: true })
@@ -126,6 +120,8 @@ async function handedTo(
     late.then((early) => early ?? handed.answer),
     stopped.then((early) => early ?? handed.answer)
   ])
+  // Renewed here until its agent started there: a worker may hold a run it took a moment before it has room for it.
+  if ('started' in answer) lease.handOff()
   return {
     answer: 'lost' in answer ? { refused: refusalOf(serviceError('WORKER_LOST', run.tool)) } : answer,
     ended: handed.ended

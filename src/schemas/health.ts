@@ -37,6 +37,10 @@ export const FleetMember = Type.Object({
   agents: Type.Record(Type.String(), Type.Integer(), {
     description: 'A worker’s tools, each with how many of its runs it takes at once (WORKER_MAX_<AGENT>_AGENTS).'
   }),
+  places: Type.Optional(Type.Array(Type.Union([Type.Literal('host'), Type.Literal('wsl')]), {
+    description: 'Where a worker runs them: on its host, and inside WSL (runs with wsl_distro) for a Windows worker ' +
+      '(AGENT_HOST_PLATFORM=win32), the only one they are offered to. Empty for an API replica.'
+  })),
   started_at: Type.String({ format: 'date-time' }),
   last_seen: Type.String({ format: 'date-time', description: 'Its last renewal on the roll (every SLOTS_TTL_MS / 3).' })
 })

@@ -4,7 +4,7 @@ import { buildAgentEnv } from '../agents/environment.js'
 import { toolNameOf } from '../agents/spec.js'
 import { defineTools } from '../agents/tools.js'
 import type { Config } from '../config.js'
-import type { FleetOptions } from '../fleet/run-jobs.js'
+import type { FleetOptions, RunPlace } from '../fleet/run-jobs.js'
 import { callerNames } from '../http/auth.js'
 import { createServer, routesPlugin } from '../http/app.js'
 import { whatAgentsCanReach } from '../isolation.js'
@@ -87,15 +87,16 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     signal: probes.signal, bind: platform.host.bindToService, user: agentUser
   }))
   const concurrency = config.role === 'worker' ? takenHere(config, await app.readiness(), app.log) : {}
+  const places = config.role === 'worker' ? placesHere(config) : []
   if (config.role === 'worker') {
-    await app.register(workersPlugin, { fleet: fleet!, name: platform.replica, concurrency })
+    await app.register(workersPlugin, { fleet: fleet!, name: platform.replica, concurrency, places })
   }
   await app.after()
   const roll = config.role === 'all'
     ? undefined
     : await joinFleet({
       fleet: fleet!,
-      self: { id: platform.replica, role: config.role, agents: concurrency },
+      self: { id: platform.replica, role: config.role, agents: concurrency, places },
       healthFile: config.healthFile
     }, (close) => { app.addHook('onClose', close) })
   if (roll !== undefined) metrics.countFleet(() => roll.list(), queues?.waiting)
@@ -142,6 +143,9 @@ function takenHere(config: Config, found: AgentReadiness[], log: FastifyBaseLogg
   }
   return taken
 }
+
+/** Only a Windows host runs agents inside WSL (AGENT_HOST_PLATFORM): its workers take those runs too. */
+const placesHere = (config: Config): RunPlace[] => config.hostPlatform === 'win32' ? ['host', 'wsl'] : ['host']
 
 /** The fleet's queues: in its Redis, beside its slots; a worker silent for SLOTS_TTL_MS has lost its runs. */
 function fleetOf(config: Config): FleetOptions | undefined {

@@ -5,7 +5,7 @@ import type { ToolName } from '../agents/catalog.js'
 import { ServiceError } from '../errors.js'
 import type { MemberRoll } from '../fleet/members.js'
 import type { FleetMember } from '../schemas/health.js'
-import type { FirstWord, FleetOptions } from '../fleet/run-jobs.js'
+import type { FirstWord, FleetOptions, RunPlace } from '../fleet/run-jobs.js'
 import type { HandedRun, RunFleet, WorkerAnswer } from '../runs/hand-over.js'
 
 // The fleet's queues (issue 40, src/fleet/run-jobs.ts on BullMQ): an API replica (ROLE=api) hands its runs to them, a
@@ -25,9 +25,8 @@ export async function runQueues(
   return {
     waiting: (tool) => dispatch.waiting(tool),
     handOver: async (tool, runId, run) => {
-      const handed = await dispatch.handOver(tool, runId, run)
+      const handed = await dispatch.handOver(tool, runId, run, placeOf(run))
       return {
-        taken: handed.taken,
         answer: handed.answer.then(workerAnswer),
         ended: handed.ended.then(() => undefined),
         withdraw: handed.withdraw
@@ -35,6 +34,9 @@ export async function runQueues(
     }
   }
 }
+
+/** The queue a run waits in: one asking for a WSL distro, only Windows workers are offered. */
+const placeOf = (run: HandedRun): RunPlace => run.params.wsl_distro === undefined ? 'host' : 'wsl'
 
 /** A worker's first word as runs/ reads it: started, refused as a local run would be, or lost. */
 function workerAnswer(first: FirstWord): WorkerAnswer | { lost: true } {
@@ -51,7 +53,7 @@ function workerAnswer(first: FirstWord): WorkerAnswer | { lost: true } {
 export interface MembershipOptions {
   fleet: FleetOptions
   /** Who this process is in the fleet; its host is the machine's name. */
-  self: Pick<FleetMember, 'id' | 'role' | 'agents'>
+  self: Pick<FleetMember, 'id' | 'role' | 'agents' | 'places'>
   /** HEALTH_FILE: rewritten each time the fleet's Redis took this member's renewal. */
   healthFile: string | undefined
 }
@@ -83,6 +85,8 @@ export interface WorkersOptions {
   name: string
   /** The tools it takes, each with how many runs at once (WORKER_MAX_<AGENT>_AGENTS above 0). */
   concurrency: Record<string, number>
+  /** Where on this host it runs them: into WSL too on a Windows host. */
+  places: readonly RunPlace[]
 }
 
 /**
@@ -90,7 +94,7 @@ export interface WorkersOptions {
  * caller and the slot it was admitted with; tells the replica that handed it over once its agent started (the run is
  * stored by then), or what refused it.
  */
-export const workersPlugin = fp<WorkersOptions>(async (app, { fleet, name, concurrency }) => {
+export const workersPlugin = fp<WorkersOptions>(async (app, { fleet, name, concurrency, places }) => {
   const { RunWorkers } = await import('../fleet/run-jobs.js')
   const workers = new RunWorkers({ ...fleet, name }, concurrency, async (tool, runId, data, report) => {
     const { kind, params, caller, createdAt, slot, context, push } = data as HandedRun
@@ -116,7 +120,7 @@ export const workersPlugin = fp<WorkersOptions>(async (app, { fleet, name, concu
     await report({ started: true })
     await launched.result.catch(() => undefined)
     return { ended: true }
-  })
+  }, places)
   await workers.ready()
   // After the runs' own shutdown (preClose): each run taken is stopped there, and its handler returns.
   app.addHook('onClose', async () => { await workers.close() })

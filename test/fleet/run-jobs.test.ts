@@ -3,7 +3,9 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { RunDispatch, type RunOutcome } from '#src/fleet/run-jobs.js'
+import { Queue } from 'bullmq'
+import { Redis } from 'ioredis'
+import { queueName, RunDispatch, type RunOutcome, type RunPlace } from '#src/fleet/run-jobs.js'
 import { tempDir, waitFor } from '../helpers/index.js'
 import { fromRoot } from '../helpers/root.js'
 import { NO_REDIS, startRedis } from '../helpers/redis.js'
@@ -24,9 +26,13 @@ interface LogLine {
 }
 
 interface Fleet {
+  /** The fleet's own Redis. */
+  url: string
   dispatch: RunDispatch
-  /** A worker process, ready to take runs. */
-  worker: (name: string, concurrency: Record<string, number>) => Promise<ChildProcess>
+  /** How many times a worker took the run: one that gave it back for want of room took it once more. */
+  takes: (tool: string, place: RunPlace, runId: string) => Promise<number>
+  /** A worker process, ready to take runs (on its host only, unless told). */
+  worker: (name: string, concurrency: Record<string, number>, places?: RunPlace[]) => Promise<ChildProcess>
   lines: () => LogLine[]
 }
 
@@ -42,16 +48,28 @@ async function fleet(t: Test, tools = ['crush_run']): Promise<Fleet> {
   const dispatch = new RunDispatch(options, tools)
   t.teardown(() => dispatch.close())
   await dispatch.ready()
-  const worker = async (name: string, concurrency: Record<string, number>): Promise<ChildProcess> => {
+  const worker = async (
+    name: string, concurrency: Record<string, number>, places: RunPlace[] = ['host']
+  ): Promise<ChildProcess> => {
     const child = spawn(process.execPath, [
-      WORKER, url, options.prefix, name, JSON.stringify(concurrency), String(LOCK_MS)
+      WORKER, url, options.prefix, name, JSON.stringify(concurrency), String(LOCK_MS), JSON.stringify(places)
     ], { env: { ...process.env, FLEET_LOG: log }, stdio: ['ignore', 'inherit', 'inherit'] })
     t.teardown(() => { child.kill('SIGKILL') })
     const ready = (): boolean => lines().some((line) => line.worker === name && line.event === 'ready')
     await waitFor(ready, 15_000, `${name} ready`)
     return child
   }
-  return { dispatch, worker, lines }
+  const takes = async (tool: string, place: RunPlace, runId: string): Promise<number> => {
+    const connection = new Redis(url)
+    const queue = new Queue(queueName(tool, place), { connection, prefix: options.prefix })
+    try {
+      return (await queue.getJob(runId))!.attemptsStarted
+    } finally {
+      await queue.close()
+      connection.disconnect()
+    }
+  }
+  return { url, dispatch, worker, lines, takes }
 }
 
 /** The most runs that were running at once, overall and on each worker, from the starts and ends logged. */
@@ -104,6 +122,47 @@ t.test('runs as jobs', { skip: NO_REDIS }, async (t) => {
     t.same(await claude.ended, { end: 'completed', value: { ranBy: 'claude-too' } }, 'a worker that runs it took it')
   })
 
+  t.test('a WSL run is offered only to a worker that takes them (a Windows one), which takes host runs too',
+    async (t) => {
+      const f = await fleet(t)
+      await f.worker('linux', { crush_run: 1 })
+      const inWsl = await f.dispatch.handOver('crush_run', 'wsl-1', { ms: 10 }, 'wsl')
+      const onHost = await f.dispatch.handOver('crush_run', 'host-1', { ms: 10 })
+      t.same(await onHost.ended, { end: 'completed', value: { ranBy: 'linux' } }, 'the Linux worker takes host runs')
+      t.equal(await f.dispatch.waiting('crush_run'), 1, 'the WSL run still waits, counted with its tool')
+      await f.worker('windows', { crush_run: 1 }, ['host', 'wsl'])
+      t.same(await inWsl.ended, { end: 'completed', value: { ranBy: 'windows' } }, 'a Windows worker took it')
+      t.notOk(f.lines().some((line) => line.run === 'wsl-1' && line.worker === 'linux'), 'never the Linux worker')
+    })
+
+  t.test('a worker taking host and WSL runs holds its limit across both', async (t) => {
+    const f = await fleet(t)
+    await f.worker('windows', { crush_run: 2 }, ['host', 'wsl'])
+    const places: RunPlace[] = ['host', 'wsl']
+    const runs = Array.from({ length: 10 }, (_, i) => ({ id: `run-${i}`, place: places[i % 2] }))
+    const handed = await Promise.all(runs.map(({ id, place }) =>
+      f.dispatch.handOver('crush_run', id, { ms: 150 }, place)))
+    const outcomes = await Promise.all(handed.map((run) => run.ended))
+    t.same(outcomes, runs.map(() => ({ end: 'completed', value: { ranBy: 'windows' } })), 'each ran')
+    t.equal(mostAtOnce(f.lines()).byWorker['windows'], 2, 'two at once, never more, wherever they went')
+  })
+
+  t.test('a worker full with runs of one place takes none of another meanwhile: another worker with room does',
+    async (t) => {
+      const f = await fleet(t)
+      await f.worker('windows', { crush_run: 1 }, ['host', 'wsl'])
+      const inWsl = await f.dispatch.handOver('crush_run', 'wsl-long', { ms: 3000 }, 'wsl')
+      await waitFor(() => f.lines().some((line) => line.run === 'wsl-long'), 15_000, 'the WSL run to start')
+      const onHost = await Promise.all(['h1', 'h2', 'h3'].map((id) => f.dispatch.handOver('crush_run', id, { ms: 10 })))
+      await f.worker('linux', { crush_run: 1 })
+      t.same(await Promise.all(onHost.map((run) => run.ended)),
+        onHost.map(() => ({ end: 'completed', value: { ranBy: 'linux' } })), 'the host runs went where there was room')
+      t.same(await inWsl.ended, { end: 'completed', value: { ranBy: 'windows' } })
+      const takes = await Promise.all(['h1', 'h2', 'h3'].map((id) => f.takes('crush_run', 'host', id)))
+      t.ok(takes.every((count) => count <= 2),
+        `the full worker stopped taking them: at most one take given back each (${takes.join(', ')})`)
+    })
+
   t.test('a run withdrawn before any worker took it never starts; one that failed says why', async (t) => {
     const f = await fleet(t)
     const waiting = await f.dispatch.handOver('crush_run', 'queued-1', { ms: 10 })
@@ -122,6 +181,17 @@ t.test('runs as jobs', { skip: NO_REDIS }, async (t) => {
     t.equal(await running.withdraw(), false, 'a run a worker took is not taken back')
     t.same((await running.ended as Extract<RunOutcome, { end: 'completed' }>).end, 'completed')
   })
+
+  t.test('a run Redis lost (restarted without its data) before any worker took it is taken back all the same',
+    async (t) => {
+      const f = await fleet(t)
+      const forgotten = await f.dispatch.handOver('crush_run', 'forgotten-1', { ms: 10 })
+      const redis = new Redis(f.url)
+      await redis.flushall()
+      redis.disconnect()
+      t.equal(await forgotten.withdraw(), true, 'nothing will run it: its caller is not left waiting')
+      t.same(await forgotten.ended, { end: 'failed', reason: 'withdrawn' })
+    })
 
   t.test('a worker killed mid-run: its run is lost, and no other worker ever runs it', async (t) => {
     const f = await fleet(t)

@@ -1,14 +1,15 @@
 import { appendFileSync } from 'node:fs'
-import { RunWorkers } from '#src/fleet/run-jobs.js'
+import { RunWorkers, type RunPlace } from '#src/fleet/run-jobs.js'
 
 // A worker of the fleet in a process of its own, so that a test can kill it (test/fleet/run-jobs.test.ts). Each run it
 // takes holds for `data.ms` milliseconds, fails with `data.fail` when given, and returns who ran it; its start and end
 // are lines of FLEET_LOG. argv: <redis url> <prefix> <name> <concurrency as JSON, {"tool": n}> <lock duration in ms>
+// <places as JSON, ["host", "wsl"]>
 
 interface Work { ms: number; fail?: string }
 
-const [url, prefix, name, concurrency, lockDurationMs] = process.argv.slice(2) as
-  [string, string, string, string, string]
+const [url, prefix, name, concurrency, lockDurationMs, places] = process.argv.slice(2) as
+  [string, string, string, string, string, string]
 const log = (line: Record<string, unknown>): void => {
   appendFileSync(process.env['FLEET_LOG']!, `${JSON.stringify({ ...line, worker: name, at: Date.now() })}\n`)
 }
@@ -22,7 +23,8 @@ const workers = new RunWorkers(
     log({ run: runId, tool, event: 'end' })
     if (work.fail !== undefined) throw new Error(work.fail)
     return { ranBy: name }
-  }
+  },
+  JSON.parse(places) as RunPlace[]
 )
 await workers.ready()
 log({ event: 'ready' })

@@ -2728,6 +2728,8 @@ export interface operations {
                                 agents: {
                                     [key: string]: number;
                                 };
+                                /** @description Where a worker runs them: on its host, and inside WSL (runs with wsl_distro) for a Windows worker (AGENT_HOST_PLATFORM=win32), the only one they are offered to. Empty for an API replica. */
+                                places?: ("host" | "wsl")[];
                                 /** Format: date-time */
                                 started_at: string;
                                 /**
@@ -2793,6 +2795,8 @@ export interface operations {
                                 agents: {
                                     [key: string]: number;
                                 };
+                                /** @description Where a worker runs them: on its host, and inside WSL (runs with wsl_distro) for a Windows worker (AGENT_HOST_PLATFORM=win32), the only one they are offered to. Empty for an API replica. */
+                                places?: ("host" | "wsl")[];
                                 /** Format: date-time */
                                 started_at: string;
                                 /**
