@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { realClaudeOverhead } from './real-claude.mjs'
 import { benchRepository, WORKTREE_FILES, worktreesOnce } from './worktrees.mjs'
+import { DEPTHS, DRAINED_RUNS, fleetOnce, HEALTH_QUEUED } from './fleet.mjs'
 
 const execFileP = promisify(execFile)
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
@@ -49,6 +50,8 @@ const ONLY_SPAWNS = process.env.BENCH_ONLY === 'spawns'
 const ONLY_WEBHOOKS = process.env.BENCH_ONLY === 'webhooks'
 /** BENCH_ONLY=worktrees: only issue 39's rows (a worktree run's git work on a large repository). */
 const ONLY_WORKTREES = process.env.BENCH_ONLY === 'worktrees'
+/** BENCH_ONLY=fleet: only issue 40's rows (runs handed to workers through BullMQ against one process). */
+const ONLY_FLEET = process.env.BENCH_ONLY === 'fleet'
 const WEBHOOK_RUNS = Number(process.env.BENCH_WEBHOOK_RUNS ?? 1000)
 const WEBHOOK_BURST_SECONDS = Number(process.env.BENCH_WEBHOOK_BURST_SECONDS ?? 0.5)
 const BENCH_WEBHOOK_SECRET = `whsec_${Buffer.alloc(32, 1).toString('base64')}`
@@ -454,6 +457,7 @@ async function measureOnce() {
   if (ONLY_SPAWNS) return spawnsOnce()
   if (ONLY_WEBHOOKS) return webhooksOnce()
   if (ONLY_WORKTREES) return worktreesOnce(await benchRepo())
+  if (ONLY_FLEET) return fleetRowsOnce()
   return { ...(ONLY_AGENTS ? {} : await serviceOnce()), ...await agentsOnce() }
 }
 
@@ -491,6 +495,9 @@ async function stepsOnce() {
   }
 }
 
+/** Issue 40's rows (bench/fleet.mjs), /healthz timed as every other row times it. */
+const fleetRowsOnce = () => fleetOnce(startService, (url) => probe('http-latency.mjs', [SECONDS, 'GET', url]))
+
 async function serviceOnce() {
   const drain = await bareDrain()
   const ceiling = await probe('encode-ceiling.mjs', [RELAY_BYTES])
@@ -521,6 +528,7 @@ async function serviceOnce() {
     healthRatio: health.loadedP99 / health.idleP99,
     ...(await stepsOnce()),
     ...(await refusalsOnce()),
+    ...(await fleetRowsOnce()),
     bareSpawnP50: latency.bare,
     addedP50: latency.added,
     addedP50Group: latencyGroup.added,
@@ -578,6 +586,14 @@ const spawnRows = () => [
   ['sync throughput vs raw spawn loop, c=4 (pid-namespace, this host’s auto)', `${mid('c4Http')} vs raw ${mid('c4Raw')} runs/s`, spread('c4'), '≥ 0.9×', verdict('c4', (v) => v >= 0.9)],
   ['… with AGENT_CONTAINMENT=process-group', `${mid('c4GroupHttp')} vs raw ${mid('c4GroupRaw')} runs/s`, spread('c4Group'), '(≥ 0.9×)', verdict('c4Group', (v) => v >= 0.9)]
 ]
+const fleetRows = () => [
+  ...DEPTHS.flatMap((depth) => [
+    [`a queued run’s turn → its agent’s spawn, ${depth} queued, one slot: handed to a worker (BullMQ) vs one process, p50`, `${mid(`turnFleetP50_${depth}`, 2)} vs ${mid(`turnLocalP50_${depth}`, 2)} ms`, spread(`turnRatioP50_${depth}`), '', ''],
+    ['… p99', `${mid(`turnFleetP99_${depth}`, 2)} vs ${mid(`turnLocalP99_${depth}`, 2)} ms`, spread(`turnRatioP99_${depth}`), '', '']
+  ]),
+  [`${DRAINED_RUNS} instant runs asked for at once, drained 6 at a time: 3 workers (2 each) vs one process`, `${mid('drainFleetRps')} vs ${mid('drainOneRps')} runs/s`, spread('drainRatio'), '', ''],
+  [`an API replica’s healthz p99 with ${HEALTH_QUEUED} runs queued vs idle`, `${mid('queuedLoadedP99', 2)} vs ${mid('queuedIdleP99', 2)} ms`, spread('queuedHealthRatio', 1), '', '']
+]
 const serviceRows = () => [
   ['sync relay MB/s vs bare Node drain', `${mid('syncMbps')} vs ${mid('drainMbps')} MB/s`, spread('syncRelay'), '≥ 0.5×', verdict('syncRelay', (v) => v >= 0.5)],
   ['NDJSON relay vs bare Node drain', `${mid('ndjsonMbps')} vs ${mid('drainMbps')} MB/s`, spread('ndjsonRelay'), '≥ 0.15×', verdict('ndjsonRelay', (v) => v >= 0.15)],
@@ -587,6 +603,7 @@ const serviceRows = () => [
   [`healthz p99 with ${STREAMS} NDJSON streams vs idle`, `${mid('healthLoadedP99', 2)} vs ${mid('healthIdleP99', 2)} ms`, spread('healthRatio', 1), '≤ 5×', verdict('healthRatio', (v) => v <= 5)],
   ...stepsRows(),
   ...refusalRows(),
+  ...fleetRows(),
   ['added latency p50 over bare spawn (pid-namespace, this host’s auto)', `bare spawn ${mid('bareSpawnP50', 2)} ms`, spread('addedP50', 2, ' ms'), '≤ +0.4 ms', verdict('addedP50', (v) => v <= 0.4)],
   ['… with AGENT_CONTAINMENT=process-group', '', spread('addedP50Group', 2, ' ms'), '(≤ +0.4 ms)', verdict('addedP50Group', (v) => v <= 0.4)],
   ['sync throughput vs raw spawn loop, c=4', `raw ${mid('c4Raw')} runs/s`, spread('c4'), '≥ 0.9×', verdict('c4', (v) => v >= 0.9)],
@@ -603,7 +620,7 @@ const worktreeRows = () => [
   [`a worktree run’s git work (hardened add, a small edit, changeset with its whole diff, removal) on ${WORKTREE_FILES} files vs bare git (worktree add, add -A, diff --cached, remove)`, `${mid('worktreeOursMs')} vs ${mid('worktreeBareMs')} ms`, spread('worktreeRatio'), 'close to 1×', ''],
   ['… vs copying the tree (cp -r)', `${mid('worktreeOursMs')} vs ${mid('worktreeCopyMs')} ms`, spread('worktreeCopyRatio'), '', '']
 ]
-const rows = ONLY_AGENTS ? agentRows : ONLY_STEPS ? stepsRows() : ONLY_REFUSALS ? refusalRows() : ONLY_SPAWNS ? spawnRows() : ONLY_WEBHOOKS ? webhookRows() : ONLY_WORKTREES ? worktreeRows() : serviceRows()
+const rows = ONLY_AGENTS ? agentRows : ONLY_STEPS ? stepsRows() : ONLY_REFUSALS ? refusalRows() : ONLY_SPAWNS ? spawnRows() : ONLY_WEBHOOKS ? webhookRows() : ONLY_WORKTREES ? worktreeRows() : ONLY_FLEET ? fleetRows() : serviceRows()
 
 const fastifyVersion = JSON.parse(readFileSync(`${ROOT}node_modules/fastify/package.json`, 'utf8')).version
 const table = `# agent-runner benchmark
@@ -621,6 +638,6 @@ ${readFileSync(`${ROOT}bench/findings.md`, 'utf8')}`
 process.stdout.write(table)
 // `npm run bench:node24` writes its own file, beside the machine's Node's; the agents' rows alone, theirs.
 const resultsFile = process.env.BENCH_RESULTS ??
-  (ONLY_AGENTS ? 'bench/results-agents.md' : ONLY_STEPS ? 'bench/results-steps.md' : ONLY_REFUSALS ? 'bench/results-refusals.md' : ONLY_SPAWNS ? 'bench/results-spawns.md' : ONLY_WEBHOOKS ? 'bench/results-webhooks.md' : ONLY_WORKTREES ? 'bench/results-worktrees.md' : 'bench/results.md')
+  (ONLY_AGENTS ? 'bench/results-agents.md' : ONLY_STEPS ? 'bench/results-steps.md' : ONLY_REFUSALS ? 'bench/results-refusals.md' : ONLY_SPAWNS ? 'bench/results-spawns.md' : ONLY_WEBHOOKS ? 'bench/results-webhooks.md' : ONLY_WORKTREES ? 'bench/results-worktrees.md' : ONLY_FLEET ? 'bench/results-fleet.md' : 'bench/results.md')
 writeFileSync(`${ROOT}${resultsFile}`, table)
 madeRepository?.remove()

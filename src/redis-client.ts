@@ -22,6 +22,20 @@ export function createRedis(url: string, log: FastifyBaseLogger, timeoutMs = DEF
   return redis
 }
 
+/**
+ * A client for subscriptions: nobody waits on what it asks, so it waits for Redis (and subscribes again after a
+ * reconnection) rather than fail.
+ */
+export function createSubscriber(url: string, log: FastifyBaseLogger, timeoutMs = DEFAULT_REDIS_TIMEOUT_MS): Redis {
+  const redis = new Redis(url, {
+    maxRetriesPerRequest: null,
+    connectTimeout: timeoutMs,
+    retryStrategy: (attempt) => Math.min(attempt * 200, 2000)
+  })
+  redis.on('error', (error) => log.debug({ err: error }, 'redis subscriber connection error'))
+  return redis
+}
+
 /** The wait for a client's connection, shared by every caller that arrives while it is being made. */
 const connecting = new WeakMap<Redis, Promise<void>>()
 

@@ -38,7 +38,8 @@ export const slotsPlugin = fp<SlotsOptions>(async (app, { limits, maxQueued, bac
     return
   }
   app.addHook('onClose', async () => { await fleet.close() })
-  app.decorate('slotQueue', new SlotQueue(app.slots, maxQueued, (tool, queued) => { fleet.set(tool, queued) }))
+  const onQueued = (tool: string, queued: number): void => { fleet.set(tool, queued) }
+  app.decorate('slotQueue', new SlotQueue(app.slots, maxQueued, { onQueued }))
   app.decorate('queuedRuns', (tool: string) => fleet.total(tool))
 }, { name: 'slots' })
 

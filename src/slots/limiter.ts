@@ -24,6 +24,11 @@ export interface SlotLimiter {
    * when it is no longer held (its TTL passed) or cannot change hands here.
    */
   adopt(tool: string, holder: string): Promise<SlotLease | null>
+  /**
+   * Tells `listener` each time a slot of a tool is given back by any process sharing the limit (a fleet: this one
+   * too), so that runs waiting here need not wait to ask again. Absent where every slot is this process's own.
+   */
+  onFreedElsewhere?(listener: (tool: string) => void): void
   limit(tool: string): number
   /** Slots this replica holds now (what its own gauge reports). */
   inUse(tool: string): number

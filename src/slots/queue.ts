@@ -32,10 +32,16 @@ interface Waiter {
 const stopped = (stop: Stoppable): boolean => stop.stopped
 
 /**
- * A slot of a limit shared with other replicas may free up there, unseen here: while runs wait, the limiter is asked
- * again this often.
+ * A slot of a limit shared with other replicas may free up there unheard here (its holder gone silent past its TTL,
+ * Redis not telling): while runs wait, the limiter is asked again this often.
  */
 const RETRY_EVERY_MS = 200
+
+export interface SlotQueueOptions {
+  /** Told a tool's count each time a run joins or leaves its queue (a fleet sums every replica's). */
+  onQueued?: (tool: string, queued: number) => void
+  retryEveryMs?: number
+}
 
 /**
  * Runs waiting for a slot of their tool, first come first served: each slot that frees up goes to the one waiting
@@ -48,16 +54,19 @@ export class SlotQueue {
   readonly #waiting = new Map<string, Waiter[]>()
   /** Tools whose waiters are being served now: one pass at a time per tool keeps the order. */
   readonly #serving = new Set<string>()
+  /** Tools a slot was heard freed for while a pass served them: that pass asks once more rather than stop. */
+  readonly #askAgain = new Set<string>()
   readonly #onQueued: ((tool: string, queued: number) => void) | undefined
+  readonly #retryEveryMs: number
   #retry: NodeJS.Timeout | undefined
 
-  /** `onQueued`: told a tool's count each time a run joins or leaves its queue (a fleet sums every replica's). */
-  constructor(
-    slots: SlotLimiter, maxQueued: Record<string, number>, onQueued?: (tool: string, queued: number) => void
-  ) {
+  constructor(slots: SlotLimiter, maxQueued: Record<string, number>, options: SlotQueueOptions = {}) {
     this.#slots = slots
     this.#maxQueued = new Map(Object.entries(maxQueued))
-    this.#onQueued = onQueued
+    this.#onQueued = options.onQueued
+    this.#retryEveryMs = options.retryEveryMs ?? RETRY_EVERY_MS
+    // A slot given back on another replica serves the longest waiting here at once, as one given back here does.
+    slots.onFreedElsewhere?.((tool) => { if (this.queued(tool) > 0) void this.#serve(tool) })
   }
 
   /** How many runs of the tool wait here now. */
@@ -122,12 +131,17 @@ export class SlotQueue {
 
   /** Gives each free slot to the longest waiting, until none is free or nobody waits. */
   async #serve(tool: string): Promise<void> {
-    if (this.#serving.has(tool)) return
+    if (this.#serving.has(tool)) {
+      this.#askAgain.add(tool)
+      return
+    }
     this.#serving.add(tool)
     try {
       const waiting = this.#waiting.get(tool) ?? []
       while (waiting.length > 0) {
+        this.#askAgain.delete(tool)
         const lease = await this.#slots.acquire(tool).catch(() => null)
+        if (lease === null && this.#askAgain.has(tool)) continue
         if (lease === null) break
         const next = waiting.shift()
         if (next === undefined) {
@@ -140,6 +154,7 @@ export class SlotQueue {
       }
     } finally {
       this.#serving.delete(tool)
+      this.#askAgain.delete(tool)
     }
   }
 
@@ -170,6 +185,6 @@ export class SlotQueue {
         this.#retry = undefined
       }
       for (const tool of tools) void this.#serve(tool)
-    }, RETRY_EVERY_MS).unref()
+    }, this.#retryEveryMs).unref()
   }
 }

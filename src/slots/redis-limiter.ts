@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { Redis } from 'ioredis'
 import { Semaphore, type LockOptions } from 'redis-semaphore'
 import { serviceError } from '../errors.js'
-import { createRedis, whenConnected } from '../redis-client.js'
+import { createRedis, createSubscriber, whenConnected } from '../redis-client.js'
 import type { SlotsHealth } from '../schemas/health.js'
 import { leaseOnce, limitFor, type SlotLease, type SlotLimiter } from './limiter.js'
 
@@ -55,6 +55,8 @@ export class RedisSlotLimiter implements SlotLimiter {
   readonly #limits: ReadonlyMap<string, number>
   readonly #options: RedisSlotOptions
   readonly #held = new Map<string, number>()
+  /** Hears the slots given back anywhere in the fleet: made by the first listener. */
+  #subscriber: Redis | undefined
 
   constructor(limits: Record<string, number>, options: RedisSlotOptions) {
     this.#limits = new Map(Object.entries(limits))
@@ -64,6 +66,16 @@ export class RedisSlotLimiter implements SlotLimiter {
 
   limit(tool: string): number {
     return limitFor(this.#limits, tool)
+  }
+
+  onFreedElsewhere(listener: (tool: string) => void): void {
+    const { url, log, timeoutMs } = this.#options
+    this.#subscriber ??= createSubscriber(url, log, timeoutMs)
+    const channel = this.#freedChannel()
+    this.#subscriber.on('message', (from: string, tool: string) => { if (from === channel) listener(tool) })
+    this.#subscriber.subscribe(channel).catch((error: unknown) => {
+      log.warn({ err: error }, 'could not hear of slots given back elsewhere: runs waiting ask again every 200 ms')
+    })
   }
 
   inUse(tool: string): number {
@@ -131,7 +143,9 @@ export class RedisSlotLimiter implements SlotLimiter {
       () => {
         notHeldHere()
         // If Redis is away, the slot comes back by itself after its TTL.
-        semaphore.release().catch((error: unknown) => log.warn({ err: error, tool }, 'could not release an agent slot'))
+        semaphore.release()
+          .then(() => this.#redis.publish(this.#freedChannel(), tool))
+          .catch((error: unknown) => log.warn({ err: error, tool }, 'could not release an agent slot'))
       },
       semaphore.identifier,
       () => {
@@ -143,10 +157,15 @@ export class RedisSlotLimiter implements SlotLimiter {
 
   async close(): Promise<void> {
     this.#redis.disconnect()
+    this.#subscriber?.disconnect()
   }
 
   #connected(): Promise<void> {
     return whenConnected(this.#redis)
+  }
+
+  #freedChannel(): string {
+    return `${this.#options.keyPrefix}slots-freed`
   }
 
   #semaphoreKey(tool: string): string {

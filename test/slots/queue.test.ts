@@ -106,6 +106,43 @@ t.test('a slot freed on another replica goes to the longest waiting here, found 
     t.equal(shared.inUse('tool'), 0)
   })
 
+t.test('a slot heard freed elsewhere while the queue is asking for one is asked for again, not left to the next try',
+  async (t) => {
+    const shared = new MemorySlotLimiter({ tool: 1 })
+    let heard: (tool: string) => void = () => undefined
+    let calls = 0
+    let asking!: () => void
+    const asked = new Promise<void>((resolve) => { asking = resolve })
+    let answer!: () => void
+    const answered = new Promise<void>((resolve) => { answer = resolve })
+    // Its answer a round trip away: the queue's second question (its pass for the run waiting) is read, then held.
+    const remote = Object.assign(Object.create(shared) as MemorySlotLimiter, {
+      acquire: async (tool: string) => {
+        const lease = await shared.acquire(tool)
+        if (++calls === 2) {
+          asking()
+          await answered
+        }
+        return lease
+      },
+      onFreedElsewhere: (listener: (tool: string) => void) => { heard = listener }
+    })
+    // Never asking again while the test lasts: only being told can serve the run waiting here.
+    const queue = new SlotQueue(remote, { tool: 10 }, { retryEveryMs: 3_600_000 })
+    const elsewhere = (await shared.acquire('tool'))!
+    const waiter = await waiting(queue)
+    await asked
+    elsewhere.release()
+    heard('tool')
+    answer()
+    const served = await Promise.race([
+      waiter.answer,
+      new Promise<'not served'>((resolve) => setTimeout(() => { resolve('not served') }, 10_000).unref())
+    ])
+    t.not(served, 'not served', 'the waiting run got the slot')
+    leaseOf(served as QueueAnswer).release()
+  })
+
 t.test('a run stopped while the limiter answers (a shared one, a round trip away) waits for nothing', async (t) => {
   const memory = new MemorySlotLimiter({ tool: 1 })
   await memory.acquire('tool')

@@ -5,6 +5,10 @@ import {
   build, call, listen, post, readPidFile, runTool, scenario, startServer, tempDir, until
 } from '../helpers/index.js'
 import { NO_REDIS, redisEnv, slowAtFirst, startRedis } from '../helpers/redis.js'
+import { pino } from 'pino'
+import { RedisSlotLimiter } from '#src/slots/redis-limiter.js'
+import { SlotQueue } from '#src/slots/queue.js'
+import type { SlotLease } from '#src/slots/limiter.js'
 
 // Slots shared by a fleet (src/slots/redis-limiter.ts): one limit across replicas, kept by a live run past its TTL,
 // given back by a crashed replica's TTL, and a prompt 503 rather than a hang when Redis is away.
@@ -54,6 +58,27 @@ t.test('redis-backed slots', { skip: NO_REDIS, jobs: 2 }, async (t) => {
       const tools = (await call(a, 'GET', '/tools')).body.tools
       t.match(tools[0], { name: 'crush_run', limit: 3, in_use: 0, free: 3 }, 'every slot came back')
       t.match((await call(a, 'GET', '/readyz')).body, { status: 'ready', slots: { backend: 'redis', ok: true } })
+    })
+
+    t.test('a slot given back on one replica goes to a run waiting on another as it is given back', async (t) => {
+      const { url } = await startRedis(t)
+      const options = { url, ttlMs: 30_000, keyPrefix: 'freed:', log: pino({ level: 'silent' }) }
+      const [here, there] = [new RedisSlotLimiter({ tool: 1 }, options), new RedisSlotLimiter({ tool: 1 }, options)]
+      t.teardown(async () => { await Promise.all([here.close(), there.close()]) })
+      // Never asking again while the test lasts: only being told can serve the run waiting here.
+      const queue = new SlotQueue(here, { tool: 10 }, { retryEveryMs: 3_600_000 })
+      const held = (await there.acquire('tool'))!
+      const stop = new AbortController()
+      const waiting = queue.acquire('tool', { waitMs: 60_000, stop: { stopped: false, signal: stop.signal } })
+      await until(async () => queue.queued('tool'), (queued) => queued === 1, 10_000, 'the run to wait')
+      held.release()
+      const served = await Promise.race([
+        waiting,
+        new Promise<'not told'>((resolve) => setTimeout(() => { resolve('not told') }, 10_000).unref())
+      ])
+      t.not(served, 'not told', 'the waiting run got the slot')
+      ;(served as { lease: SlotLease }).lease.release()
+      stop.abort()
     })
 
     t.test('a live run keeps its slot past the TTL; a crashed instance’s slot comes back after it', async (t) => {
