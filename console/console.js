@@ -229,11 +229,29 @@ function renderReadiness(ready) {
       element('td', {}, agent.path === null ? `${agent.bin} not found` : (agent.version ?? 'version unknown')),
       element('td', { className: agent.problem ? 'problem' : 'muted' }, agent.problem ?? '—'))))
   $('agents-empty').hidden = agents.length > 0
+  renderFleet(ready.fleet)
   const containment = ready.containment
   $('containment').replaceChildren(...(containment === undefined
     ? ['—']
     : [element('strong', {}, containment.mode), `: ${containment.reason} `,
         element('span', { className: 'muted' }, `Can outlive a run: ${containment.escapes}`)]))
+}
+
+/** ROLE=api: the fleet's roll (absent for a replica that runs its runs itself). */
+function renderFleet(fleet) {
+  $('fleet').hidden = fleet === undefined
+  if (fleet === undefined) return
+  $('members').tBodies[0].replaceChildren(...fleet.members.map((member) => {
+    const places = member.places?.includes('wsl') ? ' (WSL too)' : ''
+    const takes = Object.entries(member.agents).map(([tool, most]) => `${tool} × ${most}`).join(', ')
+    return element('tr', { dataset: { role: member.role, id: member.id } },
+      element('th', { scope: 'row' }, member.role, element('span', { className: 'muted' }, ` ${member.id.slice(0, 8)}`)),
+      element('td', {}, member.host),
+      element('td', { className: takes === '' ? 'muted' : '' }, takes === '' ? '—' : `${takes}${places}`),
+      element('td', { className: 'muted' }, new Date(member.last_seen).toLocaleTimeString()))
+  }))
+  $('fleet-problem').hidden = fleet.error === undefined
+  $('fleet-problem').textContent = fleet.error === undefined ? '' : `The roll could not be read: ${fleet.error}`
 }
 
 /** Elapsed and time left move every second between polls. */

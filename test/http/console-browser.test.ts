@@ -3,9 +3,11 @@ import { existsSync } from 'node:fs'
 import puppeteer, { type Browser, type ConsoleMessage, type Page } from 'puppeteer-core'
 import { CONSOLE_CSP } from '#src/http/console.js'
 import {
-  build, createRun, fromRoot, getRun, heldAgent, listen, readPidFile, scenario, settled
+  build, createRun, fromRoot, getRun, heldAgent, listen, readPidFile, scenario, settled, startServer
 } from '../helpers/index.js'
 import { webhookReceiver } from '../helpers/webhook-receiver.js'
+import { NO_REDIS, redisEnv, startRedis } from '../helpers/redis.js'
+import { NO_AGENT_HERE } from '../fleet/fleet-hosts.js'
 
 // The operator console (console/, docs/console.md) in a real browser: Debian's chromium, driven by puppeteer-core,
 // against the service with its stand-in agents. The screenshots in docs/ are this test's.
@@ -297,6 +299,25 @@ t.test('the console in chromium', { skip: NO_CHROMIUM }, async (t) => {
     await other.waitForSelector('#run[data-status="cancelled"]', WAIT)
     t.same(otherErrors, [])
   })
+
+  t.test('an API replica of a fleet shows its members: itself and the worker, with what each takes',
+    { skip: NO_REDIS }, async (t) => {
+      const { url } = await startRedis(t)
+      const env = redisEnv(url, { API_TOKENS: `alice:${TOKEN}`, MAX_CRUSH_AGENTS: '2', WORKER_MAX_CRUSH_AGENTS: '1' })
+      const [api] = await Promise.all([
+        startServer(t, { ...env, ...NO_AGENT_HERE, ROLE: 'api' }),
+        startServer(t, { ...env, ROLE: 'worker', AGENT_HOST_PLATFORM: 'win32' })
+      ])
+      const other = await browser.newPage()
+      t.teardown(() => other.close())
+      await other.goto(`${api.base}/console`)
+      await other.type('#token', TOKEN)
+      await other.click('#login-form button')
+      const worker = await other.waitForSelector('#members tr[data-role="worker"]', WAIT)
+      t.match(await worker!.evaluate((tr: any) => tr.textContent), /crush_run × 1.*\(WSL too\)/, 'what it takes')
+      t.match(await other.$eval('#members tr[data-role="api"]', (tr) => tr.textContent), /api.*—/, 'the API replica')
+      t.equal(await page.$eval('#fleet', (section) => section.hidden), true, 'a replica on its own shows no fleet')
+    })
 
   t.test('the service gone: the page says it is unavailable and keeps trying', async (t) => {
     t.same(errors, [], 'no console error before')
