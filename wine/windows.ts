@@ -4,7 +4,9 @@ import { once } from 'node:events'
 import { closeSync, openSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
-import { tempDir, waitFor } from '../test/helpers/index.js'
+import { startServer, tempDir, waitFor } from '../test/helpers/index.js'
+import { NO_REDIS, redisEnv, startRedis } from '../test/helpers/redis.js'
+import { NO_AGENT_HERE } from '../test/fleet/fleet-hosts.js'
 import { missingTools, prepareWine, ROOT, windowsPath, type WineSetup } from './setup.js'
 
 // The real service, built for Node, run as a Windows program (node.exe under Wine), with native Windows stand-ins:
@@ -24,7 +26,10 @@ interface WindowsServer {
   log: () => Array<Record<string, unknown>>
 }
 
-/** Starts dist/server.js under Wine. Its stdout is a file: a Linux pipe as node.exe's stdout fails (EBADF). */
+/**
+ * Starts dist/server.js under Wine. Its stdout is a file: a Linux pipe as node.exe's stdout fails (EBADF). A fleet's
+ * worker (ROLE=worker) listens to nothing: it is started once it says it is ready, its `base` empty.
+ */
 async function startWindowsServer(t: Test, env: Record<string, string>): Promise<WindowsServer> {
   const dir = tempDir(t)
   const logFile = join(dir, 'server.log')
@@ -57,14 +62,16 @@ async function startWindowsServer(t: Test, env: Record<string, string>): Promise
       (line) => JSON.parse(line) as Record<string, unknown>
     )
   let base = ''
+  const worker = env['ROLE'] === 'worker'
+  const ready = (): boolean => log().some((entry) => String(entry['msg']).startsWith('agent-runner ready'))
   await waitFor(() => {
     const listening = log().map(
       (entry) => /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(String(entry['msg']))
     ).find(Boolean)
     if (listening) base = listening[1]!
-    return base !== '' || child.exitCode !== null
+    return (worker ? ready() : base !== '') || child.exitCode !== null
   }, 60_000, 'the Windows service to listen')
-  if (base === '') throw new Error(`the service exited: ${readFileSync(logFile, 'utf8')}`)
+  if (child.exitCode !== null) throw new Error(`the service exited: ${readFileSync(logFile, 'utf8')}`)
   return { child, base, log }
 }
 
@@ -188,3 +195,30 @@ t.test('DATA_DIR is held by a named pipe: a second service is refused, ' +
   const again = await startWindowsServer(t, { DATA_DIR: data })
   t.match(again.base, /^http:\/\/127\.0\.0\.1:\d+$/, 'the next start takes DATA_DIR')
 })
+
+t.test('a fleet: a WSL run is offered only to the Windows worker, never to a Linux one', { skip: NO_REDIS },
+  async (t) => {
+    const { url } = await startRedis(t)
+    const env = redisEnv(url, { MAX_CRUSH_AGENTS: '2' })
+    const [api] = await Promise.all([
+      startServer(t, { ...env, ...NO_AGENT_HERE, ROLE: 'api' }),
+      startServer(t, { ...env, ROLE: 'worker' })
+    ])
+    // Its wsl.exe is the argv stand-in, a native program: what it prints is the command line as Windows split it.
+    await startWindowsServer(t, { ...env, ROLE: 'worker', RUNS_STORE: 'redis', WSL_BIN: 'argv.exe' })
+    const roll = await fetch(`${api.base}/readyz`).then(async (response) => await response.json() as any)
+    const workers = roll.fleet?.members.filter((member: any) => member.role === 'worker')
+    t.same(workers.map((member: any) => member.places).sort(), [['host'], ['host', 'wsl']],
+      'the Windows worker takes WSL runs, the Linux one does not')
+
+    // One after another, each time with both workers idle: none is offered to the Linux worker.
+    for (const attempt of [1, 2, 3]) {
+      const inWsl = await postJson(api.base, '/tools/crush_run', { task: TASK, wsl_distro: 'Ubuntu' })
+      t.equal(inWsl.status, 200, `run ${attempt} by the Windows worker (a Linux one refuses it: WSL_NOT_AVAILABLE)`)
+      const received = JSON.parse(inWsl.body.output).argv
+      t.same(received, inWsl.body.command.slice(1), 'wsl.exe got, word for word, the command line the result shows')
+      t.same(received.slice(-4), ['crush', 'run', '--', TASK], 'the task last, byte for byte, after --exec')
+    }
+    const native = await postJson(api.base, '/tools/crush_run', { task: 'on a host', queue_timeout: 60 })
+    t.match(native, { status: 200, body: { ok: true } }, 'a host run is run by one or the other')
+  })
