@@ -95,6 +95,8 @@ export interface Launched {
   run: Run
   result: Promise<RunResult>
   accepted: () => Promise<RunState>
+  /** Once it has ended and, for a recorded run, its end is in the store (what a replica following it reads). */
+  settled: () => Promise<void>
 }
 
 /**
@@ -154,7 +156,11 @@ export class RunRegistry {
     // Made when asked for: a refusal nobody awaits here is no unhandled rejection. Only recorded runs are asked (async
     // ones, and a worker's): an unrecorded run's caller waits for its result.
     const started = (): Promise<unknown> => recorder?.stored ?? result
-    return { run, result, accepted: async () => { await started(); return this.#acceptedState(run) } }
+    const settled = async (): Promise<void> => {
+      await result.catch(() => undefined)
+      await recorder?.done
+    }
+    return { run, result, accepted: async () => { await started(); return this.#acceptedState(run) }, settled }
   }
 
   /** Its state as its launch's caller is answered with: the worker's record once it went to one. */
@@ -174,6 +180,8 @@ export class RunRegistry {
     await ended
     const result = (await store.get(run.id))?.result
     if (result === null || result === undefined) throw new Error('the run ended on its worker without a result (lost)')
+    // Counted where it was asked for: a worker listens to nothing, so its own metrics are nobody's to read.
+    this.#options.metrics.observeRun(result, run.caller)
     return result
   }
 

@@ -118,7 +118,8 @@ export const workersPlugin = fp<WorkersOptions>(async (app, { fleet, name, concu
       return refusal
     }
     await report({ started: true })
-    await launched.result.catch(() => undefined)
+    // Its end stored before the replica that handed it over hears it ended, and reads it.
+    await launched.settled()
     return { ended: true }
   }, places)
   await workers.ready()

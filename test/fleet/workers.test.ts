@@ -138,8 +138,14 @@ t.test('ROLE=api hands async runs to ROLE=worker processes', { skip: NO_REDIS },
   // What a replica running its runs itself answers, for the same requests.
   const local = await startServer(t, { API_TOKENS: TOKENS, AGENT_ENV_ALLOW: TEST_AGENT_ENV_ALLOW })
 
-  t.test('each run is run once, by a worker, never by the API replica; its record is read back there', async (t) => {
+  t.test('each run is run once, by a worker, never by the API replica; its record is read back there, and it is ' +
+    'counted there', async (t) => {
     const tasks = ['first task', 'second task', 'third task', 'fourth task']
+    // A worker listens to nothing: the API replica that was asked for a run is where /metrics counts it.
+    const succeeded = async (): Promise<number> => Number(
+      /agent_runner_runs_total\{tool="crush_run",outcome="succeeded"\} (\d+)/.exec(await metricsOf(api.base))?.[1] ?? 0
+    )
+    const before = await succeeded()
     const created = []
     for (const task of tasks) {
       created.push(await createRun(api.base, { tool: 'crush_run', task, queue_timeout: 60 }, ALICE))
@@ -150,6 +156,8 @@ t.test('ROLE=api hands async runs to ROLE=worker processes', { skip: NO_REDIS },
     }
     t.same([...ranOnWorkers()].sort(), [...tasks].sort(), 'each task started once, on a worker')
     t.same(apiStarts(), [], 'none on the API replica')
+    const counted = await until(succeeded, (count) => count >= before + tasks.length, 10_000, 'them to be counted')
+    t.equal(counted, before + tasks.length, 'each counted once, by the API replica, from the record its worker stored')
   })
 
   t.test('the fleet’s roll: /readyz lists each member and what it takes, /metrics counts them; liveness', async (t) => {
