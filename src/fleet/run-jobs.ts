@@ -49,6 +49,9 @@ const RUN_PLACES: readonly RunPlace[] = ['host', 'wsl']
 export const queueName = (tool: string, place: RunPlace): string =>
   place === 'host' ? `runs.${tool}` : `runs.${tool}.${place}`
 
+/** A job's states once a worker took it. */
+const TAKEN = new Set(['active', 'completed', 'failed'])
+
 /** A job's record is kept this long after its end (seconds): enough to read how it ended, never forever. */
 const KEPT_AFTER_END_S = 3600
 
@@ -152,7 +155,9 @@ export class RunDispatch {
       answer: answerPromise,
       ended,
       withdraw: async () => {
-        // Also 1 for a job Redis lost (restarted without its data): nothing will ever run it either.
+        // remove() takes a job that is not locked, ended ones too: one a worker has (or has just ended, its end not
+        // heard here yet) is not taken back. One Redis lost (restarted without its data) is: nothing will run it.
+        if (TAKEN.has(await queue.getJobState(runId))) return false
         const removed = (await queue.remove(runId)) === 1
         // Its withdrawer knows why: no worker's word on it, only its end.
         if (removed) end({ end: 'failed', reason: 'withdrawn' })

@@ -143,9 +143,11 @@ export class RedisSlotLimiter implements SlotLimiter {
       () => {
         notHeldHere()
         // If Redis is away, the slot comes back by itself after its TTL.
-        semaphore.release()
-          .then(() => this.#redis.publish(this.#freedChannel(), tool))
-          .catch((error: unknown) => log.warn({ err: error, tool }, 'could not release an agent slot'))
+        semaphore.release().then(
+          // Unheard, the runs waiting on other replicas ask again soon enough.
+          () => this.#redis.publish(this.#freedChannel(), tool).catch(() => undefined),
+          (error: unknown) => log.warn({ err: error, tool }, 'could not release an agent slot')
+        )
       },
       semaphore.identifier,
       () => {

@@ -180,6 +180,7 @@ t.test('runs as jobs', { skip: NO_REDIS }, async (t) => {
     await running.taken
     t.equal(await running.withdraw(), false, 'a run a worker took is not taken back')
     t.same((await running.ended as Extract<RunOutcome, { end: 'completed' }>).end, 'completed')
+    t.equal(await running.withdraw(), false, 'nor one it has ended (its end unheard yet where it was asked)')
   })
 
   t.test('a run Redis lost (restarted without its data) before any worker took it is taken back all the same',
