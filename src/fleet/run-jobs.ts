@@ -36,6 +36,8 @@ export interface HandedOver {
   ended: Promise<RunOutcome>
   /** Takes it back while no worker has taken it yet (true); false once one has. */
   withdraw: () => Promise<boolean>
+  /** Calls `listener` each time a worker with no room for it gives it back to its queue. */
+  onGivenBack: (listener: () => void) => void
 }
 
 /**
@@ -78,6 +80,7 @@ class Connections {
 
 interface Following {
   taken: () => void
+  givenBack: () => void
   reported: (value: unknown) => void
   settle: (outcome: RunOutcome) => void
 }
@@ -131,8 +134,10 @@ export class RunDispatch {
       }
     })
     // Followed before it exists: its worker may take and end it before add() has answered.
+    const givenBack: Array<() => void> = []
     this.#following.set(runId, {
       taken,
+      givenBack: () => { for (const listener of givenBack) listener() },
       reported: (value) => answer({ reported: value }),
       settle: (outcome) => {
         answer(outcome)
@@ -154,6 +159,7 @@ export class RunDispatch {
       taken: takenPromise,
       answer: answerPromise,
       ended,
+      onGivenBack: (listener) => { givenBack.push(listener) },
       withdraw: async () => {
         // remove() takes a job that is not locked, ended ones too: one a worker has (or has just ended, its end not
         // heard here yet) is not taken back. One Redis lost (restarted without its data) is: nothing will run it.
@@ -188,6 +194,8 @@ export class RunDispatch {
     const { prefix, lockDurationMs } = this.#options
     const events = new QueueEvents(name, { connection: this.#connections.next(), prefix })
     events.on('active', ({ jobId }) => { this.#following.get(jobId)?.taken() })
+    // Moved back from active: a worker with no room gave it back (tool-room.ts).
+    events.on('waiting', ({ jobId, prev }) => { if (prev === 'active') this.#following.get(jobId)?.givenBack() })
     events.on('progress', ({ jobId, data }) => { this.#following.get(jobId)?.reported(data) })
     events.on('completed', ({ jobId, returnvalue }) => {
       this.#following.get(jobId)?.settle({ end: 'completed', value: returnvalue })

@@ -19,6 +19,8 @@ export interface HandedRun {
   slot: string
   context?: string
   push?: RunPush
+  /** It runs inside WSL (asked for, or its session's place): only a worker on a Windows host can run it. */
+  wsl?: true
 }
 
 /** How a worker's run went, as far as the replica that handed it over cares. */
@@ -36,6 +38,8 @@ interface HandedOver {
   ended: Promise<void>
   /** Takes it back while no worker has taken it (true); false once one has. */
   withdraw: () => Promise<boolean>
+  /** Calls `listener` each time a worker with no room for it gives it back (it waits for another then). */
+  onGivenBack: (listener: () => void) => void
 }
 
 /** The fleet's queues, as runs/ needs them (fleet/run-jobs.ts is the one there is). */
@@ -51,6 +55,8 @@ export interface HandOverDeps {
   flushed: () => Promise<void>
   /** How long a run admitted waits for a worker to take it before it is withdrawn. */
   takeWithinMs: number
+  /** Whether it runs inside WSL: asked for, or where the session it resumes ran. */
+  inWsl: (tool: string, params: RunParams) => Promise<boolean>
 }
 
 /**
@@ -94,32 +100,42 @@ async function handedTo(
     createdAt: run.createdAt.toISOString(),
     slot: lease.holder!,
     ...(context === undefined ? {} : { context }),
-    ...(push === undefined ? {} : { push })
+    ...(push === undefined ? {} : { push }),
+    ...((await deps.inWsl(run.tool, params)) ? { wsl: true as const } : {})
   })
-  const withdrawn = async (why: () => ServiceError): Promise<WorkerAnswer | undefined> =>
-    (await handed.withdraw()) ? { refused: refusalOf(why()) } : undefined
-  const late = new Promise<WorkerAnswer | undefined>((resolve) => {
-    const timer = setTimeout(() => {
-      resolve(withdrawn(() => serviceError('NO_WORKER', run.tool, deps.takeWithinMs / 1000)))
-    }, deps.takeWithinMs)
-    void handed.answer.finally(() => clearTimeout(timer))
-  })
-  // Stopped while no worker has it (DELETE, its client gone, shutdown): it never starts. Once taken, the worker has
-  // it: DELETE reaches it through the store, as any replica's run. (Asked each time: a worker with no room gives back
-  // a run it took.)
-  const stopped = new Promise<WorkerAnswer | undefined>((resolve) => {
-    const stop = (): void => {
-      resolve(withdrawn(() => serviceError(stopRefusal(run.stopReason!))))
-    }
-    if (run.stopped) stop()
-    else run.signal.addEventListener('abort', stop, { once: true })
-  })
-  const answer = await Promise.race([
-    handed.answer,
-    // A withdrawal that came too late (a worker took it meanwhile) leaves the worker's answer to wait for.
-    late.then((early) => early ?? handed.answer),
-    stopped.then((early) => early ?? handed.answer)
-  ])
+  // Taken back, once it should be (stopped: DELETE, its client gone, shutdown; or no worker in time), whenever no
+  // worker has it: then, and again each time a worker with no room gives it back. Once a worker has it, DELETE reaches
+  // it through the store, as any replica's run, and its answer is waited for.
+  let takeBack: (() => ServiceError) | undefined
+  let settled = false
+  let early!: { resolve: (answer: WorkerAnswer) => void; reject: (error: unknown) => void }
+  const takenBack = new Promise<WorkerAnswer>((resolve, reject) => { early = { resolve, reject } })
+  const tryTakingBack = (): void => {
+    if (takeBack === undefined || settled) return
+    const why = takeBack
+    handed.withdraw().then((withdrawn) => {
+      if (withdrawn) early.resolve({ refused: refusalOf(why()) })
+    }, early.reject)
+  }
+  const timer = setTimeout(() => {
+    takeBack ??= () => serviceError('NO_WORKER', run.tool, deps.takeWithinMs / 1000)
+    tryTakingBack()
+  }, deps.takeWithinMs)
+  const stop = (): void => {
+    takeBack = () => serviceError(stopRefusal(run.stopReason!))
+    tryTakingBack()
+  }
+  if (run.stopped) stop()
+  else run.signal.addEventListener('abort', stop, { once: true })
+  handed.onGivenBack(tryTakingBack)
+  let answer: WorkerAnswer | { lost: true }
+  try {
+    answer = await Promise.race([handed.answer, takenBack])
+  } finally {
+    settled = true
+    clearTimeout(timer)
+    run.signal.removeEventListener('abort', stop)
+  }
   // Renewed here until its agent started there: a worker may hold a run it took a moment before it has room for it.
   if ('started' in answer) lease.handOff()
   return {

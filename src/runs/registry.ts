@@ -204,8 +204,16 @@ export class RunRegistry {
   }
 
   #handOverDeps(queues: RunFleet, takeWithinMs: number, flushed: () => Promise<void>): HandOverDeps {
-    const { launcher } = this.#options
-    return { fleet: queues, takeWithinMs, slotFor: (run, queueTimeout) => launcher.slotFor(run, queueTimeout), flushed }
+    const { launcher, store } = this.#options
+    return {
+      fleet: queues,
+      takeWithinMs,
+      slotFor: (run, queueTimeout) => launcher.slotFor(run, queueTimeout),
+      flushed,
+      // A session continues where it ran (sessions.ts): one resumed without naming its distro still goes into WSL.
+      inWsl: async (tool, { wsl_distro: distro, resume }) => distro !== undefined ||
+        (resume !== undefined && ((await store.session(tool, resume))?.wslDistro ?? null) !== null)
+    }
   }
 
   #record(run: Run, log: FastifyBaseLogger): RunRecorder {

@@ -29,14 +29,15 @@ export async function runQueues(
       return {
         answer: handed.answer.then(workerAnswer),
         ended: handed.ended.then(() => undefined),
-        withdraw: handed.withdraw
+        withdraw: handed.withdraw,
+        onGivenBack: handed.onGivenBack
       }
     }
   }
 }
 
 /** The queue a run waits in: one asking for a WSL distro, only Windows workers are offered. */
-const placeOf = (run: HandedRun): RunPlace => run.params.wsl_distro === undefined ? 'host' : 'wsl'
+const placeOf = (run: HandedRun): RunPlace => run.wsl === true ? 'wsl' : 'host'
 
 /** A worker's first word as runs/ reads it: started, refused as a local run would be, or lost. */
 function workerAnswer(first: FirstWord): WorkerAnswer | { lost: true } {

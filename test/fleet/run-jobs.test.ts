@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
 import { spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Queue } from 'bullmq'
 import { Redis } from 'ioredis'
@@ -151,12 +151,15 @@ t.test('runs as jobs', { skip: NO_REDIS }, async (t) => {
     async (t) => {
       const f = await fleet(t)
       await f.worker('windows', { crush_run: 1 }, ['host', 'wsl'])
-      const inWsl = await f.dispatch.handOver('crush_run', 'wsl-long', { ms: 3000 }, 'wsl')
+      // Held until the host runs have ended, however slowly the other worker starts.
+      const gate = join(tempDir(t), 'gate')
+      const inWsl = await f.dispatch.handOver('crush_run', 'wsl-long', { ms: 0, until: gate }, 'wsl')
       await waitFor(() => f.lines().some((line) => line.run === 'wsl-long'), 15_000, 'the WSL run to start')
       const onHost = await Promise.all(['h1', 'h2', 'h3'].map((id) => f.dispatch.handOver('crush_run', id, { ms: 10 })))
       await f.worker('linux', { crush_run: 1 })
       t.same(await Promise.all(onHost.map((run) => run.ended)),
         onHost.map(() => ({ end: 'completed', value: { ranBy: 'linux' } })), 'the host runs went where there was room')
+      writeFileSync(gate, '')
       t.same(await inWsl.ended, { end: 'completed', value: { ranBy: 'windows' } })
       const takes = await Promise.all(['h1', 'h2', 'h3'].map((id) => f.takes('crush_run', 'host', id)))
       t.ok(takes.every((count) => count <= 2),

@@ -1,4 +1,4 @@
-import { appendFileSync } from 'node:fs'
+import { appendFileSync, existsSync } from 'node:fs'
 import { RunWorkers, type RunPlace } from '#src/fleet/run-jobs.js'
 
 // A worker of the fleet in a process of its own, so that a test can kill it (test/fleet/run-jobs.test.ts). Each run it
@@ -6,7 +6,8 @@ import { RunWorkers, type RunPlace } from '#src/fleet/run-jobs.js'
 // are lines of FLEET_LOG. argv: <redis url> <prefix> <name> <concurrency as JSON, {"tool": n}> <lock duration in ms>
 // <places as JSON, ["host", "wsl"]>
 
-interface Work { ms: number; fail?: string }
+/** `until`: a file whose existence ends the run, after `ms` at least. */
+interface Work { ms: number; fail?: string; until?: string }
 
 const [url, prefix, name, concurrency, lockDurationMs, places] = process.argv.slice(2) as
   [string, string, string, string, string, string]
@@ -20,6 +21,7 @@ const workers = new RunWorkers(
     const work = data as Work
     log({ run: runId, tool, event: 'start' })
     await new Promise((resolve) => setTimeout(resolve, work.ms))
+    while (work.until !== undefined && !existsSync(work.until)) await new Promise((resolve) => setTimeout(resolve, 20))
     log({ run: runId, tool, event: 'end' })
     if (work.fail !== undefined) throw new Error(work.fail)
     return { ranBy: name }

@@ -56,6 +56,15 @@ t.test('a WSL run is offered only to a Windows worker, which takes host runs too
   t.same(startsIn(logs.windows).inWsl.sort(), [...tasks].sort(), 'all run inside WSL by the Windows worker')
   t.same(startsIn(logs.linux), { inWsl: [], agents: [] }, 'none offered to the Linux worker')
 
+  // A session continues where it ran: resumed without naming its distro, it still goes to the Windows worker.
+  const first = await runTool(api.base, 'codex_run', { task: 'a session in WSL', wsl_distro: 'Ubuntu' }, ALICE)
+  t.type(first.session_id, 'string', 'the session it left')
+  for (const attempt of [1, 2, 3]) {
+    const resumed = await runTool(api.base, 'codex_run', { task: `resumed ${attempt}`, resume: first.session_id! },
+      ALICE)
+    t.match(resumed, { ok: true }, `resumed ${attempt} inside WSL, where the session is`)
+  }
+
   const onHost = await runTool(api.base, 'crush_run', { task: 'on a host', queue_timeout: 60 }, ALICE)
   t.equal(echoed(onHost).prompt, 'on a host', 'a host run is still run')
   const agents = [...startsIn(logs.linux).agents, ...startsIn(logs.windows).agents]

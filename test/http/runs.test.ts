@@ -107,8 +107,9 @@ t.test('events: the output from the beginning, then the result, then the stream 
   'Last-Event-ID resumes exactly', async (t) => {
   const app = await build(t, { STREAM_HEARTBEAT_MS: '50' })
   const base = await listen(t, app)
-  // Quiet for 400 ms between writes: eight heartbeats due in each gap, so even a follower that attaches late sees one.
-  const created = await createRun(app, { tool: 'crush_run', task: scenario.drip(3, 400) })
+  // Quiet for a second between writes: twenty heartbeats due in each gap, so even a follower that attaches late on a
+  // loaded machine sees one (at 400 ms, one attached after the last write in a CI run of Node 22).
+  const created = await createRun(app, { tool: 'crush_run', task: scenario.drip(3, 1000) })
 
   // Its output alone: crush's lines are steps too (test/http/steps.test.ts follows them).
   const live = await fetch(`${base}/runs/${created.id}/events?events=output`)
