@@ -68,6 +68,12 @@ interface OutputRouting {
   /** A reader of the live output that may fall behind: while it does, the agent's pipes pause (and the agent). */
   sink?: OutputSink | undefined
   /**
+   * A reader of stdout alone that may fall behind but always catches up by itself (a parser on another thread): while
+   * it is behind, the pipes pause, even while the agent is stopped (a stopping agent may still flood), so that what
+   * waits for it stays bounded.
+   */
+  stdoutSink?: OutputSink | undefined
+  /**
    * Read only in the turns of the event loop this share gives, one read (what the pipe held, 64 KiB or so) a turn, so
    * other runs and requests have theirs: libuv reads a readable pipe up to 32 × 64 KiB in a row, which a relay that
    * encodes every byte would spend the one thread on. Unset: read as fast as the pipes give (a relay that only copies).
@@ -171,13 +177,15 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentEnd> {
   // Both piped by the spawn above, whatever its stdin.
   const [stdout, stderr] = [child.stdout, child.stderr] as [Readable, Readable]
   const pipes = [stdout, stderr]
-  // The pipes flow only while nothing holds them: a reader behind (the sink), or this turn's share already read.
-  const holds = new Set<'sink' | 'turn'>()
-  const hold = (reason: 'sink' | 'turn'): void => {
+  // The pipes flow only while nothing holds them: a reader behind (the sink, the stdout sink), or this turn's share
+  // already read.
+  type Hold = 'sink' | 'stdout' | 'turn'
+  const holds = new Set<Hold>()
+  const hold = (reason: Hold): void => {
     if (holds.size === 0) for (const pipe of pipes) pipe.pause()
     holds.add(reason)
   }
-  const release = (reason: 'sink' | 'turn'): void => {
+  const release = (reason: Hold): void => {
     if (holds.delete(reason) && holds.size === 0) for (const pipe of pipes) pipe.resume()
   }
   const resume = (): void => {
@@ -204,9 +212,14 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentEnd> {
   }
   // Even its first read waits for a turn: a crowd of runs starting together would otherwise all read in one.
   if (routing.turns !== undefined) waitForTurn(routing.turns)
+  const { stdoutSink } = routing
   stdout.on('data', (chunk: Buffer) => {
     collect(chunk)
     observer.stdout?.(chunk)
+    if (stdoutSink?.write(chunk) === false) {
+      hold('stdout')
+      stdoutSink.onDrain(() => release('stdout'))
+    }
   })
   stderr.on('data', collect)
 
@@ -224,7 +237,7 @@ export async function runAgent(options: AgentRunOptions): Promise<AgentEnd> {
     if (stopReason !== null || exited()) return
     stopReason = reason
     observer.stopping?.(reason)
-    // A reader that fell behind must not keep a stopping agent blocked on a full pipe.
+    // A client that fell behind must not keep a stopping agent blocked on a full pipe.
     resume()
     const after = (next: () => void): void => { escalation = setTimeout(next, deadline.killGraceMs) }
     void contained.signal('SIGINT')

@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify'
+import { BUILT_IN_AGENTS } from '../agents/catalog.js'
 import type { AgentTool } from '../agents/tools.js'
 import { serviceError } from '../errors.js'
 import { RunAbandoned, runAgent, type OutputSink } from '../process/agent-process.js'
@@ -18,7 +19,8 @@ import { findOnPath } from '../process/find-executable.js'
 import type { Placement } from './placement.js'
 import type { Pricing } from './run-budget.js'
 import { toRunResult } from './result.js'
-import { RunSteps } from './run-steps.js'
+import { RunSteps, type StepsReport, type StepsWatch } from './run-steps.js'
+import type { StepsThread } from './steps-thread.js'
 import { stopRefusal, type Run } from './run.js'
 import { assertHostDirectory } from './workspace.js'
 
@@ -30,6 +32,8 @@ export interface AgentRunParts {
   sudoShim: SudoShim | undefined
   killGraceMs: number
   outputLimitBytes: number
+  /** Where the built-in agents' steps are read, off the relay's thread; absent: on it. */
+  stepsThread?: StepsThread | undefined
 }
 
 /**
@@ -72,21 +76,38 @@ export interface RunBudget {
   pricing: Pricing
 }
 
+/** A run's steps being read: where its stdout goes when it is read on another thread, and the report at its end. */
+interface StepsReading {
+  stdoutSink?: OutputSink
+  /** The output has ended: what its steps say (null: nothing could be read of them). */
+  end(): Promise<StepsReport | null>
+}
+
 /**
  * The steps read from the agent's structured output as it comes, told by the run, held against its limits: the first
- * crossed stops the run as its deadline would. Null for a plain-text CLI.
+ * crossed stops the run as its deadline would. A built-in agent's are read on the steps thread where there is one
+ * (the same parser, off the thread that relays the output); null for a plain-text CLI.
  */
-function readSteps(run: Run, tool: AgentTool, { limits, pricing }: RunBudget): RunSteps | null {
-  const parser = tool.steps()
-  if (parser === null) return null
-  const steps = new RunSteps(parser, {
-    onStep: (step) => run.emit('step', step),
-    pricing,
-    limits,
-    onLimit: (reason) => run.stop(reason)
-  })
+function readSteps(
+  run: Run, tool: AgentTool, { limits, pricing }: RunBudget, thread: StepsThread | undefined
+): StepsReading | null {
+  const { spec } = tool
+  if (spec.steps === undefined) return null
+  const watch: StepsWatch = {
+    onStep: (step) => run.emit('step', step), pricing, limits, onLimit: (reason) => run.stop(reason)
+  }
+  const offThread = thread !== undefined && (BUILT_IN_AGENTS as readonly unknown[]).includes(spec)
+    ? thread.open(spec.agent, watch, () => run.listenerCount('step') > 0)
+    : null
+  if (offThread !== null) return { stdoutSink: offThread.sink, end: () => offThread.end() }
+  const steps = new RunSteps(spec.steps(), watch)
   run.on('stdout', (chunk) => steps.push(chunk))
-  return steps
+  return {
+    end: () => {
+      steps.end()
+      return Promise.resolve(steps.report())
+    }
+  }
 }
 
 /**
@@ -107,8 +128,13 @@ export async function runPlacedAgent(
   const live = followedLive(run, sink)
   const sudoFailure = new SudoPasswordDetector()
   run.on('output', sudoFailure.push)
-  const steps = readSteps(run, tool, budget)
   const sudoWatch = await watchSudo(placement, parts.sudoShim, run.id, log)
+  const steps = readSteps(run, tool, budget, parts.stepsThread)
+  // Ended once, whatever ends the run: a run that never started leaves nothing open on the steps thread.
+  const stepsReport = ((): (() => Promise<StepsReport | null>) => {
+    let report: Promise<StepsReport | null> | undefined
+    return () => (report ??= steps?.end() ?? Promise.resolve(null))
+  })()
   run.once('spawn', (pid) => {
     log.info(
       {
@@ -138,13 +164,17 @@ export async function runPlacedAgent(
       deadline: { timeoutMs: run.timeoutMs, killGraceMs: parts.killGraceMs },
       signal: run.signal,
       observer: run,
-      output: { limitBytes: parts.outputLimitBytes, sink, turns: live ? LIVE_RELAY_TURNS : undefined }
+      output: {
+        limitBytes: parts.outputLimitBytes,
+        sink,
+        stdoutSink: steps?.stdoutSink,
+        turns: live ? LIVE_RELAY_TURNS : undefined
+      }
     }).finally(() => { sudoAsked = sudoWatch.end() })
     const asked = await sudoAsked!
     const passwordNeeded = asked.passwordNeeded || sudoFailure.detected
     const sudo = sudoReport(sudoStatus, passwordNeeded, placement.sudo, asked.user)
-    steps?.end()
-    const result = toRunResult(tool, command, outcome, sudo, steps?.report() ?? null)
+    const result = toRunResult(tool, command, outcome, sudo, await stepsReport())
     log.info(
       {
         tool: tool.name,
@@ -162,6 +192,7 @@ export async function runPlacedAgent(
     )
     return result
   } catch (error) {
+    void stepsReport()
     if (error instanceof RunAbandoned) throw serviceError(stopRefusal(error.reason))
     if (error instanceof RunNotRecorded) {
       log.error({ tool: tool.name, run: run.id, err: error }, 'run not recorded: its agent was killed at once')

@@ -16,6 +16,7 @@ import type { SudoProbe } from '../sudo/probe.js'
 import type { SudoShim } from '../sudo/shim.js'
 import { webhookRefusal, type WebhookSettings } from '../webhooks/policy.js'
 import { runPlacedAgent, type AgentRunParts, type RunBudget } from './agent-run.js'
+import type { StepsThread } from './steps-thread.js'
 import { outputCheck } from './output-schema.js'
 import { placedIn, placeRun, type Placement } from './placement.js'
 import { stopRefusal, type Run } from './run.js'
@@ -63,6 +64,8 @@ export interface LauncherDeps {
   worktrees: RunWorktrees
   /** What each token's runs cost over the last day. */
   spend: SpendLedger
+  /** Where the built-in agents' steps are read off the relay's thread. */
+  stepsThread?: StepsThread
 }
 
 /** A run placed, its slot held: what its agent's part of the launch needs. */
@@ -90,8 +93,8 @@ export class RunLauncher {
 
   constructor(deps: LauncherDeps) {
     this.#deps = deps
-    const { ledger, sudoProbe, sudoShim, settings: { killGraceMs, outputLimitBytes } } = deps
-    this.#parts = { ledger, sudoProbe, sudoShim, killGraceMs, outputLimitBytes }
+    const { ledger, sudoProbe, sudoShim, stepsThread, settings: { killGraceMs, outputLimitBytes } } = deps
+    this.#parts = { ledger, sudoProbe, sudoShim, killGraceMs, outputLimitBytes, stepsThread }
   }
 
   /**

@@ -2,7 +2,7 @@ import type { RunResult, StopReason, SudoReport } from '../schemas/run.js'
 import type { RunStatus } from '../schemas/runs.js'
 import type { AgentCommand, AgentEnd } from '../process/agent-process.js'
 import type { AgentTool } from '../agents/tools.js'
-import type { RunSteps } from './run-steps.js'
+import type { StepsReport } from './run-steps.js'
 
 /** The response of a run that started, whatever its end. */
 export function toRunResult(
@@ -10,7 +10,7 @@ export function toRunResult(
   command: AgentCommand,
   outcome: AgentEnd,
   sudo: SudoReport,
-  steps: ReturnType<RunSteps['report']> | null
+  steps: StepsReport | null
 ): RunResult {
   const printed = outcome.output.toString()
   // Read as the output came, whole whatever of it `printed` kept.

@@ -6,7 +6,7 @@ import { crossedLimit, NO_PRICING, pricedUsage, type Pricing } from './run-budge
 import { StepReader } from './step-reader.js'
 import { StepsTally } from './steps-summary.js'
 
-type StepsReport = Pick<RunResult, 'session_id' | 'usage' | 'steps_summary'> & {
+export type StepsReport = Pick<RunResult, 'session_id' | 'usage' | 'steps_summary'> & {
   allDenied: boolean
   parsed: ParsedReport | null
   /** The limit the run went past, seen in its steps (after its agent ended, too: codex reports usage last). */

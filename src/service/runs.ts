@@ -9,6 +9,7 @@ import { RunWorktrees, type WorktreeSettings } from '../runs/run-worktree.js'
 import { MemoryRunStore } from '../runs/stores/memory-store.js'
 import type { RetentionOptions, RunStore } from '../runs/stores/run-store.js'
 import { SqliteRunStore } from '../runs/stores/sqlite-store.js'
+import { StepsThread } from '../runs/steps-thread.js'
 import { SudoProbe } from '../sudo/probe.js'
 import { version } from '../version.js'
 import { WebhookDispatcher, type AttemptVerdict } from '../webhooks/dispatcher.js'
@@ -68,7 +69,12 @@ export const runsPlugin = fp<RunsOptions>(async (app, options) => {
   const swept = await worktrees.start(store, app.log)
   if (swept.length > 0) app.log.warn({ worktrees: swept }, `removed ${swept.length} worktree(s) nothing needs any more`)
   app.addHook('onClose', async () => { await worktrees.stop() })
+  const stepsThread = new StepsThread((error) => {
+    app.log.error({ err: error }, 'the steps thread failed: the runs it was reading end without their steps')
+  })
+  app.addHook('onClose', async () => { await stepsThread.close() })
   const launcher = new RunLauncher({
+    stepsThread,
     settings: options.launch,
     tools: options.tools,
     slots,

@@ -3,6 +3,7 @@ import { runAgent } from '#src/process/agent-process.js'
 import { LoopShare } from '#src/process/loop-share.js'
 import { processGroup } from '#src/process/process-group.js'
 import { scenario, standInEnv } from '../helpers/index.js'
+import { settledValue, waitFor } from '../helpers/processes.js'
 
 const FLOOD_BYTES = 16 * 1024 * 1024
 /**
@@ -75,6 +76,44 @@ t.test('relays sharing the loop take turns: each turn lets only so many of them 
   t.ok(two <= 4 * ONE_TURN, `four floods, two relays’ reads a turn (${two} bytes at most)`)
   const none = await mostWithoutShare(t, 4, 4 * ONE_TURN)
   t.ok(none > 4 * ONE_TURN, `the measure sees relays that do not take turns (${none} bytes in one turn)`)
+})
+
+t.test('a stdout sink behind pauses the pipes until it has caught up, through a stop too: what waits for it stays ' +
+  'bounded', async (t) => {
+  let delivered = 0
+  let heldAt: number | undefined
+  let resume: (() => void) | undefined
+  let caughtUp = false
+  const stop = new AbortController()
+  // An agent that floods and does not heed SIGINT: it goes on writing until SIGTERM, a grace later.
+  const run = runAgent({
+    command: { file: 'sh', args: ['-c', 'trap "" INT; exec yes'], cwd: undefined },
+    containment: { by: processGroup(), runId: 'stdout-sink' },
+    env: standInEnv(),
+    deadline: { timeoutMs: 60_000, killGraceMs: 3000 },
+    signal: stop.signal,
+    output: {
+      limitBytes: 1024 * 1024,
+      stdoutSink: {
+        write: (chunk) => {
+          delivered += chunk.length
+          if (heldAt === undefined && delivered >= 1024 * 1024) heldAt = delivered
+          return heldAt === undefined || caughtUp
+        },
+        onDrain: (resumeRead) => { resume ??= resumeRead }
+      }
+    }
+  })
+  await waitFor(() => heldAt !== undefined, 10_000, 'the sink to fall behind')
+  const whileBehind = await settledValue(() => delivered, 300)
+  t.ok(whileBehind - heldAt! <= ONE_TURN, `${whileBehind - heldAt!} bytes came after it fell behind`)
+  stop.abort('cancelled')
+  const whileStopping = await settledValue(() => delivered, 300)
+  t.equal(whileStopping, whileBehind, 'a stop does not lift the hold: not a byte more')
+  caughtUp = true
+  resume!()
+  const outcome = await run
+  t.equal(outcome.stopReason, 'cancelled')
 })
 
 t.test('a containment whose signals reach nothing (a taskkill or wsl.exe that failed): the agent itself is ended ' +
