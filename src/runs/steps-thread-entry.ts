@@ -3,7 +3,7 @@ import { BUILT_IN_AGENTS } from '../agents/catalog.js'
 import type { AgentSpec, StepParser } from '../agents/spec.js'
 import type { Step } from '../schemas/steps.js'
 import { RunSteps } from './run-steps.js'
-import type { FromStepsThread, ToStepsThread } from './steps-thread.js'
+import { counted, type FromStepsThread, type ToStepsThread } from './steps-thread.js'
 
 /** One run as the thread reads it: its steps, and the count of its bytes read that the relay's thread waits on. */
 interface ThreadRun {
@@ -42,9 +42,10 @@ function open(message: Extract<ToStepsThread, { type: 'open' }>): void {
   runs.set(id, run)
 }
 
-function flush(id: number, run: ThreadRun): void {
+/** Sends the steps read so far, with the bytes they came from (0: the rest of their chunk is still being read). */
+function flush(id: number, run: ThreadRun, bytes = 0): void {
   if (run.told.length === 0) return
-  tell({ type: 'steps', run: id, steps: run.told })
+  tell({ type: 'steps', run: id, steps: run.told, bytes })
   run.told = []
 }
 
@@ -53,11 +54,13 @@ port.on('message', (message: ToStepsThread) => {
   const run = runs.get(message.run)
   if (run === undefined) return
   if (message.type === 'chunk') {
+    const { bytes } = message
     run.sendSteps = message.sendSteps
-    run.steps.push(Buffer.from(message.bytes.buffer, message.bytes.byteOffset, message.bytes.byteLength))
-    flush(message.run, run)
-    Atomics.add(run.read, 0, message.bytes.byteLength)
-    Atomics.notify(run.read, 0)
+    run.steps.push(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength))
+    // A chunk whose steps are sent is counted read once the relay's thread has taken them: until then they wait in
+    // its queue, and they are bounded with the bytes that waits for this thread.
+    if (run.told.length > 0) flush(message.run, run, bytes.byteLength)
+    else counted(run.read, bytes.byteLength)
     return
   }
   run.steps.end()

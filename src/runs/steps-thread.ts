@@ -17,7 +17,10 @@ export type ToStepsThread =
     run: number
     agent: string
     watch: Pick<StepsWatch, 'pricing' | 'limits'>
-    /** Int32 [0]: the bytes of this run the thread has read, modulo 2³², counted up as it reads them. */
+    /**
+     * Int32 [0]: the bytes of this run read, modulo 2³²: counted by the thread as it reads them, or, for those whose
+     * steps it sends, by the relay's thread once it has told them.
+     */
     read: SharedArrayBuffer
   }
   | { type: 'chunk'; run: number; bytes: Uint8Array; sendSteps: boolean }
@@ -25,7 +28,8 @@ export type ToStepsThread =
 
 /** What it tells back: the steps of a chunk (when someone follows them), the limit crossed, the report at the end. */
 export type FromStepsThread =
-  | { type: 'steps'; run: number; steps: Step[] }
+  /** `bytes`: how many bytes of the run they end, which the relay's thread counts read once it has told them. */
+  | { type: 'steps'; run: number; steps: Step[]; bytes: number }
   | { type: 'limit'; run: number; reason: LimitReason }
   | { type: 'report'; run: number; report: StepsReport }
 
@@ -51,6 +55,12 @@ interface OpenRun {
 
 /** How long a run behind waits on the thread's count before it looks again. */
 const LOOK_AGAIN_MS = 1000
+
+/** Bytes of a run counted read, on either thread: whoever waits for the count is woken. */
+export function counted(read: Int32Array, bytes: number): void {
+  Atomics.add(read, 0, bytes)
+  Atomics.notify(read, 0)
+}
 
 const inFlight = (run: OpenRun): number => (run.posted - Atomics.load(run.read, 0)) >>> 0
 
@@ -138,8 +148,10 @@ export class StepsThread {
   #told(message: FromStepsThread): void {
     const run = this.#runs.get(message.run)
     if (run === undefined) return
-    if (message.type === 'steps') for (const step of message.steps) run.watch.onStep?.(step)
-    else if (message.type === 'limit') run.watch.onLimit?.(message.reason)
+    if (message.type === 'steps') {
+      for (const step of message.steps) run.watch.onStep?.(step)
+      if (message.bytes > 0) counted(run.read, message.bytes)
+    } else if (message.type === 'limit') run.watch.onLimit?.(message.reason)
     else {
       this.#runs.delete(message.run)
       run.ended(message.report)
