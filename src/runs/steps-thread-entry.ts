@@ -50,6 +50,7 @@ function flush(id: number, run: ThreadRun, bytes = 0): void {
 }
 
 port.on('message', (message: ToStepsThread) => {
+  if (message.type === 'close') return port.close()
   if (message.type === 'open') return open(message)
   const run = runs.get(message.run)
   if (run === undefined) return

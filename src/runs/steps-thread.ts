@@ -1,3 +1,4 @@
+import { once } from 'node:events'
 import { Worker } from 'node:worker_threads'
 import type { OutputSink } from '../process/agent-process.js'
 import type { LimitReason } from '../schemas/limits.js'
@@ -25,6 +26,8 @@ export type ToStepsThread =
   }
   | { type: 'chunk'; run: number; bytes: Uint8Array; sendSteps: boolean }
   | { type: 'end'; run: number }
+  /** No more runs: the thread lets go of its port and ends by itself (its coverage and buffers written as it exits). */
+  | { type: 'close' }
 
 /** What it tells back: the steps of a chunk (when someone follows them), the limit crossed, the report at the end. */
 export type FromStepsThread =
@@ -52,6 +55,9 @@ interface OpenRun {
   lost: boolean
   ended: (report: StepsReport | null) => void
 }
+
+/** How long a closing thread is given to end by itself. */
+const CLOSE_WAIT_MS = 1000
 
 /** How long a run behind waits on the thread's count before it looks again. */
 const LOOK_AGAIN_MS = 1000
@@ -120,10 +126,16 @@ export class StepsThread {
     }
   }
 
-  /** Stops the thread: every run still read gets no report. */
+  /** Stops the thread: every run still read gets no report. Ended if it has not ended by itself within a second. */
   async close(): Promise<void> {
     this.#closed = true
-    await this.#worker?.terminate()
+    const worker = this.#worker
+    if (worker === undefined) return
+    const exited = once(worker, 'exit')
+    this.#post(worker, { type: 'close' })
+    const timer = setTimeout(() => { void worker.terminate() }, CLOSE_WAIT_MS)
+    await exited
+    clearTimeout(timer)
   }
 
   #started(): Worker {
