@@ -72,7 +72,7 @@ const inFlight = (run: OpenRun): number => (run.posted - Atomics.load(run.read, 
 
 /**
  * The thread the built-in agents' structured output is parsed on, off the one that relays it: JSON.parse and the
- * parsers cost the relay ~40 % of its throughput on that thread (bench/findings.md). One thread for the service,
+ * parsers cost the relay a third of its throughput on that thread (bench/findings.md). One thread for the service,
  * started with its first run that needs it; a thread that dies ends the reading of every run it held (their results
  * say no steps), and the next run starts another.
  */
@@ -106,6 +106,8 @@ export class StepsThread {
     this.#post(worker, { type: 'open', run: id, agent, watch: { pricing, limits }, read: shared })
     const sink: OutputSink = {
       write: (chunk) => {
+        // Its thread is gone: nothing is read any more, nothing to wait for.
+        if (run.lost) return true
         // A copy whose memory moves to the thread: the chunk itself is still the relay's and the output's.
         const bytes = new Uint8Array(chunk)
         run.posted = (run.posted + bytes.length) >>> 0

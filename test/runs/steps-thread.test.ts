@@ -110,6 +110,9 @@ t.test('a thread that fails ends what it was reading without steps, wakes its wr
   t.equal(await held.end(), null, 'no report from a dead thread')
   await resumed
   t.match(failures, [{ message: /no step parser for agent no-such-agent/ }], 'its failure told')
+  const chunk = Buffer.concat(Array.from({ length: 24 }, () => CALL_LINES))
+  t.ok(writeUntilBehind(held, chunk, 16 * STEPS_IN_FLIGHT_BYTES) >= 16 * STEPS_IN_FLIGHT_BYTES,
+    'what its run still writes never waits for a thread that is gone')
   const next = thread.open('claude', {}, () => false)!
   next.sink.write(CALL_LINES)
   t.equal(commandsIn(await next.end()), 1, 'a new thread reads the next run')
