@@ -461,7 +461,6 @@ async function measureOnce() {
   return { ...(ONLY_AGENTS ? {} : await serviceOnce()), ...await agentsOnce() }
 }
 
-/** Issue 27's rows: the step parser's cost on a flood, and steps at scale. */
 /**
  * Issue 27's rows. The yardstick is "today's" NDJSON relay: the plain flood through crush against its bare drain (no
  * line in it, so no step is read); the stream-json flood through claude, its parser reading every line, against the
@@ -477,6 +476,8 @@ async function stepsOnce() {
   const stepsRelayed = await stepsRelay()
   const stepsOnly = await stepsRelay('steps')
   const scale = await stepsAtScale()
+  const plainCeiling = await probe('encode-ceiling.mjs', [RELAY_BYTES])
+  const linesCeiling = await probe('encode-ceiling.mjs', [RELAY_BYTES, ...STEP_LINES])
   const todayRatio = plainRelay.mbps / plainDrain.mbps
   const ratioOf = (relayed) => relayed.mbps / linesDrainMbps / todayRatio
   return {
@@ -488,6 +489,9 @@ async function stepsOnce() {
     stepsRelay: ratioOf(stepsRelayed),
     stepsOnlyMbps: stepsOnly.mbps,
     stepsOnly: ratioOf(stepsOnly),
+    plainCeilingMbps: plainCeiling.mbps,
+    linesCeilingMbps: linesCeiling.mbps,
+    linesCeiling: linesCeiling.mbps / plainCeiling.mbps,
     scaleIdleP99: scale.idleP99,
     scaleLoadedP99: scale.loadedP99,
     scaleRatio: scale.loadedP99 / scale.idleP99,
@@ -571,6 +575,7 @@ const stepsRows = () => [
   ['stream-json flood as NDJSON through claude, step parser on (steps not sent): its ratio to its bare drain vs today’s NDJSON ratio (plain flood, no parser)', `${mid('parsedRelayMbps')} vs ${mid('linesDrainMbps')} MB/s drained; today’s ratio ${mid('todayRatio', 3)}`, spread('parsedRelay'), '≥ 0.9×', verdict('parsedRelay', (v) => v >= 0.9)],
   ['… with its steps sent too (the default)', `${mid('stepsRelayMbps')} MB/s`, spread('stepsRelay'), '', ''],
   ['… its steps alone (`events: steps`)', `${mid('stepsOnlyMbps')} MB/s`, spread('stepsOnly'), '', ''],
+  ['… what no parser moves: the stream-json flood’s bytes vs the plain flood’s, encoded as output events alone (bare Node, no I/O)', `${mid('linesCeilingMbps')} vs ${mid('plainCeilingMbps')} MB/s`, spread('linesCeiling'), '', ''],
   [`healthz p99 with ${LIVE_RUNS} runs calling a tool every ${STEP_EVERY_MS} ms, ${FOLLOWERS} SSE followers, vs idle`, `${mid('scaleLoadedP99', 2)} vs ${mid('scaleIdleP99', 2)} ms`, spread('scaleRatio', 1), '≤ 5×', verdict('scaleRatio', (v) => v <= 5)],
   ['… the service’s RSS per live run (followers included)', '', spread('rssPerRunKb', 0, ' KiB'), '≤ 1024 KiB', verdict('rssPerRunKb', (v) => v <= 1024)]
 ]
