@@ -7,7 +7,7 @@ import { once } from 'node:events'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, tmpdir, totalmem } from 'node:os'
 import { createInterface } from 'node:readline'
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
@@ -644,5 +644,6 @@ process.stdout.write(table)
 // `npm run bench:node24` writes its own file, beside the machine's Node's; the agents' rows alone, theirs.
 const resultsFile = process.env.BENCH_RESULTS ??
   (ONLY_AGENTS ? 'bench/results-agents.md' : ONLY_STEPS ? 'bench/results-steps.md' : ONLY_REFUSALS ? 'bench/results-refusals.md' : ONLY_SPAWNS ? 'bench/results-spawns.md' : ONLY_WEBHOOKS ? 'bench/results-webhooks.md' : ONLY_WORKTREES ? 'bench/results-worktrees.md' : ONLY_FLEET ? 'bench/results-fleet.md' : 'bench/results.md')
-writeFileSync(`${ROOT}${resultsFile}`, table)
+// BENCH_RESULTS: a path of its own, or one relative to the repository.
+writeFileSync(resolve(ROOT, resultsFile), table)
 madeRepository?.remove()
