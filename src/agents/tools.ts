@@ -2,7 +2,7 @@ import { priceOf, type ModelPrices, type RunLimits } from '../schemas/limits.js'
 import { buildAgentEnv, ruleForAgent, type AgentEnvRule } from './environment.js'
 import { acceptedSessionId } from './session-ids.js'
 import type { ToolName } from './catalog.js'
-import { toolNameOf, type AgentSettings, type AgentSpec, type StepParser } from './spec.js'
+import { toolNameOf, type AgentSettings, type AgentSpec } from './spec.js'
 
 /** The argv after the binary, and the agent's standard input: the task, or undefined when the argv carries it. */
 export interface AgentInvocation {
@@ -31,6 +31,11 @@ export class AgentTool {
   readonly env: NodeJS.ProcessEnv
   /** Who the agent runs as (AGENT_USER, else the service's own uid; undefined on Windows). */
   readonly #agentUid: number | undefined
+  /**
+   * Its output says what it does (commands, edits, tool calls) as JSON, not only its text: steps say more than the
+   * output. Asked of one parser once, not of a fresh one at each run.
+   */
+  readonly reportsActions: boolean
 
   constructor(spec: AgentSpec, settings: AgentSettings, env: NodeJS.ProcessEnv, agentUid: number | undefined) {
     // Only a test declares an agent beyond the catalog (agent-spec.test.ts): the name is then one the type lacks.
@@ -39,6 +44,8 @@ export class AgentTool {
     this.settings = settings
     this.env = env
     this.#agentUid = agentUid
+    const parser = spec.steps?.()
+    this.reportsActions = parser !== undefined && parser.readsText !== true
   }
 
   /**
@@ -100,17 +107,6 @@ export class AgentTool {
   /** An id this CLI could have issued: any other names no session of it (`latest`, a title, an index). */
   issues(sessionId: string): boolean {
     return acceptedSessionId(sessionId, this.spec.resumes?.sessionId, undefined) !== null
-  }
-
-  /** Its output says what it does (commands, edits, tool calls), not only its text: steps say more than the output. */
-  get reportsActions(): boolean {
-    const parser = this.steps()
-    return parser !== null && parser.readsText !== true
-  }
-
-  /** A fresh reader of one run's structured output; null for a CLI whose output is plain text. */
-  steps(): StepParser | null {
-    return this.spec.steps?.() ?? null
   }
 
   problem(env: NodeJS.ProcessEnv): string | null {

@@ -97,17 +97,16 @@ function readSteps(
   const watch: StepsWatch = {
     onStep: (step) => run.emit('step', step), pricing, limits, onLimit: (reason) => run.stop(reason)
   }
-  const parser = spec.steps()
   // JSON is parsed on the thread when the run's steps only make its result. Not lines of text, only split, no dearer
   // than relaying them (crush's 1 GiB sync relay took 1.6× as long through the thread); nor the steps of a run
   // followed live, which would each cross back to this thread as a copy (400 MiB of steps to a subscriber that read
   // none peaked 35–67 MiB higher).
-  const offThread = thread !== undefined && parser.readsText !== true && run.listenerCount('step') === 0 &&
+  const offThread = thread !== undefined && tool.reportsActions && run.listenerCount('step') === 0 &&
     (BUILT_IN_AGENTS as readonly unknown[]).includes(spec)
     ? thread.open(spec.agent, watch, () => run.listenerCount('step') > 0)
     : null
   if (offThread !== null) return { stdoutSink: offThread.sink, end: () => offThread.end() }
-  const steps = new RunSteps(parser, watch)
+  const steps = new RunSteps(spec.steps(), watch)
   run.on('stdout', (chunk) => steps.push(chunk))
   return {
     end: () => {
