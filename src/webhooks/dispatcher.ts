@@ -110,7 +110,10 @@ export class WebhookDispatcher {
       if (!(await outbox.claimDelivery(delivery.id, holder, timeoutMs + 5000))) continue
       const current = await this.#stillDue(delivery, now, holder)
       if (current === undefined) continue
-      const attempt = this.#attempt(current).finally(() => {
+      const attempt = this.#attempt(current).catch((error: unknown) => {
+        const { run, id } = current
+        this.#options.log.error({ err: error, run, webhook: id }, 'a webhook attempt failed to end')
+      }).finally(() => {
         this.#inFlight.delete(attempt)
         // Room again: what waited for it need not wait for the next poll.
         this.wake()
@@ -183,8 +186,13 @@ export class WebhookDispatcher {
         timeoutMs: this.#options.attemptTimeoutMs ?? DEFAULT_ATTEMPT_TIMEOUT_MS
       })
     } catch (error) {
-      if (!(error instanceof WebhookTargetRefused)) throw error
-      return { kind: 'failed', status: null, error: error.message, durationMs: 0 }
+      // Whatever went wrong (an address refused now, a header Node will not send, a bug) is this attempt's failure,
+      // retried and given up in time like a refusal: never a rejection that ends the process.
+      if (!(error instanceof WebhookTargetRefused)) {
+        this.#options.log.error({ err: error, run: delivery.run, webhook: delivery.id }, 'a webhook attempt threw')
+      }
+      const reason = error instanceof Error ? error.message : String(error)
+      return { kind: 'failed', status: null, error: reason, durationMs: 0 }
     }
   }
 

@@ -1,6 +1,8 @@
 import t from 'tap'
+import { randomUUID } from 'node:crypto'
 import { once } from 'node:events'
 import { join } from 'node:path'
+import { SqliteRunStore } from '#src/runs/stores/sqlite-store.js'
 import { TaskState, type TaskPushNotificationConfig } from '@a2a-js/sdk'
 import type { Client } from '@a2a-js/sdk/client'
 import { a2aClient, a2aRefusal, a2aService, BINDINGS, sendMessage as send, userMessage } from '../helpers/a2a.js'
@@ -12,6 +14,7 @@ import { webhookReceiver, type Received } from '../helpers/webhook-receiver.js'
 
 const ALICE = 'secret-a'
 const LOOPBACK = { WEBHOOK_ALLOW_HOSTS: '127.0.0.0/8', WEBHOOK_RETRY_BASE_MS: '100' }
+const RETENTION = { retentionMs: 60_000, maxFinished: 10, sessionsRetentionMs: 60_000, sessionsMaxPerOwner: 100 }
 
 const pushConfig = (url: string, fields: Partial<TaskPushNotificationConfig> = {}): TaskPushNotificationConfig => ({
   tenant: '', id: '', taskId: '', url, token: '', authentication: undefined, ...fields
@@ -151,3 +154,77 @@ t.test('SQLite: a task whose service was SIGKILLed mid-run is pushed as failed b
   })
   t.equal(task.status?.state, TaskState.TASK_STATE_WORKING)
 })
+
+t.test('a receiver’s credentials that cannot be a header (CR, LF, a space, a control) are refused as given, ' +
+  'on both bindings and both doors; nothing starts', async (t) => {
+  const hook = await webhookReceiver(t, () => 200)
+  const { base } = await a2aService(t, LOOPBACK)
+  const held = heldAgent(t)
+  for (const binding of BINDINGS) {
+    const client = await a2aClient(base, '/a2a/codex_run', ALICE, binding)
+    const hostile: Array<[string, Partial<TaskPushNotificationConfig>, RegExp]> = [
+      ['a token with CR/LF', { token: 'tok\r\nx-injected: yes' }, /token: visible ASCII/],
+      ['a token with a space', { token: 'two words' }, /token/],
+      ['a scheme with LF', { authentication: { scheme: 'Bearer\nx: y', credentials: 'c' } },
+        /scheme: an RFC 9110 token/],
+      ['credentials with CR/LF', { authentication: { scheme: 'Bearer', credentials: 'c\r\nx: y' } }, /credentials/],
+      ['non-ASCII credentials', { authentication: { scheme: 'Bearer', credentials: 'clé' } }, /credentials/],
+      ['a token too long', { token: 'x'.repeat(4097) }, /at most 4096/]
+    ]
+    for (const [what, fields, message] of hostile) {
+      t.match(await a2aRefusal(sendWithPush(client, 'hello', pushConfig(hook.url, fields))),
+        { name: 'RequestMalformedError', code: 'VALIDATION_ERROR', message }, `${binding}: ${what}, with the message`)
+    }
+    const running = await sendWithPush(client, held.task, pushConfig(hook.url), true)
+    t.match(await a2aRefusal(client.createTaskPushNotificationConfig(
+      pushConfig(hook.url, { taskId: running.id, token: 'tok\r\nx-injected: yes' }))),
+    { name: 'RequestMalformedError', code: 'VALIDATION_ERROR', message: /taskPushNotificationConfig\/token/ },
+    `${binding}: added to a running task`)
+    t.match(await client.createTaskPushNotificationConfig(pushConfig(hook.url, {
+      taskId: running.id, authentication: { scheme: 'Basic', credentials: 'dXNlcjpwYXNz==' }
+    })), { taskId: running.id }, `${binding}: RFC 9110's forms are taken`)
+  }
+  held.release()
+  const listed = await (await fetch(`${base}/runs`, { headers: { authorization: `Bearer ${ALICE}` } })).json() as {
+    runs: unknown[]
+  }
+  t.equal(listed.runs.length, BINDINGS.length, 'only the held tasks started')
+})
+
+t.test('a delivery whose headers Node will not send fails its attempts and is given up; the service lives',
+  async (t) => {
+    const hook = await webhookReceiver(t, () => 200)
+    const dataDir = tempDir(t)
+    // As an earlier version accepted it: planted in the store the service starts on, due now.
+    const earlier = new SqliteRunStore(dataDir, RETENTION, 'earlier-life')
+    const run = randomUUID()
+    const now = new Date().toISOString()
+    const headers = { 'x-a2a-notification-token': 'tok\r\nx-injected: yes' }
+    await earlier.outbox.addDeliveries([{
+      id: `msg_${randomUUID()}`,
+      run,
+      caller: 'alice',
+      type: 'run.finished',
+      url: hook.url,
+      body: '{}',
+      createdAt: now,
+      replica: 'earlier-life',
+      state: 'pending',
+      attempts: [],
+      nextAttemptAt: now,
+      push: { config: 'cfg', headers, lostBody: null }
+    }])
+    await earlier.close()
+    const service = await startServer(t, {
+      ...LOOPBACK, WEBHOOK_RETRY_FOR_MS: '1000', DATA_DIR: dataDir, API_TOKENS: 'alice:secret-a'
+    })
+    const reader = new SqliteRunStore(dataDir, RETENTION, 'reader')
+    t.teardown(() => reader.close())
+    const [ended] = await until(() => reader.outbox.deliveriesOf(run), ([delivery]) => delivery?.state === 'given_up',
+      20_000, 'the delivery given up')
+    t.ok(ended!.attempts.length >= 1, `${String(ended!.attempts.length)} attempts, each failed`)
+    t.match(ended!.attempts[0], { status: null, error: /invalid character/i })
+    t.equal(hook.received.length, 0, 'nothing reached the receiver')
+    t.equal(service.child.exitCode, null, 'the service is still running')
+    t.equal((await fetch(`${service.base}/healthz`)).status, 200, 'and answers')
+  })

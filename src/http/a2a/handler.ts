@@ -50,20 +50,45 @@ function checkedHistoryLength(historyLength: number | undefined): number | undef
 /** The longest push URL taken, as a webhook's. */
 const PUSH_URL_MAX = 2048
 
+/** The longest credential (token, scheme or credentials) a push's receiver may ask to be sent. */
+const PUSH_CREDENTIAL_MAX = 4096
+
+/**
+ * What may stand in a header a receiver asked for (RFC 9110): a scheme is a token, credentials token68, the
+ * notification token visible ASCII; anything else (CR, LF, a space, a control, non-ASCII) would make the request
+ * unsendable or split it, so it is refused when given rather than failing at every delivery.
+ */
+const HEADER_VALUE_FORMS = {
+  scheme: /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/,
+  credentials: /^[A-Za-z0-9._~+/-]+=*$/,
+  token: /^[\x21-\x7e]+$/
+} as const
+
+function checkedCredential(field: keyof typeof HEADER_VALUE_FORMS, value: string, path: string): string {
+  if (value.length <= PUSH_CREDENTIAL_MAX && HEADER_VALUE_FORMS[field].test(value)) return value
+  const form = field === 'scheme' ? 'an RFC 9110 token' : field === 'credentials' ? 'RFC 9110 token68' : 'visible ASCII'
+  throw refused(`${path}: ${form} of at most ${String(PUSH_CREDENTIAL_MAX)} characters (no spaces, CR or LF)`)
+}
+
 /** What a push's receiver asked to be sent: its own credentials, as A2A has them (Authorization first). */
-function pushHeaders(config: TaskPushNotificationConfig): Record<string, string> {
+function pushHeaders(config: TaskPushNotificationConfig, path: string): Record<string, string> {
   const { scheme, credentials } = config.authentication ?? { scheme: '', credentials: '' }
-  if (scheme !== '' && credentials !== '') return { authorization: `${scheme} ${credentials}` }
-  return config.token === '' ? {} : { 'x-a2a-notification-token': config.token }
+  if (scheme !== '' && credentials !== '') {
+    const given = `${checkedCredential('scheme', scheme, `${path}/authentication/scheme`)} ` +
+      checkedCredential('credentials', credentials, `${path}/authentication/credentials`)
+    return { authorization: given }
+  }
+  if (config.token === '') return {}
+  return { 'x-a2a-notification-token': checkedCredential('token', config.token, `${path}/token`) }
 }
 
 /** A message's push config as its run's push notifications, in A2A's form; checked as webhooks are, at launch. */
-function pushOf(config: TaskPushNotificationConfig | undefined): RunPush | undefined {
+function pushOf(config: TaskPushNotificationConfig | undefined, path: string): RunPush | undefined {
   if (config === undefined) return undefined
   if (config.url === '' || config.url.length > PUSH_URL_MAX) {
-    throw refused(`configuration/taskPushNotificationConfig/url: a URL of at most ${String(PUSH_URL_MAX)} characters`)
+    throw refused(`${path}/url: a URL of at most ${String(PUSH_URL_MAX)} characters`)
   }
-  return { config: config.id || randomUUID(), url: config.url, headers: pushHeaders(config) }
+  return { config: config.id || randomUUID(), url: config.url, headers: pushHeaders(config, path) }
 }
 
 /** A push config as it was given, from what its deliveries keep. */
@@ -189,7 +214,7 @@ export class RunTasks implements A2ARequestHandler {
     const { caller } = callOf(context)
     const state = await this.#owned(params.taskId, caller)
     if (isTerminal(taskStateOf(state))) throw new UnsupportedOperationError(`Task ${state.id} has ended.`)
-    const push = pushOf(params)!
+    const push = pushOf(params, 'taskPushNotificationConfig')!
     if ((await this.#runs.addPush(state.id, caller, push)) === undefined) {
       throw new UnsupportedOperationError(`Task ${state.id} is a synchronous run: its caller has its end.`)
     }
@@ -263,7 +288,7 @@ export class RunTasks implements A2ARequestHandler {
     const resume = continued === undefined ? {} : { resume: continued.session }
     const runParams = paramsOf({ ...metadata, ...resume, task: taskText(message) })
     if (runParams instanceof ServiceError) throw a2aErrorOf(runParams)
-    const push = pushOf(params.configuration?.taskPushNotificationConfig)
+    const push = pushOf(params.configuration?.taskPushNotificationConfig, 'configuration/taskPushNotificationConfig')
     const launched = this.#runs.launch({
       kind: 'async', tool, params: runParams, caller, log, context: continued?.context, push
     })
