@@ -74,8 +74,8 @@ module.exports = {
       name: 'no-unreachable',
       comment: 'A module of src/ that no entry loads, however it is imported: dead code (or a test helper).',
       severity: 'error',
-      from: { path: '^src/(server|service/openapi-document|runs/steps-thread-entry)[.]ts$' },
-      to: { path: '^src/', pathNot: '^src/(server|service/openapi-document|runs/steps-thread-entry)[.]ts', reachable: false }
+      from: { path: '^src/(server|service/openapi-document|runs/steps-thread-entry|runs/output-checks-entry)[.]ts$' },
+      to: { path: '^src/', pathNot: '^src/(server|service/openapi-document|runs/steps-thread-entry|runs/output-checks-entry)[.]ts', reachable: false }
     },
     {
       name: 'not-to-unresolvable',

@@ -156,7 +156,8 @@ export const ERROR_CATALOG = {
   BAD_OUTPUT_SCHEMA: {
     status: 400,
     when:
-      '`output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB; or, for crush ' +
+      '`output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB, or a pattern ' +
+      'of it is not RE2 syntax (no backreferences, no lookaround: patterns run in linear time); or, for crush ' +
       '(its task on its command line), the task and the schema together are over 120,000 bytes.',
     message: (reason: string) => `body/output_schema: not a schema this service can check answers against: ${reason}`,
     example: ['strict mode: unknown keyword: "requred"']

@@ -17,7 +17,7 @@ import type { SudoShim } from '../sudo/shim.js'
 import { webhookRefusal, type WebhookSettings } from '../webhooks/policy.js'
 import { runPlacedAgent, type AgentRunParts, type RunBudget } from './agent-run.js'
 import type { StepsThread } from './steps-thread.js'
-import { outputCheck } from './output-schema.js'
+import { outputCheck, type CheckAnswer } from './output-schema.js'
 import { placedIn, placeRun, type Placement } from './placement.js'
 import { stopRefusal, type Run } from './run.js'
 import { continuedPlace, sessionLeftBy } from './sessions.js'
@@ -66,6 +66,8 @@ export interface LauncherDeps {
   spend: SpendLedger
   /** Where the built-in agents' steps are read off the relay's thread. */
   stepsThread?: StepsThread
+  /** Where an answer is checked against its `output_schema`, off the service's thread. */
+  checkAnswer: CheckAnswer
 }
 
 /** A run placed, its slot held: what its agent's part of the launch needs. */
@@ -104,8 +106,9 @@ export class RunLauncher {
   async launch(run: Run, params: RunParams, log: FastifyBaseLogger, sink?: OutputSink): Promise<RunResult> {
     try {
       const tool = this.#deps.tools[run.tool]
-      const output = outputCheck(params.task, params.output_schema, tool.spec.taskInArgv !== undefined)
-      const result = output.checked(await this.#launch(run, params, output.prompt, log, sink))
+      const output = outputCheck(params.task, params.output_schema, tool.spec.taskInArgv !== undefined,
+        this.#deps.checkAnswer)
+      const result = await output.checked(await this.#launch(run, params, output.prompt, log, sink))
       await this.#recordSpend(run, result, log)
       run.finish(result)
       return result

@@ -1,4 +1,5 @@
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js'
+import { RE2JS } from 're2js'
 import { serviceError } from '../errors.js'
 import type { RunResult, StructuredOutputError } from '../schemas/run.js'
 
@@ -11,8 +12,35 @@ const TRIES = 200
 /** Ajv's first errors: what a caller needs to see why, not every consequence of one mistake. */
 const ERRORS_KEPT = 5
 
+/**
+ * ECMAScript's `\uXXXX` and `\u{X}` escapes as RE2 writes them (`\x{X}`); every other escape is kept as it is (the
+ * pattern is read escape by escape, so an escaped backslash before a `u` stays one).
+ */
+export const re2Syntax = (pattern: string): string =>
+  pattern.replace(/\\(?:u\{([0-9A-Fa-f]+)\}|u([0-9A-Fa-f]{4})|[\s\S])/g,
+    (escape, braced: string | undefined, four: string | undefined) => {
+      const code = braced ?? four
+      return code === undefined ? escape : `\\x{${code}}`
+    })
+
+/**
+ * A schema's `pattern` and `patternProperties` run on RE2, in time linear in the text: a backtracking pattern such as
+ * `(x+x+)+y` on the service's own engine held it for minutes. What RE2 cannot run is refused when the schema is given.
+ */
+function re2(pattern: string): RE2JS {
+  try {
+    return RE2JS.compile(re2Syntax(pattern))
+  } catch (error) {
+    throw new Error(`pattern ${JSON.stringify(pattern)} is not one RE2 runs (patterns are matched in linear time: ` +
+      `no backreferences, no lookahead or lookbehind): ${(error as Error).message}`)
+  }
+}
+
 // strict: a schema with an unknown keyword or a contradiction is refused (400) rather than silently half-applied.
-const ajv = new Ajv2020({ strict: true, allErrors: false, addUsedSchema: false })
+// `code` names the engine in standalone code, which is never generated here.
+const ajv = new Ajv2020({
+  strict: true, allErrors: false, addUsedSchema: false, code: { regExp: Object.assign(re2, { code: 're2' }) }
+})
 
 /** A request's `output_schema`, compiled; 400 BAD_OUTPUT_SCHEMA for one Ajv cannot compile, or too large. */
 export function compileOutputSchema(schema: object): ValidateFunction {
@@ -83,9 +111,11 @@ export function lastJsonObject(answer: string): unknown {
 const described = (errors: readonly ErrorObject[]): StructuredOutputError['schema_errors'] =>
   errors.slice(0, ERRORS_KEPT).map((error) => ({ instance_path: error.instancePath, message: error.message ?? '' }))
 
+/** What an answer's check found: the object it ends with, valid, or why there is none. */
+export type StructuredRead = { value: unknown } | { error: StructuredOutputError }
+
 /** The answer's structured output, checked against its schema: the object, or why there is none. */
-export function structuredOutput(answer: string, validate: ValidateFunction):
-{ value: unknown } | { error: StructuredOutputError } {
+export function structuredOutput(answer: string, validate: ValidateFunction): StructuredRead {
   const value = lastJsonObject(answer)
   if (value === undefined) {
     return {
@@ -109,22 +139,28 @@ export interface OutputCheck {
   /** The task, byte for byte, and after it (with a schema) the request for a final object. */
   prompt: string
   /** The result with the object its answer ended with, or not ok for want of one that validates. */
-  checked(result: RunResult): RunResult
+  checked(result: RunResult): Promise<RunResult>
 }
+
+/** Where an answer is checked against its schema: off the service's thread, in bounded time (output-checks.ts). */
+export type CheckAnswer = (answer: string, schema: object) => Promise<StructuredRead>
 
 /**
  * A run's prompt and how its answer is checked: the schema compiled, and for a CLI that takes its task on its command
- * line (`taskInArgv`) the prompt measured; 400 BAD_OUTPUT_SCHEMA either way before any slot.
+ * line (`taskInArgv`) the prompt measured; 400 BAD_OUTPUT_SCHEMA either way before any slot. Only the answer's end is
+ * handed to `check`: the rest is never searched.
  */
-export function outputCheck(task: string, schema: object | undefined, taskInArgv: boolean): OutputCheck {
-  if (schema === undefined) return { prompt: task, checked: (result) => result }
-  const validate = compileOutputSchema(schema)
+export function outputCheck(
+  task: string, schema: object | undefined, taskInArgv: boolean, check: CheckAnswer
+): OutputCheck {
+  if (schema === undefined) return { prompt: task, checked: async (result) => result }
+  compileOutputSchema(schema)
   const prompt = promptWithSchema(task, schema)
   if (taskInArgv) assertPromptFitsArgv(prompt)
   return {
     prompt,
-    checked: (result) => {
-      const read = structuredOutput(result.output, validate)
+    checked: async (result) => {
+      const read = await check(result.output.slice(-SEARCHED_BYTES), schema)
       return 'value' in read
         ? { ...result, structured_output: read.value }
         : { ...result, ok: false, error: read.error }

@@ -10,6 +10,7 @@ import { MemoryRunStore } from '../runs/stores/memory-store.js'
 import type { RetentionOptions, RunStore } from '../runs/stores/run-store.js'
 import { SqliteRunStore } from '../runs/stores/sqlite-store.js'
 import { StepsThread } from '../runs/steps-thread.js'
+import { OutputChecks } from '../runs/output-checks.js'
 import { SudoProbe } from '../sudo/probe.js'
 import { version } from '../version.js'
 import { WebhookDispatcher, type AttemptVerdict } from '../webhooks/dispatcher.js'
@@ -73,8 +74,11 @@ export const runsPlugin = fp<RunsOptions>(async (app, options) => {
     app.log.error({ err: error }, 'the steps thread failed: the runs it was reading end without their steps')
   })
   app.addHook('onClose', async () => { await stepsThread.close() })
+  const outputChecks = new OutputChecks()
+  app.addHook('onClose', async () => { await outputChecks.close() })
   const launcher = new RunLauncher({
     stepsThread,
+    checkAnswer: (answer, schema) => outputChecks.check(answer, schema),
     settings: options.launch,
     tools: options.tools,
     slots,

@@ -1149,7 +1149,7 @@ export interface operations {
              *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
              *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
-             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB; or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
+             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB, or a pattern of it is not RE2 syntax (no backreferences, no lookaround: patterns run in linear time); or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
              *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
              *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
              *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, the tool’s `<AGENT>_MAX_COST_USD`, or the token’s `TOKEN_DAILY_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
@@ -1295,7 +1295,7 @@ export interface operations {
              *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
              *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
-             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB; or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
+             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB, or a pattern of it is not RE2 syntax (no backreferences, no lookaround: patterns run in linear time); or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
              *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
              *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
              *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, the tool’s `<AGENT>_MAX_COST_USD`, or the token’s `TOKEN_DAILY_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
@@ -1467,7 +1467,7 @@ export interface operations {
              *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
              *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
-             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB; or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
+             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB, or a pattern of it is not RE2 syntax (no backreferences, no lookaround: patterns run in linear time); or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
              *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
              *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
              *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, the tool’s `<AGENT>_MAX_COST_USD`, or the token’s `TOKEN_DAILY_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
@@ -1639,7 +1639,7 @@ export interface operations {
              *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
              *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
-             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB; or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
+             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB, or a pattern of it is not RE2 syntax (no backreferences, no lookaround: patterns run in linear time); or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
              *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
              *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
              *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, the tool’s `<AGENT>_MAX_COST_USD`, or the token’s `TOKEN_DAILY_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
@@ -1811,7 +1811,7 @@ export interface operations {
              *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
              *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
-             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB; or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
+             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB, or a pattern of it is not RE2 syntax (no backreferences, no lookaround: patterns run in linear time); or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
              *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
              *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
              *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, the tool’s `<AGENT>_MAX_COST_USD`, or the token’s `TOKEN_DAILY_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
@@ -2023,7 +2023,7 @@ export interface operations {
              *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
              *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
-             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB; or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
+             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB, or a pattern of it is not RE2 syntax (no backreferences, no lookaround: patterns run in linear time); or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
              *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
              *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
              *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, the tool’s `<AGENT>_MAX_COST_USD`, or the token’s `TOKEN_DAILY_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.
@@ -2314,7 +2314,7 @@ export interface operations {
              *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
              *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
-             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB; or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
+             *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB, or a pattern of it is not RE2 syntax (no backreferences, no lookaround: patterns run in linear time); or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
              *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
              *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
              *     - `COST_UNKNOWN`: A cost limit (`limits.max_cost_usd`, the tool’s `<AGENT>_MAX_COST_USD`, or the token’s `TOKEN_DAILY_COST_USD`) for a tool whose CLI reports no cost, with a model the operator’s price table (`MODEL_PRICES_FILE`) does not price.

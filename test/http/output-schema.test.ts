@@ -59,3 +59,17 @@ t.test('a schema Ajv cannot compile is 400 BAD_OUTPUT_SCHEMA, and nothing starts
   }
   t.notOk(existsSync(log) && readFileSync(log, 'utf8') !== '', 'no agent started')
 })
+
+t.test('a backtracking pattern checks an answer at once through the service (RE2), and a pattern RE2 cannot run is ' +
+  '400 BAD_OUTPUT_SCHEMA before anything starts', async (t) => {
+  const app = await build(t)
+  // The stand-in's answer holds its prompt: 40 x's, where a backtracking engine doubles its work with each one.
+  const schema = { type: 'object', properties: { prompt: { type: 'string', pattern: '(x+x+)+y' } } }
+  t.match(await runTool(app, 'claude_run', { task: 'x'.repeat(40), output_schema: schema }), {
+    ok: false, error: { code: 'OUTPUT_SCHEMA_MISMATCH', schema_errors: [{ instance_path: '/prompt' }] }
+  })
+  const lookahead = { type: 'object', properties: { prompt: { type: 'string', pattern: '(?=x)' } } }
+  t.match(await refused(app, 'claude_run', { task: 'x', output_schema: lookahead }), {
+    status: 400, body: { code: 'BAD_OUTPUT_SCHEMA', message: /RE2/ }
+  })
+})

@@ -1,6 +1,7 @@
 import t from 'tap'
-import { compileOutputSchema, lastJsonObject, OUTPUT_SCHEMA_MAX_BYTES, promptWithSchema, structuredOutput } from
-  '#src/runs/output-schema.js'
+import {
+  compileOutputSchema, lastJsonObject, OUTPUT_SCHEMA_MAX_BYTES, promptWithSchema, re2Syntax, structuredOutput
+} from '#src/runs/output-schema.js'
 
 // `output_schema` (issue 41, item 3): the object an answer ends with, found and checked with Ajv (2020-12, strict).
 
@@ -49,4 +50,33 @@ t.test('the prompt is the task, byte for byte, then the request and the schema',
   const prompt = promptWithSchema(task, SCHEMA)
   t.ok(prompt.startsWith(`${task}\n\n`))
   t.match(prompt, JSON.stringify(SCHEMA))
+})
+
+t.test('patterns run on RE2: a backtracking one ends at once; what RE2 cannot run is BAD_OUTPUT_SCHEMA, saying why',
+  async (t) => {
+    // On a backtracking engine each x doubles the work: 40 of them would hold the thread for days.
+    const validate = compileOutputSchema({ type: 'object', properties: { a: { type: 'string', pattern: '(x+x+)+y' } } })
+    t.match(structuredOutput(`{"a":"${'x'.repeat(40)}"}`, validate), {
+      error: { code: 'OUTPUT_SCHEMA_MISMATCH', schema_errors: [{ instance_path: '/a', message: /pattern/ }] }
+    })
+    t.same(structuredOutput(`{"a":"${'x'.repeat(40)}y"}`, validate), { value: { a: `${'x'.repeat(40)}y` } })
+    const keys = compileOutputSchema({
+      type: 'object', patternProperties: { '^k\\d+$': { type: 'integer' } }, additionalProperties: false
+    })
+    t.same(structuredOutput('{"k1":1,"k22":2}', keys), { value: { k1: 1, k22: 2 } })
+    t.match(structuredOutput('{"k1":1,"other":2}', keys), { error: { code: 'OUTPUT_SCHEMA_MISMATCH' } })
+    for (const pattern of ['(a)\\1', '(?=a)b', '(?<!a)b']) {
+      t.throws(() => compileOutputSchema({ type: 'string', pattern }), {
+        code: 'BAD_OUTPUT_SCHEMA', message: /not one RE2 runs .*no backreferences, no lookahead or lookbehind/
+      }, pattern)
+    }
+  })
+
+t.test('ECMAScript’s \\u escapes read as RE2 writes them; an escaped backslash before a u stays one', async (t) => {
+  t.equal(re2Syntax('^\\u00e9\\u{1F600}$'), '^\\x{00e9}\\x{1F600}$')
+  t.equal(re2Syntax('\\\\u00e9'), '\\\\u00e9', 'a backslash, then the letters u00e9')
+  t.equal(re2Syntax('\\d+\\.\\w'), '\\d+\\.\\w', 'other escapes as they are')
+  const validate = compileOutputSchema({ type: 'string', pattern: '^caf\\u00e9$' })
+  t.ok(validate('café'))
+  t.notOk(validate('cafe'))
 })
