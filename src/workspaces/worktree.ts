@@ -109,7 +109,8 @@ export function worktreePath(root: string, runId: string): string {
 
 /**
  * A detached worktree at `base` in `<root>/<run id>` (0700, the identity's), made by git run as the identity from
- * the caller's repository: its working tree, index and branches untouched, no hook, filter or fsmonitor run. A
+ * the caller's repository: its working tree, index and branches untouched, no hook, filter or fsmonitor run (those
+ * its own git directory's config names included). A
  * distro's root is its user's own already; this host's is made here, crossable by each agent user.
  */
 export async function addWorktree({ repository, base, root, runId, identity }: NewWorktree): Promise<Worktree> {
@@ -118,12 +119,17 @@ export async function addWorktree({ repository, base, root, runId, identity }: N
   const files = worktreeFiles(identity)
   await files.makePrivate(path)
   try {
-    const call = inRepository(repository, identity)
-    await git(['worktree', 'add', '--detach', '--', path, base], { ...call, config: await filterOverrides(call) })
+    // Made without its files first: a repository's config may define a filter only for a worktree's git directory
+    // ([includeIf "gitdir:**/worktrees/**"]), which the caller's repository does not see. The files are checked out
+    // once the filters are read as that git directory reads its config, each made a no-op.
+    await git(['worktree', 'add', '--no-checkout', '--detach', '--', path, base], inRepository(repository, identity))
     const gitDir = text(await git(['rev-parse', '--path-format=absolute', '--git-dir'], {
       cwd: path, identity, safe: [path]
     }))
-    return { path, gitDir, repository, base, identity }
+    const worktree = { path, gitDir, repository, base, identity }
+    const call = inWorktree(worktree)
+    await git(['read-tree', '--reset', '-u', 'HEAD'], { ...call, config: await filterOverrides(call) })
+    return worktree
   } catch (error) {
     await files.remove(path)
     await git(['worktree', 'prune'], inRepository(repository, identity)).catch(() => undefined)

@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync, readdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, mkdirSync, readdirSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { changeset } from '#src/workspaces/changeset.js'
@@ -106,6 +106,29 @@ t.test('clean, smudge and process filters named by .gitattributes, in the config
     await commitChanges(worktree, { runId: 'filters', author: AUTHOR })
     t.same(marks(s, 'clean', 'smudge', 'process'), [])
   })
+
+t.test('a filter the config defines only for worktrees ([includeIf "gitdir:**/worktrees/**"]) never runs either: the ' +
+  'overrides are read as the worktree’s own git directory sees its config', async (t) => {
+  const s = scene(t, { '.gitattributes': '* filter=x\n', 'a.txt': 'a\n' })
+  const smudge = trap(s, 'smudge')
+  const clean = trap(s, 'clean')
+  const evil = join(s.dir, 'evil.config')
+  writeFileSync(evil, `[filter "x"]\n\tsmudge = ${smudge}\n\tclean = ${clean}\n\trequired = true\n`)
+  chmodSync(evil, 0o644)
+  callerGit(s.repo, 'config', 'includeIf.gitdir:**/worktrees/**.path', evil)
+  sprung(t, s, 'smudge', () => callerGit(s.repo, 'worktree', 'add', '-q', '--detach', join(s.dir, 'control')))
+  rmSync(join(s.dir, 'control'), { recursive: true, force: true })
+  callerGit(s.repo, 'worktree', 'prune')
+  const worktree = await worktreeOf(s)
+  t.same(marks(s, 'smudge'), [], 'made and checked out with no filter run')
+  t.equal(readFileSync(join(worktree.path, 'a.txt'), 'utf8'), 'a\n', 'its files as committed')
+  writeFiles(worktree.path, { 'a.txt': 'a2\n' })
+  asAgentLeftIt(worktree)
+  const changes = await changeset(worktree, { diffLimitBytes: 4096 })
+  t.same(changes.files.map((file) => file.path), ['a.txt'])
+  await commitChanges(worktree, { runId: 'worktree-only-filter', author: AUTHOR })
+  t.same(marks(s, 'clean', 'smudge'), [])
+})
 
 t.test('diff drivers (textconv, an external command) and diff.external never run for a changeset', async (t) => {
   const s = scene(t, { '.gitattributes': '*.txt diff=evil\n', 'a.txt': 'a\n' })
