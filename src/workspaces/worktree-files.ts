@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
-import { chown, lstat, mkdir, rm } from 'node:fs/promises'
+import { chown, lstat, mkdir, rm, rmdir } from 'node:fs/promises'
 import { posix } from 'node:path'
 import { wslExecArgs, wslProcessEnv } from '../process/wsl-group.js'
 import { isWslUser, type GitUser, type WslUser } from './git.js'
@@ -16,20 +16,48 @@ export interface WorktreeFiles {
   isDirectory(path: string): Promise<boolean>
 }
 
+const execFileAsync = promisify(execFile)
+
+/** A tree of many files takes seconds to delete; this only stops a runaway. */
+const EMPTYING_TIMEOUT_MS = 120_000
+
+/**
+ * Gone, whoever owns it: a directory of another uid (an agent's) is emptied by that uid itself, depth first and never
+ * following a symlink (`find -P … -delete`), and only the empty directory is removed by the service; a walk by root
+ * through a tree its agent can rearrange as it goes (a directory swapped for a symlink) could be led anywhere. What
+ * the owner cannot delete (made by root through sudo) stays, and says so.
+ */
+export async function removeOwned(path: string): Promise<void> {
+  const found = await lstat(path).catch(() => undefined)
+  if (found === undefined) return
+  if (!found.isDirectory() || found.uid === process.getuid?.()) {
+    await rm(path, { recursive: true, force: true })
+    return
+  }
+  await execFileAsync('find', ['-P', path, '-mindepth', '1', '-delete'], {
+    uid: found.uid, gid: found.gid, cwd: '/', env: {}, timeout: EMPTYING_TIMEOUT_MS, maxBuffer: 64 * 1024
+  }).catch(() => undefined)
+  try {
+    await rmdir(path)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return
+    throw new Error(`${path} could not be emptied by its owner (uid ${String(found.uid)}): ` +
+      (error as Error).message)
+  }
+}
+
 const hostFiles = (user: Exclude<GitUser, WslUser>): WorktreeFiles => ({
   async makePrivate(path) {
     await mkdir(path, { mode: 0o700 })
     if (user !== undefined) await chown(path, user.uid, user.gid)
   },
-  remove: (path) => rm(path, { recursive: true, force: true }),
+  remove: removeOwned,
   exists: (path) => lstat(path).then(() => true, () => false),
   isDirectory: (path) => lstat(path).then((found) => found.isDirectory(), () => false)
 })
 
 /** A distro's round trip that hangs (a distro shutting down) must not hold a run forever. */
 const WSL_CALL_TIMEOUT_MS = 60_000
-
-const execFileAsync = promisify(execFile)
 
 /** Runs a program (never a shell with anything of a request in its script) inside the distro: its exit status. */
 async function inDistro(wsl: WslUser, argv: readonly string[]): Promise<{ status: number; stdout: string }> {

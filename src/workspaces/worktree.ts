@@ -1,7 +1,7 @@
-import { lstat, mkdir, readdir, rm } from 'node:fs/promises'
+import { lstat, mkdir, readdir } from 'node:fs/promises'
 import { join, posix } from 'node:path'
 import { filterOverrides, git, GitFailed, type GitCall, type GitUser, isWslUser, text } from './git.js'
-import { worktreeFiles } from './worktree-files.js'
+import { removeOwned, worktreeFiles } from './worktree-files.js'
 
 /** The run's `cwd` is in no repository git can use (400 NOT_A_GIT_REPOSITORY). */
 export class NotAGitRepository extends Error {
@@ -179,12 +179,13 @@ export async function pruneWorktrees(root: string, live: ReadonlySet<string>): P
         cwd: path, identity, safe: [path], env: { GIT_CEILING_DIRECTORIES: root }
       }).then(text, () => undefined)
       : undefined
-    await rm(path, { recursive: true, force: true })
+    // What its owner could not delete stays, and is tried again at the next start.
+    const removed = await removeOwned(path).then(() => true, () => false)
     if (commonDir !== undefined) {
       await git(['worktree', 'prune'], { cwd: commonDir, identity, safe: [commonDir], env: { GIT_DIR: commonDir } })
         .catch(() => undefined)
     }
-    pruned.push(entry.name)
+    if (removed) pruned.push(entry.name)
   }
   return pruned
 }
