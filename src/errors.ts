@@ -149,9 +149,10 @@ export const ERROR_CATALOG = {
   },
   INVALID_BRANCH_NAME: {
     status: 400,
-    when: '`commit.branch` is not a valid branch name (`git check-ref-format --branch`).',
-    message: (branch: string) => `body/commit/branch: ${JSON.stringify(branch)} is not a valid branch name`,
-    example: ['feature..x']
+    when: '`commit.branch` is not a valid branch name (`git check-ref-format --branch`), or one a revision would ' +
+      'read as another ref (`refs/…`, `heads/…`, `tags/…`, `remotes/…`, `@`, `HEAD` and other pseudo-refs).',
+    message: (why: string) => `body/commit/branch: ${why}`,
+    example: ['"feature..x" is not a valid branch name']
   },
   BAD_OUTPUT_SCHEMA: {
     status: 400,

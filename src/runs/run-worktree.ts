@@ -93,7 +93,7 @@ function asRefusal(error: unknown, params: Pick<RunParams, 'cwd' | 'base' | 'com
     case 'NOT_A_GIT_REPOSITORY': return serviceError('NOT_A_GIT_REPOSITORY', cwd)
     case 'BASE_NOT_FOUND': return serviceError('BASE_NOT_FOUND', params.base ?? 'HEAD')
     case 'GIT_NOT_INSTALLED': return serviceError('GIT_NOT_INSTALLED')
-    case 'INVALID_BRANCH_NAME': return serviceError('INVALID_BRANCH_NAME', params.commit?.branch ?? '')
+    case 'INVALID_BRANCH_NAME': return serviceError('INVALID_BRANCH_NAME', (error as Error).message)
     case 'BRANCH_EXISTS': return serviceError('BRANCH_EXISTS', params.commit?.branch ?? '')
     default: return error
   }

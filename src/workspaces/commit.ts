@@ -11,14 +11,20 @@ export class BranchExists extends Error {
   }
 }
 
-/** The branch named is no valid branch name (400). */
+/** The branch named is no valid branch name (400), or one a revision would read as another ref. */
 export class InvalidBranchName extends Error {
   readonly code = 'INVALID_BRANCH_NAME'
-  constructor(branch: string) {
-    super(`${JSON.stringify(branch)} is not a valid branch name`)
+  constructor(branch: string, why = 'is not a valid branch name') {
+    super(`${JSON.stringify(branch)} ${why}`)
     this.name = 'InvalidBranchName'
   }
 }
+
+/**
+ * Names git reads before `refs/heads/<name>` when it resolves a revision (a pseudo-ref, `refs/<name>`,
+ * `refs/tags/<name>`, …): a branch so named would be made, and the name would then mean something else.
+ */
+const SHADOWING = /^(?:@|[A-Z_]*HEAD|(?:refs|heads|tags|remotes)\/.*)$/s
 
 export interface Author {
   name: string
@@ -45,6 +51,9 @@ export async function assertNewBranch(call: GitCall, branch: string): Promise<st
   const checked = await git(['check-ref-format', '--branch', branch], call).then(text, () => undefined)
   // `--branch` also expands `@{-1}`: only a name that is its own expansion is one
   if (checked !== branch || branch === 'HEAD' || branch.startsWith('-')) throw new InvalidBranchName(branch)
+  if (SHADOWING.test(branch)) {
+    throw new InvalidBranchName(branch, 'would be read as another ref (refs/…, heads/…, tags/…, remotes/…, @, *HEAD)')
+  }
   const ref = `refs/heads/${branch}`
   const exists = await git(['show-ref', '--verify', '--quiet', ref], { ...call, okExitCodes: [0, 1] })
   if (exists.exitCode === 0) throw new BranchExists(branch)

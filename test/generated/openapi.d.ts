@@ -1148,7 +1148,7 @@ export interface operations {
              *     - `COMMAND_LINE_TOO_LONG`: Windows hosts: the command line would exceed Windows' 32,767 characters (quotes and backslashes in the task count twice).
              *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
-             *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
+             *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`), or one a revision would read as another ref (`refs/…`, `heads/…`, `tags/…`, `remotes/…`, `@`, `HEAD` and other pseudo-refs).
              *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB, or a pattern of it is not RE2 syntax (no backreferences, no lookaround: patterns run in linear time); or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
              *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
              *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
@@ -1294,7 +1294,7 @@ export interface operations {
              *     - `COMMAND_LINE_TOO_LONG`: Windows hosts: the command line would exceed Windows' 32,767 characters (quotes and backslashes in the task count twice).
              *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
-             *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
+             *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`), or one a revision would read as another ref (`refs/…`, `heads/…`, `tags/…`, `remotes/…`, `@`, `HEAD` and other pseudo-refs).
              *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB, or a pattern of it is not RE2 syntax (no backreferences, no lookaround: patterns run in linear time); or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
              *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
              *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
@@ -1466,7 +1466,7 @@ export interface operations {
              *     - `COMMAND_LINE_TOO_LONG`: Windows hosts: the command line would exceed Windows' 32,767 characters (quotes and backslashes in the task count twice).
              *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
-             *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
+             *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`), or one a revision would read as another ref (`refs/…`, `heads/…`, `tags/…`, `remotes/…`, `@`, `HEAD` and other pseudo-refs).
              *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB, or a pattern of it is not RE2 syntax (no backreferences, no lookaround: patterns run in linear time); or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
              *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
              *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
@@ -1638,7 +1638,7 @@ export interface operations {
              *     - `COMMAND_LINE_TOO_LONG`: Windows hosts: the command line would exceed Windows' 32,767 characters (quotes and backslashes in the task count twice).
              *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
-             *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
+             *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`), or one a revision would read as another ref (`refs/…`, `heads/…`, `tags/…`, `remotes/…`, `@`, `HEAD` and other pseudo-refs).
              *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB, or a pattern of it is not RE2 syntax (no backreferences, no lookaround: patterns run in linear time); or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
              *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
              *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
@@ -1810,7 +1810,7 @@ export interface operations {
              *     - `COMMAND_LINE_TOO_LONG`: Windows hosts: the command line would exceed Windows' 32,767 characters (quotes and backslashes in the task count twice).
              *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
-             *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
+             *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`), or one a revision would read as another ref (`refs/…`, `heads/…`, `tags/…`, `remotes/…`, `@`, `HEAD` and other pseudo-refs).
              *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB, or a pattern of it is not RE2 syntax (no backreferences, no lookaround: patterns run in linear time); or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
              *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
              *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
@@ -2022,7 +2022,7 @@ export interface operations {
              *     - `COMMAND_LINE_TOO_LONG`: Windows hosts: the command line would exceed Windows' 32,767 characters (quotes and backslashes in the task count twice).
              *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
-             *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
+             *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`), or one a revision would read as another ref (`refs/…`, `heads/…`, `tags/…`, `remotes/…`, `@`, `HEAD` and other pseudo-refs).
              *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB, or a pattern of it is not RE2 syntax (no backreferences, no lookaround: patterns run in linear time); or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
              *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
              *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).
@@ -2313,7 +2313,7 @@ export interface operations {
              *     - `COMMAND_LINE_TOO_LONG`: Windows hosts: the command line would exceed Windows' 32,767 characters (quotes and backslashes in the task count twice).
              *     - `NOT_A_GIT_REPOSITORY`: `workspace: "worktree"` with a `cwd` that is in no git repository (as the agent’s user sees it).
              *     - `BASE_NOT_FOUND`: `base` names no commit of the repository (always read as a revision, never as an option).
-             *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`).
+             *     - `INVALID_BRANCH_NAME`: `commit.branch` is not a valid branch name (`git check-ref-format --branch`), or one a revision would read as another ref (`refs/…`, `heads/…`, `tags/…`, `remotes/…`, `@`, `HEAD` and other pseudo-refs).
              *     - `BAD_OUTPUT_SCHEMA`: `output_schema` is not a JSON Schema (2020-12) Ajv compiles in strict mode, or is over 64 KiB, or a pattern of it is not RE2 syntax (no backreferences, no lookaround: patterns run in linear time); or, for crush (its task on its command line), the task and the schema together are over 120,000 bytes.
              *     - `LIMIT_ABOVE_CEILING`: A `limits` entry is above the operator’s ceiling for the tool (`<AGENT>_MAX_TURNS`, `_MAX_TOKENS`, `_MAX_COST_USD`): a run may lower a ceiling, never raise it.
              *     - `LIMIT_NOT_SUPPORTED`: `limits` for a tool whose output says nothing of turns, tokens or cost (crush prints plain text).

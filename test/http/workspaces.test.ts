@@ -129,6 +129,8 @@ t.test('refusals before any agent: no repository, options without a worktree, a 
     [{ cwd: repo.repo, commit: {} }, 400, 'VALIDATION_ERROR'],
     [{ cwd: repo.repo, workspace: 'worktree', commit: { branch: 'a..b' } }, 400, 'INVALID_BRANCH_NAME'],
     [{ cwd: repo.repo, workspace: 'worktree', commit: { branch: '-x' } }, 400, 'INVALID_BRANCH_NAME'],
+    [{ cwd: repo.repo, workspace: 'worktree', commit: { branch: 'refs/heads/main' } }, 400, 'INVALID_BRANCH_NAME'],
+    [{ cwd: repo.repo, workspace: 'worktree', commit: { branch: '@' } }, 400, 'INVALID_BRANCH_NAME'],
     [{ cwd: repo.repo, workspace: 'worktree', commit: { branch: 'taken' } }, 409, 'BRANCH_EXISTS'],
     [{ cwd: repo.repo, workspace: 'elsewhere' }, 400, 'VALIDATION_ERROR']
   ]
@@ -136,6 +138,10 @@ t.test('refusals before any agent: no repository, options without a worktree, a 
     const answer = await refused(s.app, 'crush_run', { task: 'x', ...fields }, ALICE)
     t.same([answer.status, answer.body.code], [status, code], JSON.stringify(fields))
   }
+  t.match(await refused(s.app, 'crush_run', {
+    task: 'x', cwd: repo.repo, workspace: 'worktree', commit: { branch: 'refs/heads/main' }
+  }, ALICE), { body: { message: /^body\/commit\/branch: "refs\/heads\/main" would be read as another ref/ } },
+  'the message says why')
   t.equal(s.starts(), 0, 'no agent started')
   t.same(branches(repo), ['main', 'taken'])
 })

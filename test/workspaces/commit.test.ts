@@ -68,6 +68,20 @@ t.test('names that are no branch are refused, @{-1} and options included', async
   t.ok(new InvalidBranchName('x') instanceof Error)
 })
 
+t.test('names that a revision would read as another ref (refs/…, heads/…, tags/…, remotes/…, @, pseudo-refs) are ' +
+  'refused: the branch made would not be what its name resolves to', async (t) => {
+  const s = scene(t)
+  const worktree = await worktreeOf(s)
+  for (const branch of ['refs/heads/main', 'refs/x', 'heads/main', 'tags/v1', 'remotes/origin/main', '@', 'FETCH_HEAD',
+    'ORIG_HEAD', 'MERGE_HEAD']) {
+    await t.rejects(commitChanges(worktree, { runId: 'r', branch, author: AUTHOR }),
+      { name: 'InvalidBranchName', code: 'INVALID_BRANCH_NAME', message: /another ref/ }, JSON.stringify(branch))
+  }
+  t.equal(callerGit(s.repo, 'for-each-ref', '--format=%(refname)').trim(), 'refs/heads/main', 'no ref made')
+  t.match(await commitChanges(worktree, { runId: 'r', branch: 'fix/refs-heads', author: AUTHOR }),
+    { branch: 'fix/refs-heads' }, 'such words elsewhere in a name are fine')
+})
+
 t.test('nothing left to commit: the branch is the worktree\'s HEAD (the agent\'s own commit, or base)', async (t) => {
   const s = scene(t)
   const worktree = await worktreeOf(s)
