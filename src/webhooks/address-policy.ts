@@ -42,10 +42,16 @@ export function parseAllowList(entries: readonly string[]): WebhookAllowList {
 const normalized = (address: string): ipaddr.IPv4 | ipaddr.IPv6 => ipaddr.process(address.replace(/^\[|\]$/g, ''))
 
 /**
+ * The only IPv6 block given out for public unicast: anything else ipaddr.js calls `unicast` (the IPv4-compatible
+ * `::a.b.c.d`, unassigned space) is no public receiver.
+ */
+const GLOBAL_UNICAST_V6 = ipaddr.parseCIDR('2000::/3')
+
+/**
  * Whether a webhook may connect to `address`: a public unicast address, or one the allow list names. Everything
  * ipaddr.js does not call `unicast` is refused: loopback, private, link-local (cloud metadata at 169.254.169.254),
- * CGNAT, unique-local (fd00:ec2::254), multicast, unspecified, reserved, and the IPv6 forms that embed an IPv4 address
- * a relay would reach (6to4, NAT64, Teredo).
+ * CGNAT, unique-local (fd00:ec2::254), multicast, unspecified, reserved, the IPv6 forms that embed an IPv4 address
+ * a relay would reach (6to4, NAT64, Teredo), and IPv6 outside 2000::/3.
  */
 export function addressAllowed(address: string, allow: WebhookAllowList): boolean {
   let parsed: ipaddr.IPv4 | ipaddr.IPv6
@@ -55,6 +61,7 @@ export function addressAllowed(address: string, allow: WebhookAllowList): boolea
     return false
   }
   if (allow.ranges.some(([range, bits]) => range.kind() === parsed.kind() && parsed.match(range, bits))) return true
+  if (parsed.kind() === 'ipv6' && !parsed.match(GLOBAL_UNICAST_V6)) return false
   return parsed.range() === 'unicast'
 }
 

@@ -22,7 +22,10 @@ const REFUSED = [
   'http://255.255.255.255/', 'http://0.0.0.0/', 'http://0/', 'http://[::]/', 'http://[fe80::1]/',
   'http://[fd00:ec2::254]/', 'http://[ff02::1]/', 'http://[2002:7f00:1::]/', 'http://[64:ff9b::7f00:1]/',
   'http://[::ffff:10.0.0.1]/', 'http://198.18.0.1/', 'ftp://example.com/', 'file:///etc/passwd',
-  'gopher://example.com/', 'http://user:secret@example.com/'
+  'gopher://example.com/', 'http://user:secret@example.com/',
+  // IPv6 outside global unicast (2000::/3): IPv4-compatible (::/96, which some stacks still route to IPv4), and
+  // whatever IANA has not given out
+  'http://[::7f00:1]/', 'http://[::a00:1]/', 'http://[100:1::1]/', 'http://[4000::1]/', 'http://[e000::1]/'
 ]
 
 t.test('every internal, special or non-http address form is refused, before any lookup', async (t) => {
