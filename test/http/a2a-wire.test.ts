@@ -318,7 +318,7 @@ t.test('a JSON-RPC request the transport cannot read is answered by the transpor
   t.match(await post({ jsonrpc: '2.0', id: 1, method: 'Nope', params: {} }), { error: { code: -32601 } })
   t.match(await post({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: [] }), { error: { code: -32602 } })
   t.match(await post({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: 'x' } }),
-    { error: { code: -32602, message: /messageId/ } })
+    { error: { code: -32602, message: 'params/message: an object' } })
   const garbled = await fetch(`${base}/a2a/codex_run`, { method: 'POST', headers, body: '{"jsonrpc": "2.0", "id": 1,' })
   t.equal(garbled.status, 200, 'no JSON: the transport’s own refusal, not the REST API’s')
   t.match(await garbled.json(), { jsonrpc: '2.0', id: null, error: { code: -32602 } })
@@ -334,4 +334,24 @@ t.test('a JSON-RPC request the transport cannot read is answered by the transpor
   const notAList = { message: { messageId: 'm', parts: 5 } }
   t.match(await post({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: notAList }),
     { error: { code: -32602, data: [{ metadata: { code: 'VALIDATION_ERROR' } }] } }, 'parts that are no list: no text')
+  // Shapes the SDK's converters would read as objects: refused as malformed params on both bindings, never a 500.
+  const malformed = [
+    { message: { messageId: 'm', role: 'ROLE_USER', parts: [null] } },
+    { message: { messageId: 'm', role: 'ROLE_USER', parts: [5] } },
+    { message: { messageId: 'm', role: 'ROLE_USER', parts: [{ text: 'x' }], metadata: 5 } },
+    { message: null },
+    { message: { messageId: 'm', role: 'ROLE_USER', parts: [{ text: 'x' }] }, configuration: 5 },
+    {
+      message: { messageId: 'm', role: 'ROLE_USER', parts: [{ text: 'x' }] },
+      configuration: { taskPushNotificationConfig: 5 }
+    }
+  ]
+  for (const params of malformed) {
+    t.match(await post({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params }), { error: { code: -32602 } },
+      `JSON-RPC: ${JSON.stringify(params)}`)
+    const rest = await fetch(`${base}/a2a/codex_run/message:send`, {
+      method: 'POST', headers, body: JSON.stringify(params)
+    })
+    t.equal(rest.status, 400, `HTTP+JSON: ${JSON.stringify(params)}`)
+  }
 })

@@ -7,6 +7,7 @@ import {
 } from '@a2a-js/sdk/errors'
 import { dispatch, type A2aCall } from './call.js'
 import { answerable, ServiceRefusalError } from './errors.js'
+import { checkParamsShape } from './shapes.js'
 import { sseFrame, writeSse } from './sse.js'
 
 /** The HTTP+JSON binding's operations, as its routes name them (docs/a2a.md). */
@@ -55,6 +56,7 @@ export async function answerHttpJson(call: A2aCall, operation: HttpJsonOperation
     }
     switch (operation.name) {
       case 'send': {
+        checkParamsShape('send', body, 'body')
         const sent = await handler.sendMessage(SendMessageRequest.fromJSON(body), context)
         const payload = 'messageId' in sent
           ? { $case: 'message' as const, value: sent }
@@ -62,6 +64,7 @@ export async function answerHttpJson(call: A2aCall, operation: HttpJsonOperation
         return answer(200, SendMessageResponse.toJSON({ payload }))
       }
       case 'stream':
+        checkParamsShape('send', body, 'body')
         return await stream(handler.sendMessageStream(SendMessageRequest.fromJSON(body), context))
       case 'get': {
         const historyLength = query['historyLength'] === undefined ? undefined : Number(query['historyLength'])
@@ -84,6 +87,7 @@ export async function answerHttpJson(call: A2aCall, operation: HttpJsonOperation
         if ((await handler.getAgentCard()).capabilities?.pushNotifications !== true) {
           throw new PushNotificationNotSupportedError()
         }
+        checkParamsShape('create-config', body, 'body')
         const config = TaskPushNotificationConfig.fromJSON({ ...body, taskId: operation.id })
         const created = await handler.createTaskPushNotificationConfig(config, context)
         return answer(201, TaskPushNotificationConfig.toJSON(created))

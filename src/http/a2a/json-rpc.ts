@@ -4,6 +4,7 @@ import { JsonRpcTransportHandler } from '@a2a-js/sdk/server'
 import { dispatch, type A2aCall } from './call.js'
 import { serviceError } from '../../errors.js'
 import { a2aErrorOf, SERVICE_ERROR_DOMAIN } from './errors.js'
+import { checkParamsShape } from './shapes.js'
 import { sseFrame, writeSse } from './sse.js'
 
 /**
@@ -25,6 +26,11 @@ function withServiceCodes(answer: JsonRpcAnswer): JsonRpcAnswer {
 }
 
 const INTERNAL = a2aErrorOf(serviceError('INTERNAL_ERROR'))
+
+/** The methods whose params carry a message or a push config, checked before the transport converts them. */
+const SHAPED_METHODS: Record<string, 'send' | 'create-config' | undefined> = {
+  SendMessage: 'send', SendStreamingMessage: 'send', CreateTaskPushNotificationConfig: 'create-config'
+}
 
 const errorAnswer = (id: JsonRpcAnswer['id'], error: unknown): JsonRpcAnswer =>
   withServiceCodes({ jsonrpc: '2.0', id, error: toJsonRpcError(error) })
@@ -59,6 +65,9 @@ export async function answerJsonRpc(call: A2aCall): Promise<void> {
   try {
     dispatched = dispatch(call, 'JSONRPC', gone.signal)
     if (call.lastEventId === undefined) throw new RequestMalformedError('Last-Event-ID is not an id this service gives')
+    const { method, params } = (request.body ?? {}) as { method?: unknown; params?: unknown }
+    const shaped = SHAPED_METHODS[String(method)]
+    if (shaped !== undefined && params !== undefined) checkParamsShape(shaped, params)
   } catch (error) {
     return void reply.send(errorAnswer(id, error))
   }
