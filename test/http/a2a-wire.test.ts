@@ -9,7 +9,7 @@ const ALICE = 'secret-a'
 
 t.test('cards: each tool’s and the service’s, public, naming the JSON-RPC endpoint and the bearer scheme',
   async (t) => {
-    const { base } = await a2aService(t)
+    const { app, base } = await a2aService(t)
     const card = await (await fetch(`${base}/a2a/claude_run/.well-known/agent-card.json`)).json()
     t.match(card, {
       name: /claude/,
@@ -34,6 +34,19 @@ t.test('cards: each tool’s and the service’s, public, naming the JSON-RPC en
       securitySchemes?: object
     }
     t.same(open.securitySchemes ?? {}, {}, 'no scheme without tokens')
+    // Without PUBLIC_URL a card names the Host it was asked by: no cache may hand it to a client of another Host.
+    for (const url of ['/.well-known/agent-card.json', '/a2a/codex_run/.well-known/agent-card.json']) {
+      const answer = await app.inject({ url, headers: { host: 'elsewhere.example' } })
+      t.equal(answer.headers['cache-control'], 'no-store', url)
+      t.match(answer.headers['vary'], /\bhost\b/i, url)
+      t.match(answer.json(), { supportedInterfaces: [{ url: /^http:\/\/elsewhere\.example\// }] })
+    }
+    const published = (await a2aService(t, { PUBLIC_URL: 'https://runner.example.com' })).app
+    const fixed = await published.inject({
+      url: '/.well-known/agent-card.json', headers: { host: 'elsewhere.example' }
+    })
+    t.equal(fixed.headers['cache-control'], undefined, 'with PUBLIC_URL the card is the same for every Host')
+    t.match(fixed.json(), { supportedInterfaces: [{ url: 'https://runner.example.com/a2a' }] })
   })
 
 t.test('plain JSON-RPC: a request without A2A-Version is a 0.3 client’s, refused as the spec says', async (t) => {

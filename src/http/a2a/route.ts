@@ -43,13 +43,16 @@ const hidden = { schema: { hide: true } }
  * runs). The service's card is also at the root's well-known path, where A2A clients look first.
  */
 export const a2aCards: FastifyPluginAsync<A2aOptions> = async (app, options) => {
-  const cardOf = async (tool: AgentTool | undefined, request: FastifyRequest): Promise<unknown> => {
+  const cardOf = async (tool: AgentTool | undefined, request: FastifyRequest, reply: FastifyReply) => {
     const { cardJson } = await loadProtocol()
+    // Without PUBLIC_URL the card names the Host it was asked by: no cache may give it to a client of another.
+    if (options.publicUrl === undefined) void reply.header('cache-control', 'no-store').header('vary', 'host')
     return cardJson(Object.values(options.tools), tool, siteOf(options, request))
   }
-  app.get('/.well-known/agent-card.json', hidden, (request) => cardOf(undefined, request))
+  app.get('/.well-known/agent-card.json', hidden, (request, reply) => cardOf(undefined, request, reply))
   for (const tool of agents(options.tools)) {
-    app.get(`${agentPath(tool?.name)}/.well-known/agent-card.json`, hidden, (request) => cardOf(tool, request))
+    app.get(`${agentPath(tool?.name)}/.well-known/agent-card.json`, hidden,
+      (request, reply) => cardOf(tool, request, reply))
   }
 }
 
