@@ -118,7 +118,7 @@ export class AgentTool {
 export interface ToolsSettings {
   agents: ReadonlyArray<{ spec: AgentSpec; settings: AgentSettings }>
   agentEnvRule: AgentEnvRule
-  /** AGENT_USER's uid, else undefined (the service's own, where it has one). */
+  /** AGENT_USER's uid, or one of AGENT_USERS', else undefined (the service's own, where it has one). */
   agentUserUid: number | undefined
 }
 

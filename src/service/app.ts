@@ -40,7 +40,12 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const app = createServer(config, options.logger)
   const serviceEnv = options.agentEnv ?? process.env
   const tools = defineTools(
-    { agents: config.agents, agentEnvRule: config.agentEnvRule, agentUserUid: config.agentUser?.uid },
+    // With AGENT_USERS no agent runs as the service: any of the range's uids says who they are, never root.
+    {
+      agents: config.agents,
+      agentEnvRule: config.agentEnvRule,
+      agentUserUid: config.agentUser?.uid ?? config.agentUsers?.range.first
+    },
     serviceEnv
   )
   const limits = Object.fromEntries(config.agents.map(({ spec, settings }) => [toolNameOf(spec), settings.maxAgents]))

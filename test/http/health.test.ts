@@ -66,7 +66,8 @@ t.test('/readyz says when claude cannot run as configured, ' +
   'and which variable to change', { skip: process.getuid!() !== 0 && 'only as root' }, async (t) => {
   const claudeOf = async (overrides: Record<string, string>, env: NodeJS.ProcessEnv = standInEnv()) => {
     const app = await build(t, { ...ONLY_CLAUDE, ...overrides }, env)
-    const ready = (await app.inject({ method: 'GET', url: '/readyz' })).json<{
+    const headers = { authorization: 'Bearer secret-a' }
+    const ready = (await app.inject({ method: 'GET', url: '/readyz', headers })).json<{
       status: string
       agents: Array<{ tool: string; problem: string | null }>
     }>()
@@ -91,6 +92,11 @@ t.test('/readyz says when claude cannot run as configured, ' +
   t.match(
     await claudeOf({ AGENT_USER: 'nobody' }), { status: 'ready', claude: { problem: null } },
     'a root service running claude as AGENT_USER: claude is not root'
+  )
+  t.match(
+    await claudeOf({ AGENT_USERS: '61530-61539', API_TOKENS: 'alice:secret-a' }),
+    { status: 'ready', claude: { problem: null } },
+    'nor as AGENT_USERS, each token’s agents a uid of its own'
   )
 })
 
