@@ -8,7 +8,7 @@ import { promisify } from 'node:util'
 import { Ajv2020 } from 'ajv/dist/2020.js'
 import { constAsEnum } from '../helpers/json-schema.js'
 import {
-  build, heldAgent, isAlive, listen, readPidFile, refused, runTool, scenario, tempDir, until
+  build, createRun, heldAgent, isAlive, listen, readPidFile, refused, runTool, scenario, settled, tempDir, until
 } from '../helpers/index.js'
 import { realClaude } from '../helpers/real-clis/claude.js'
 
@@ -235,6 +235,36 @@ t.test('a notifications/cancelled in another POST (stateless) stops the call it 
   t.same(after, { alive: false, slots: 0 }, 'the agent stopped and its slot came back')
   const answered = await (await call).text()
   t.notMatch(answered, /"id":42/, 'and the cancelled request got no answer, as MCP says')
+})
+
+t.test('a call cancelled while it waits for a slot ends its response, unanswered, and never starts', async (t) => {
+  const app = await build(t, { MAX_CRUSH_AGENTS: '1' })
+  const base = await listen(t, app)
+  const held = heldAgent(t)
+  const holder = await createRun(app, { tool: 'crush_run', task: held.task })
+  await readPidFile(held.pidFile)
+  const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }
+  const waiting = fetch(`${base}/mcp`, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 9,
+      method: 'tools/call',
+      params: { name: 'crush_run', arguments: { task: 'never', queue_timeout: 120 } }
+    })
+  }).then((response) => response.text())
+  await until(() => app.slotQueue.queued('crush_run'), (queued) => queued === 1, 10_000, 'the call to wait')
+  const cancelled = await fetch(`${base}/mcp`, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 9 } })
+  })
+  t.equal(cancelled.status, 202)
+  t.notMatch(await waiting, /"id":9/, 'its response ended, with no answer, as MCP says')
+  t.equal(app.slotQueue.queued('crush_run'), 0, 'its place given up')
+  held.release()
+  await settled(app, holder.id)
 })
 
 t.test('two calls under one id: a cancellation of that id reaches both, ' +

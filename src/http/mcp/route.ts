@@ -164,6 +164,8 @@ const mcpRoute: FastifyPluginAsync<McpRouteOptions> = async (app, options) => {
         return { content: [{ type: 'text', text: result.output }], structuredContent: result, isError: !result.ok }
       } catch (error) {
         clearTimeout(timer)
+        // Cancelled before its agent started (it waited for a slot): no answer either, and its stream ends.
+        if (extra.signal.aborted) exchange.endUnanswered()
         return refuse(tool.name, error as ServiceError)
       } finally {
         sameId.delete(call)
