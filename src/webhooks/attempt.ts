@@ -71,14 +71,23 @@ Promise<AttemptOutcome> {
       agent: false,
       signal
     })
+    let answered = false
     request.on('response', (response) => {
+      answered = true
       const status = response.statusCode ?? 0
-      void drainBounded(response)
-      if (status >= 200 && status < 300) resolve({ kind: 'delivered', status, durationMs: elapsed() })
-      else if (status === 410) resolve({ kind: 'gone', status: 410, durationMs: elapsed() })
-      else resolve({ kind: 'failed', status, error: null, durationMs: elapsed() })
+      const durationMs = elapsed()
+      const outcome: AttemptOutcome = status >= 200 && status < 300
+        ? { kind: 'delivered', status, durationMs }
+        : status === 410
+          ? { kind: 'gone', status: 410, durationMs }
+          : { kind: 'failed', status, error: null, durationMs }
+      // Told once its connection is let go: a receiver trickling its answer holds its socket, and so its attempt's
+      // place among those in flight, until then (the attempt's bound ends it).
+      void drainBounded(response).then(() => { resolve(outcome) })
     })
     request.on('error', (error: NodeJS.ErrnoException) => {
+      // Its answer came: the rest of it cut short (the attempt's bound) changes nothing of what it said.
+      if (answered) return
       const reason = signal.aborted ? `no answer within ${String(timeoutMs)} ms` : (error.code ?? error.message)
       resolve({ kind: 'failed', status: null, error: reason, durationMs: elapsed() })
     })

@@ -21,7 +21,9 @@ const log = pino({ level: 'silent' })
 const receiver = async (t: Test, statuses: number[], hang = false) =>
   webhookReceiver(t, hang ? () => null : nthOf(statuses))
 
-function dispatcher(t: Test, outbox: WebhookOutbox, overrides: { retryForMs?: number; secrets?: string } = {}) {
+function dispatcher(
+  t: Test, outbox: WebhookOutbox, overrides: { retryForMs?: number; secrets?: string; maxInFlight?: number } = {}
+) {
   const verdicts: AttemptVerdict[] = []
   const dispatching = new WebhookDispatcher({
     outbox,
@@ -36,7 +38,8 @@ function dispatcher(t: Test, outbox: WebhookOutbox, overrides: { retryForMs?: nu
     log,
     attempted: (verdict) => verdicts.push(verdict),
     pollMs: 20,
-    attemptTimeoutMs: 2000
+    attemptTimeoutMs: 2000,
+    maxInFlight: overrides.maxInFlight
   })
   dispatching.start()
   t.teardown(() => dispatching.close())
@@ -108,6 +111,33 @@ t.test('a receiver that never answers holds its attempt alone: another is delive
   const retried = await until(() => stateOf(outbox, stuck.run), (found) => (found?.attempts.length ?? 0) > 0, 5000)
   t.match(retried?.attempts[0], { status: null, error: /no answer within 2000 ms/ })
 })
+
+t.test('an attempt answered 2xx whose receiver trickles the rest holds its place in flight until its socket closes',
+  async (t) => {
+    const outbox = new MemoryOutbox(60_000)
+    const events: string[] = []
+    const trickling = await webhookReceiver(t, () => (response) => {
+      response.writeHead(200)
+      const ticking = setInterval(() => response.write('x'), 50)
+      response.on('close', () => {
+        clearInterval(ticking)
+        events.push('the trickling receiver’s socket closed')
+      })
+    })
+    const prompt = await webhookReceiver(t, () => {
+      events.push('the next delivery sent')
+      return 200
+    })
+    dispatcher(t, outbox, { maxInFlight: 1 })
+    const first = delivery(trickling.url)
+    await outbox.addDeliveries([first])
+    await until(() => trickling.received.length, (count) => count === 1, 10_000, 'the first attempt')
+    const next = delivery(prompt.url)
+    await outbox.addDeliveries([next])
+    await until(() => stateOf(outbox, next.run), (found) => found?.state === 'delivered', 10_000, 'the next one')
+    t.same(events, ['the trickling receiver’s socket closed', 'the next delivery sent'], 'one socket in flight at most')
+    t.match(await stateOf(outbox, first.run), { state: 'delivered', attempts: [{ status: 200 }] })
+  })
 
 t.test('a token without a secret any more: the delivery is given up, nothing sent', async (t) => {
   const outbox = new MemoryOutbox(60_000)
