@@ -18,9 +18,13 @@ import { deliverRunWebhooks, fireEnds, pushDeliveries, type PushBody } from './r
 import { deliveryState } from './delivery-state.js'
 import type { RunRecord, RunStore } from './stores/run-store.js'
 import type { PushForm, WebhookDelivery } from '../webhooks/outbox.js'
+import { serviceError } from '../errors.js'
 
 /** A run's status once it has ended, however. */
 const isEndStatus = (status: RunState['status']): boolean => status !== 'queued' && status !== 'running'
+
+/** Push configs one run takes at most: each is two deliveries, and each delivery a socket for up to its bound. */
+const PUSH_CONFIGS_PER_RUN = 10
 
 /**
  * A stored run as the API shows it: a synchronous or streamed one (a fleet's worker records those too) only while it
@@ -257,6 +261,13 @@ export class RunRegistry {
     const { store, replica, webhookDue, pushBody } = this.#options
     const state = await this.state(id, caller)
     if (state?.kind !== 'async') return undefined
+    // Those that still have something to send: a config deleted, or whose deliveries all ended, costs nothing more.
+    const configs = new Set((await store.outbox.deliveriesOf(id)).flatMap(({ caller: owner, push: form, state: now }) =>
+      owner === caller && form !== undefined && (now === 'armed' || now === 'pending') ? [form.config] : []))
+    if (!configs.has(push.config) && configs.size >= PUSH_CONFIGS_PER_RUN) {
+      throw serviceError('VALIDATION_ERROR',
+        `a task has at most ${String(PUSH_CONFIGS_PER_RUN)} push configs: delete one before adding another`)
+    }
     await this.#options.launcher.assertPushTarget(caller, push.url)
     const runsOn = (await store.get(id))?.replica ?? replica
     await store.outbox.addDeliveries(await pushDeliveries(push, state, { caller, replica: runsOn }, pushBody))

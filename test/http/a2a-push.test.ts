@@ -191,6 +191,27 @@ t.test('a receiver’s credentials that cannot be a header (CR, LF, a space, a c
   t.equal(listed.runs.length, BINDINGS.length, 'only the held tasks started')
 })
 
+t.test('a task takes at most 10 push configs; one given again by id replaces nothing new', async (t) => {
+  const hook = await webhookReceiver(t, () => 200)
+  const { base } = await a2aService(t, LOOPBACK)
+  const client = await a2aClient(base, '/a2a/codex_run', ALICE)
+  const held = heldAgent(t)
+  const running = await sendWithPush(client, held.task, pushConfig(hook.url, { id: 'cfg-0' }), true)
+  await readPidFile(held.pidFile)
+  for (let index = 1; index < 10; index++) {
+    await client.createTaskPushNotificationConfig(pushConfig(hook.url, { taskId: running.id, id: `cfg-${index}` }))
+  }
+  t.match(await a2aRefusal(client.createTaskPushNotificationConfig(
+    pushConfig(hook.url, { taskId: running.id, id: 'cfg-10' }))),
+  { name: 'RequestMalformedError', code: 'VALIDATION_ERROR', message: /at most 10 push configs/ })
+  t.match(await client.createTaskPushNotificationConfig(pushConfig(hook.url, { taskId: running.id, id: 'cfg-3' })),
+    { id: 'cfg-3' }, 'an existing config given again')
+  await client.deleteTaskPushNotificationConfig({ tenant: '', taskId: running.id, id: 'cfg-0' })
+  t.match(await client.createTaskPushNotificationConfig(pushConfig(hook.url, { taskId: running.id, id: 'cfg-10' })),
+    { id: 'cfg-10' }, 'room again once one is deleted')
+  held.release()
+})
+
 t.test('a delivery whose headers Node will not send fails its attempts and is given up; the service lives',
   async (t) => {
     const hook = await webhookReceiver(t, () => 200)
