@@ -85,11 +85,14 @@ export function pidNamespace(tools: NamespaceTools, life?: ServiceLife): Contain
       return {
         ...namespaceCommand(tools, file, args, user, binds),
         detached: true,
-        ...(life === undefined ? {} : { mark: runMark(life, runId) })
+        ...(life === undefined ? {} : { mark: runMark(life, runId) }),
+        // A token's own user (AGENT_USERS) is swept whole once its last run ends: what its uid started outside the
+        // namespace (a program git ran for the run) is not the namespace's to end.
+        ...(user?.listed === false ? { ownUid: user.uid } : {})
       }
     },
     // tini reports the agent's death by signal N as 128 + N.
-    control: (child) => groupControl(child, exitThroughInit)
+    control: (child, launch) => groupControl(child, exitThroughInit, undefined, launch.ownUid)
   }
 }
 

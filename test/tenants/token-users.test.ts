@@ -1,4 +1,5 @@
 import t from 'tap'
+import { spawn } from 'node:child_process'
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { FastifyInstance } from 'fastify'
@@ -6,7 +7,8 @@ import { loadConfig } from '#src/config.js'
 import { allocateUid, parseUidRange } from '#src/process/token-users.js'
 import { killEveryProcessOf, processesOfUid } from '#src/process/uid-sweep.js'
 import {
-  build, crossableDataDir, echoed, readPidFile, runTool, scenario, sharedDir, standInEnv, tempDir, TEST_AGENT_ENV_ALLOW
+  build, crossableDataDir, echoed, readPidFile, runTool, scenario, sharedDir, standInEnv, tempDir, TEST_AGENT_ENV_ALLOW,
+  until
 } from '../helpers/index.js'
 import { asRoot, realSudoInstalled } from '../helpers/users.js'
 
@@ -221,6 +223,25 @@ t.test('pid-namespace containment switches to the token’s user too, with no pa
   t.not(alice.uid, bob.uid)
   t.ok(alice.uid >= 61530 && alice.uid <= 61539)
   t.ok(existsSync(alice.home))
+})
+
+t.test('pid-namespace mode: once a token’s last run ends, every process of its uid is gone, even one that never ' +
+  'was in a run’s namespace', { skip }, async (t) => {
+  const app = await build(t, {
+    ...TOKENS,
+    AGENT_USERS: '61590-61599',
+    AGENT_CONTAINMENT: 'pid-namespace',
+    DATA_DIR: crossableDataDir(t),
+    AGENT_LIMITS: 'off'
+  })
+  const alice = await whoami(app, ALICE)
+  t.teardown(() => killEveryProcessOf(alice.uid))
+  // As a program a repository made git start beside the run would be: alice's uid, in the host's namespace.
+  const outside = spawn('setsid', ['sleep', '600'], { uid: alice.uid, gid: alice.uid, stdio: 'ignore', detached: true })
+  outside.unref()
+  await until(() => processesOfUid(alice.uid), (pids) => pids.length > 0, 10_000, 'alice’s process outside')
+  t.match(await runTool(app, 'crush_run', { task: 'hello' }, ALICE), { ok: true })
+  t.same(await processesOfUid(alice.uid), [], 'her last run ended: nothing of her uid is left')
 })
 
 t.test('sessions stay in the token’s home: bob continues his, alice cannot even see the file', { skip }, async (t) => {
