@@ -114,6 +114,7 @@ const ServiceSchema = Type.Object({
   SUDO_PROBE_TTL_MS: Type.Integer({ default: 300_000, minimum: 1, maximum: 86_400_000 }),
   WEBHOOK_SECRET: Type.String({ default: '' }),
   WEBHOOK_SECRETS: Type.String({ default: '' }),
+  WEBHOOK_SECRET_FILE: Type.Optional(Type.String({ minLength: 1 })),
   WEBHOOK_SECRETS_FILE: Type.Optional(Type.String({ minLength: 1 })),
   WEBHOOK_ALLOW_HOSTS: Type.String({ default: '' }),
   WEBHOOK_RETRY_BASE_MS: Type.Integer({ default: 5000, minimum: 10, maximum: 3_600_000 }),
@@ -216,7 +217,7 @@ export function loadConfig(
   const agentUser = env.AGENT_USER === '' ? undefined : resolveAgentUser(env.AGENT_USER)
   const dotenvFile = resolve('.env')
   const secretFiles = [
-    env.API_TOKENS_FILE, env.REDIS_URL_FILE, env.WEBHOOK_SECRETS_FILE,
+    env.API_TOKENS_FILE, env.REDIS_URL_FILE, env.WEBHOOK_SECRET_FILE, env.WEBHOOK_SECRETS_FILE,
     source === undefined && existsSync(dotenvFile) ? dotenvFile : undefined
   ].filter((file) => file !== undefined)
   // Out of the shared temporary directory, where any local user could make it first.
@@ -259,7 +260,7 @@ export function loadConfig(
     agentEnvRule: { allow: splitList(env.AGENT_ENV_ALLOW), deny: splitList(env.AGENT_ENV_DENY) },
     wslBin: env.WSL_BIN,
     webhooks: {
-      secrets: parseWebhookSecrets(env.WEBHOOK_SECRET, splitList(secretValue(env, 'WEBHOOK_SECRETS'))),
+      secrets: parseWebhookSecrets(secretValue(env, 'WEBHOOK_SECRET'), splitList(secretValue(env, 'WEBHOOK_SECRETS'))),
       allow: parseAllowList(splitList(env.WEBHOOK_ALLOW_HOSTS)),
       retryBaseMs: env.WEBHOOK_RETRY_BASE_MS,
       retryForMs: env.WEBHOOK_RETRY_FOR_MS
@@ -360,9 +361,10 @@ function assertSeparateTokens(config: Config, allowShared: boolean): void {
 
 /**
  * A secret given directly, or as `<NAME>_FILE`, the path of a file holding it (Docker and Kubernetes secrets): then it
- * is in no environment an agent or a crash report could show. One of the two, not both.
+ * is in no environment an agent or a crash report could show, nor in the service's own /proc/<pid>/environ, which
+ * every process of its uid may read and which no later change to process.env rewrites. One of the two, not both.
  */
-function secretValue(env: RawEnv, name: 'API_TOKENS' | 'REDIS_URL' | 'WEBHOOK_SECRETS'): string {
+function secretValue(env: RawEnv, name: 'API_TOKENS' | 'REDIS_URL' | 'WEBHOOK_SECRET' | 'WEBHOOK_SECRETS'): string {
   const file = env[`${name}_FILE`]
   if (file === undefined) return env[name]
   if (env[name] !== '') throw new Error(`${name} and ${name}_FILE are both set: keep one`)

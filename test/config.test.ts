@@ -200,6 +200,12 @@ t.test('API_TOKENS_FILE and REDIS_URL_FILE: secrets read from files, one source 
     /API_TOKENS and API_TOKENS_FILE are both set/
   )
   t.throws(() => loadConfig({ API_TOKENS_FILE: join(dir, 'missing') }), /API_TOKENS_FILE=.*missing cannot be read/)
+  const secret = `whsec_${Buffer.alloc(32, 7).toString('base64')}`
+  writeFileSync(join(dir, 'webhook'), `${secret}\n`, { mode: 0o600 })
+  const signing = loadConfig({ WEBHOOK_SECRET_FILE: join(dir, 'webhook') })
+  t.same(loadConfig({ WEBHOOK_SECRET: secret }).webhooks.secrets, signing.webhooks.secrets,
+    'WEBHOOK_SECRET_FILE: the same secret as WEBHOOK_SECRET')
+  t.throws(() => loadConfig({ WEBHOOK_SECRET: secret, WEBHOOK_SECRET_FILE: join(dir, 'webhook') }), /both set/)
 })
 
 t.test('a secret file every local user may read stops the start with the fix; ' +

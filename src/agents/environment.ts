@@ -26,8 +26,8 @@ export const DEFAULT_AGENT_ENV_DENY = [
 
 /** Never passed on, whatever the configuration says: the service's secrets (and where they are), the prompt routes. */
 const ALWAYS_DENIED = [
-  'API_TOKENS', 'API_TOKENS_FILE', 'REDIS_URL', 'REDIS_URL_FILE', 'WEBHOOK_SECRET', 'WEBHOOK_SECRETS',
-  'WEBHOOK_SECRETS_FILE', 'SUDO_ASKPASS', 'DISPLAY', 'WAYLAND_DISPLAY'
+  'API_TOKENS', 'API_TOKENS_FILE', 'REDIS_URL', 'REDIS_URL_FILE', 'WEBHOOK_SECRET', 'WEBHOOK_SECRET_FILE',
+  'WEBHOOK_SECRETS', 'WEBHOOK_SECRETS_FILE', 'SUDO_ASKPASS', 'DISPLAY', 'WAYLAND_DISPLAY'
 ]
 
 export interface AgentEnvRule {
