@@ -94,7 +94,7 @@ t.test('/readyz says when claude cannot run as configured, ' +
     'a root service running claude as AGENT_USER: claude is not root'
   )
   t.match(
-    await claudeOf({ AGENT_USERS: '61530-61539', API_TOKENS: 'alice:secret-a' }),
+    await claudeOf({ AGENT_USERS: '61620-61629', API_TOKENS: 'alice:secret-a' }),
     { status: 'ready', claude: { problem: null } },
     'nor as AGENT_USERS, each token’s agents a uid of its own'
   )

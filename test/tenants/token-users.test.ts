@@ -229,7 +229,7 @@ t.test('pid-namespace mode: once a token’s last run ends, every process of its
   'was in a run’s namespace', { skip }, async (t) => {
   const app = await build(t, {
     ...TOKENS,
-    AGENT_USERS: '61590-61599',
+    AGENT_USERS: '61630-61639',
     AGENT_CONTAINMENT: 'pid-namespace',
     DATA_DIR: crossableDataDir(t),
     AGENT_LIMITS: 'off'
