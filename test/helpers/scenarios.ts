@@ -68,6 +68,11 @@ export const scenario = {
     task('edit', ...operations),
   /** A shell call every `ms`, `count` times, each shown as its CLI shows one (a response each); `<count> calls`. */
   toolCalls: (count: number, ms: number) => task('tool-calls', count, ms),
+  /**
+   * `count` shell calls at once, each shown as its CLI shows one, then it waits until the run is stopped (SIGINT):
+   * a limit those calls cross ends it, with exactly their steps; a limit nobody holds it to leaves it to its deadline.
+   */
+  callsUntilStopped: (count: number) => task('calls-until-stopped', count),
   /** `count` shell calls, each showing `bytes` of output, as fast as its stdout is read; `<count> loud calls`. */
   loudCalls: (count: number, bytes: number) => task('loud-calls', count, bytes),
   /** `count` lines, `ms` apart, each the monotonic time of its write. */
