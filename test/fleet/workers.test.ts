@@ -5,8 +5,9 @@ import { once } from 'node:events'
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import {
-  call, cancelRun, createRun, echoed, isAlive, openStream, outputText, parseNdjson, readPidFile, readUntil, runTool,
-  scenario, settled, startServer, tempDir, TEST_AGENT_ENV_ALLOW, until, type ResultEvent, type RunEvent, type Started
+  call, cancelRun, createRun, echoed, heldAgent, isAlive, openStream, outputText, parseNdjson, readPidFile, readUntil,
+  runTool, scenario, settled, startServer, tempDir, TEST_AGENT_ENV_ALLOW, until, type ResultEvent, type RunEvent,
+  type Started
 } from '../helpers/index.js'
 import { webhookReceiver } from '../helpers/webhook-receiver.js'
 import type { RunSummary } from '../generated/openapi.js'
@@ -401,12 +402,13 @@ t.test('ROLE=api hands async runs to ROLE=worker processes', { skip: NO_REDIS },
 
   t.test('an async run’s webhook: its start and its end once each, as its worker recorded it', async (t) => {
     const hook = await webhookReceiver(t, () => 200)
+    // Its agent runs until its start has been delivered: running when the API replica learns it started, however slow.
+    const held = heldAgent(t)
     const { id } = await createRun(api.base, {
-      // Long enough to be running when the API replica learns it started.
-      tool: 'crush_run',
-      task: scenario.drip(5, 100),
-      webhook: { url: hook.url, events: ['run.started', 'run.finished'] }
+      tool: 'crush_run', task: held.task, webhook: { url: hook.url, events: ['run.started', 'run.finished'] }
     }, ALICE)
+    await until(() => hook.received.length, (count) => count >= 1, 10_000, 'its start')
+    held.release()
     t.match(await settled(api.base, id, 10_000, ALICE), { status: 'succeeded' })
     await until(() => hook.received.length, (count) => count >= 2, 10_000, 'its start and its end')
     const bodies = hook.received.map((each) => JSON.parse(each.body) as { type: string; data: { status: string } })

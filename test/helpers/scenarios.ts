@@ -68,12 +68,20 @@ export const scenario = {
     task('edit', ...operations),
   /** A shell call every `ms`, `count` times, each shown as its CLI shows one (a response each); `<count> calls`. */
   toolCalls: (count: number, ms: number) => task('tool-calls', count, ms),
+  /**
+   * `count` shell calls at once, each shown as its CLI shows one, then it waits until the run is stopped (SIGINT):
+   * a limit those calls cross ends it, with exactly their steps; a limit nobody holds it to leaves it to its deadline.
+   */
+  callsUntilStopped: (count: number) => task('calls-until-stopped', count),
   /** `count` shell calls, each showing `bytes` of output, as fast as its stdout is read; `<count> loud calls`. */
   loudCalls: (count: number, bytes: number) => task('loud-calls', count, bytes),
   /** `count` lines, `ms` apart, each the monotonic time of its write. */
   stamp: (count: number, ms: number) => task('stamp', count, ms),
-  /** Its pid in `pidFile`, then runs until released (see `heldAgent`) and answers `released`. */
-  hold: (pidFile: string) => task('hold', pidFile),
+  /**
+   * `calls` shell calls (none unless asked), its pid in `pidFile`, then runs until released (see `heldAgent`) and
+   * answers `released`.
+   */
+  hold: (pidFile: string, calls = 0) => (calls === 0 ? task('hold', pidFile) : task('hold', pidFile, calls)),
   /** Its pid in `pidFile`, then sleeps `ms` and answers `done`. */
   writePid: (pidFile: string, ms: number) => task('write-pid', pidFile, ms),
   /**
@@ -114,14 +122,14 @@ export const scenario = {
 
 /**
  * A stand-in that holds its slot until the test releases it: no race with a sleep running out on a slow machine.
- * `pidFile` is written once it runs (see `readPidFile`). The end of the test releases it too (teardowns run last first:
- * before its directory goes).
+ * `pidFile` is written once it runs (see `readPidFile`), after its `calls` shell calls if asked. The end of the test
+ * releases it too (teardowns run last first: before its directory goes).
  */
-export function heldAgent(t: Test): { task: string; pidFile: string; release: () => void } {
+export function heldAgent(t: Test, { calls = 0 } = {}): { task: string; pidFile: string; release: () => void } {
   const pidFile = join(tempDir(t), 'held.pid')
   const release = () => writeFileSync(`${pidFile}.release`, '')
   t.teardown(() => { try { release() } catch {} })
-  return { task: scenario.hold(pidFile), pidFile, release }
+  return { task: scenario.hold(pidFile, calls), pidFile, release }
 }
 
 /** Lets a `gated` stand-in go on past part `step` (counted from 1): the parts seen so far, as whole lines. */

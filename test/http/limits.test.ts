@@ -15,10 +15,10 @@ import { runThrough, SURFACES } from '../helpers/surfaces.js'
 t.jobs = 2
 
 /**
- * Calls far apart enough that a run stopped at its limit is stopped long before it would end on its own (on a loaded
- * machine, a step more may come before its stop lands: what is past a limit is asserted, not how far).
+ * `count` calls, then the agent waits to be stopped: held to a limit the last call crosses, the run ends on that limit
+ * with exactly these steps however slow the machine; a limit not held leaves it to this deadline (`timeout`).
  */
-const MANY_CALLS = scenario.toolCalls(30, 250)
+const callsUntilStopped = (count: number) => ({ task: scenario.callsUntilStopped(count), timeout: 30 })
 
 t.test('limits it cannot be held to: 400 before any slot, and no agent starts', async (t) => {
   const log = join(tempDir(t), 'starts.log')
@@ -64,13 +64,11 @@ t.test('limits it cannot be held to: 400 before any slot, and no agent starts', 
 
 t.test('max_turns held by the service: codex stopped as its next response begins, not ok, failed', async (t) => {
   const app = await build(t)
-  const result = await runTool(app, 'codex_run', { task: MANY_CALLS, limits: { max_turns: 2 } })
+  const result = await runTool(app, 'codex_run', { ...callsUntilStopped(3), limits: { max_turns: 2 } })
   t.match(result, { ok: false, stop_reason: 'max_turns', timed_out: false })
-  t.not(result.output, '30 calls', 'stopped, not ended')
-  const { turns, commands } = result.steps_summary!
-  t.ok(turns >= 3 && turns < 30, `stopped as its third response began: ${turns} seen`)
-  t.ok(commands.length >= 2 && commands.length < 30, `${commands.length} calls made`)
-  const async = await createRun(app, { tool: 'codex_run', task: MANY_CALLS, limits: { max_turns: 1 } })
+  t.equal(result.steps_summary!.turns, 3, 'stopped as its third response began')
+  t.equal(result.steps_summary!.commands.length, 3, 'every call it made is in its steps')
+  const async = await createRun(app, { tool: 'codex_run', ...callsUntilStopped(2), limits: { max_turns: 1 } })
   t.match(await settled(app, async.id), {
     status: 'failed', limits: { max_turns: 1 }, result: { stop_reason: 'max_turns' }
   }, 'its state says the limit it was held to')
@@ -83,10 +81,10 @@ t.test('a ceiling is every run’s limit when it names none, lowered by one that
   const listed = await createRun(app, { tool: 'gemini_run', task: 'x', limits: { max_tokens: 100 } })
   const state = await settled(app, listed.id)
   t.same([state.model, state.limits], ['gemini-x', { max_turns: 2, max_tokens: 100 }], 'what its state says')
-  t.match(await runTool(app, 'gemini_run', { task: MANY_CALLS }), { ok: false, stop_reason: 'max_turns' })
-  t.match(await runTool(app, 'gemini_run', { task: MANY_CALLS, limits: { max_turns: 1 } }), {
-    stop_reason: 'max_turns', steps_summary: { commands: [{ command: 'echo call 1' }] }
-  })
+  t.match(await runTool(app, 'gemini_run', callsUntilStopped(3)), { ok: false, stop_reason: 'max_turns' })
+  const lowered = await runTool(app, 'gemini_run', { ...callsUntilStopped(2), limits: { max_turns: 1 } })
+  t.match(lowered, { stop_reason: 'max_turns', steps_summary: { turns: 2 } })
+  t.same(lowered.steps_summary!.commands.map(({ command }) => command), ['echo call 1', 'echo call 2'])
   const claude = await runTool(app, 'claude_run', { task: scenario.toolCalls(1, 1) })
   t.ok(claude.command.includes('--max-turns=4'), 'the ceiling given to claude too')
 })
@@ -94,7 +92,8 @@ t.test('a ceiling is every run’s limit when it names none, lowered by one that
 t.test('claude stops itself at the limits it is given: --max-turns, --max-budget-usd; its subtype the reason',
   async (t) => {
     const app = await build(t)
-    const result = await runTool(app, 'claude_run', { task: MANY_CALLS, limits: { max_turns: 2, max_cost_usd: 0.5 } })
+    const limits = { max_turns: 2, max_cost_usd: 0.5 }
+    const result = await runTool(app, 'claude_run', { ...callsUntilStopped(3), limits })
     t.ok(result.command.includes('--max-turns=2') && result.command.includes('--max-budget-usd=0.5'),
       JSON.stringify(result.command))
     t.match(result, {
@@ -107,14 +106,12 @@ t.test('claude stops itself at the limits it is given: --max-turns, --max-budget
 
 t.test('max_tokens and max_cost_usd from opencode’s steps, which report each call’s tokens and cost', async (t) => {
   const app = await build(t, {}, standInEnv({ OPENCODE_STAND_IN_STEP_COST: '0.001' }))
-  // 15 tokens a step: the third step is past 40.
-  const tokens = await runTool(app, 'opencode_run', { task: MANY_CALLS, limits: { max_tokens: 40 } })
-  t.match(tokens, { ok: false, stop_reason: 'max_tokens' })
-  const used = tokens.usage!.input_tokens! + tokens.usage!.output_tokens!
-  t.ok(used >= 45 && used < 30 * 15, `the usage so far: ${used} tokens, past 40`)
-  const cost = await runTool(app, 'opencode_run', { task: MANY_CALLS, limits: { max_cost_usd: 0.0025 } })
+  // 15 tokens a step: the third, the agent's last, is past 40.
+  const tokens = await runTool(app, 'opencode_run', { ...callsUntilStopped(3), limits: { max_tokens: 40 } })
+  t.match(tokens, { ok: false, stop_reason: 'max_tokens', usage: { input_tokens: 30, output_tokens: 15 } })
+  const cost = await runTool(app, 'opencode_run', { ...callsUntilStopped(3), limits: { max_cost_usd: 0.0025 } })
   t.match(cost, { ok: false, stop_reason: 'max_cost' })
-  t.ok(cost.usage!.cost_usd! >= 0.003 && cost.usage!.cost_usd! < 0.03, `$${String(cost.usage!.cost_usd)}, past $0.0025`)
+  t.equal(cost.usage!.cost_usd!.toFixed(6), '0.003000', 'three steps of $0.001: past $0.0025')
   t.match(await runTool(app, 'opencode_run', { task: scenario.toolCalls(2, 1), limits: { max_tokens: 45 } }), {
     ok: true, stop_reason: null, usage: { input_tokens: 30, output_tokens: 15 }
   }, 'three steps of 15: 45 is within')
@@ -141,7 +138,8 @@ t.test('MODEL_PRICES_FILE prices what a CLI reports no cost for; a limit crossed
 t.test('every route takes limits', async (t) => {
   const base = await listen(t, await build(t))
   for (const surface of SURFACES) {
-    const { result } = await runThrough(surface, base, 'codex_run', { task: MANY_CALLS, limits: { max_turns: 1 } })
+    const params = { ...callsUntilStopped(2), limits: { max_turns: 1 } }
+    const { result } = await runThrough(surface, base, 'codex_run', params)
     t.match(result, { ok: false, stop_reason: 'max_turns' }, surface)
   }
 })

@@ -8,7 +8,8 @@ import { promisify } from 'node:util'
 import { Ajv2020 } from 'ajv/dist/2020.js'
 import { constAsEnum } from '../helpers/json-schema.js'
 import {
-  build, createRun, heldAgent, isAlive, listen, readPidFile, refused, runTool, scenario, settled, tempDir, until
+  build, createRun, heldAgent, isAlive, listen, readPidFile, refused, releaseStep, runTool, scenario, settled, tempDir,
+  until
 } from '../helpers/index.js'
 import { realClaude } from '../helpers/real-clis/claude.js'
 
@@ -168,13 +169,19 @@ t.test('progress carries the output before the result; cancelling stops the agen
   const client = await connect(t, app)
   const progress: string[] = []
   let resultAt = 0
-  const result = await client.callTool({ name: 'crush_run', arguments: { task: scenario.drip(4, 300) } }, undefined, {
-    onprogress: (notification) => progress.push(notification.message ?? ''),
+  // Each line is written once the one before has come as progress: output held back until the result never ends.
+  const steps = tempDir(t)
+  const task = scenario.gated(steps, 'out:tick-1', 'out:tick-2', 'out:tick-3')
+  const result = await client.callTool({ name: 'crush_run', arguments: { task } }, undefined, {
+    onprogress: (notification) => {
+      progress.push(notification.message ?? '')
+      releaseStep(steps, progress.join('').split('\n').length - 1)
+    },
     resetTimeoutOnProgress: true
   })
   resultAt = progress.length
-  t.ok(progress.length >= 2, `${progress.length} progress notifications while it ran`)
-  t.match(progress.join(''), /^tick 1\ntick 2\n/, 'the output as it came')
+  t.ok(progress.length >= 3, `${progress.length} progress notifications while it ran`)
+  t.match(progress.join(''), /^tick-1\ntick-2\ntick-3\n/, 'the output as it came')
   t.equal(resultAt, progress.length, 'all before the result')
   t.match(result.structuredContent, { ok: true })
 

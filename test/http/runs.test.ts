@@ -10,11 +10,13 @@ import {
   createRun,
   getRun,
   isAlive,
+  linesIn,
   listen,
   listRuns,
   outputs,
   parseSse,
   readPidFile,
+  releaseStep,
   scenario,
   settled,
   tempDir,
@@ -107,14 +109,24 @@ t.test('events: the output from the beginning, then the result, then the stream 
   'Last-Event-ID resumes exactly', async (t) => {
   const app = await build(t, { STREAM_HEARTBEAT_MS: '50' })
   const base = await listen(t, app)
-  // Quiet for a second between writes: twenty heartbeats due in each gap, so even a follower that attaches late on a
-  // loaded machine sees one (at 400 ms, one attached after the last write in a CI run of Node 22).
-  const created = await createRun(app, { tool: 'crush_run', task: scenario.drip(3, 1000) })
+  // Each line is written once the follower has seen the one before and then a heartbeat: the agent is quiet while it
+  // waits, however late the follower attached (a run that sent none ends at its deadline instead).
+  const gates = tempDir(t)
+  const task = scenario.gated(gates, 'out:tick-1', 'out:tick-2', 'out:tick-3')
+  const created = await createRun(app, { tool: 'crush_run', task, timeout: 30 })
 
   // Its output alone: crush's lines are steps too (test/http/steps.test.ts follows them).
   const live = await fetch(`${base}/runs/${created.id}/events?events=output`)
   t.match(live.headers.get('content-type'), /^text\/event-stream/)
-  const frames = parseSse(await live.text())
+  const decoder = new TextDecoder()
+  let text = ''
+  for await (const chunk of live.body!) {
+    text += decoder.decode(chunk, { stream: true })
+    const seen = parseSse(text.slice(0, text.lastIndexOf('\n\n') + 2))
+    const quiet = seen.slice(seen.findLastIndex((frame) => frame.event === 'output') + 1)
+    if (quiet.some((frame) => frame.event === 'heartbeat')) releaseStep(gates, linesIn(seen.map(({ data }) => data)))
+  }
+  const frames = parseSse(text)
   t.ok(frames.some((frame) => frame.event === 'heartbeat'), 'heartbeats while the agent is quiet')
   const stored = frames.filter((frame) => frame.event !== 'heartbeat')
   t.ok(
@@ -122,7 +134,7 @@ t.test('events: the output from the beginning, then the result, then the stream 
   )
   t.equal(stored.at(-1)!.event, 'result', '…then the result')
   const outputEvents = outputs(stored.map((frame) => frame.data))
-  t.equal(outputEvents.map((event) => event.data).join(''), 'tick 1\ntick 2\ntick 3\ndripped\n')
+  t.equal(outputEvents.map((event) => event.data).join(''), 'tick-1\ntick-2\ntick-3\ngated\n')
   const outputEnds = outputEvents.map((event) => event.offset + Buffer.byteLength(event.data))
   t.same(
     stored.map((frame) => Number(frame.id)), [...outputEnds, outputEnds.at(-1)! + 1],

@@ -82,14 +82,20 @@ t.test('chunks arrive while the agent still runs, then the same result as the sy
 t.test('a heartbeat while the agent is quiet', async (t) => {
   const app = await build(t, { STREAM_HEARTBEAT_MS: '50' })
   const base = await listen(t, app)
-  const events = await collect((await openStream(base, 'claude_run', { task: scenario.sleep(600) })).body!)
-  t.ok(
-    events.filter((event) => event.type === 'heartbeat').length >= 3,
-    'heartbeats during 600 ms of silence, one due every 50 ms'
-  )
-  t.match(events.at(-1), {
-    type: 'result', result: { tool: 'claude_run', ok: true, output: 'slept 600', agent_report: { is_error: false } }
-  })
+  // Quiet after its first line until the stream has carried three heartbeats, however slow the machine (a stream that
+  // sends none leaves it to its deadline).
+  const gates = tempDir(t)
+  const task = scenario.gated(gates, 'out:before', 'out:after')
+  const events: RunEvent[] = []
+  const quiet = () => events.slice(events.findIndex((event) => event.type === 'output') + 1)
+    .filter((event) => event.type === 'heartbeat').length
+  for await (const event of ndjson((await openStream(base, 'crush_run', { task, timeout: 30 })).body!)) {
+    events.push(event)
+    if (outputs(events).length > 0 && quiet() >= 3) releaseStep(gates, 1)
+  }
+  t.equal(outputs(events)[0]?.data, 'before\n', 'its first line, then quiet')
+  t.ok(quiet() >= 3, 'heartbeats while it was quiet, one due every 50 ms')
+  t.match(events.at(-1), { type: 'result', result: { tool: 'crush_run', ok: true, output: 'before\nafter\ngated\n' } })
 })
 
 t.test('text/event-stream gets the same events as SSE frames', async (t) => {

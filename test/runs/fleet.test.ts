@@ -148,12 +148,20 @@ t.test('a fleet on Redis', { skip: NO_REDIS, jobs: 2 }, async (t) => {
     const [a, b] = await Promise.all([startServer(t, env), startServer(t, env)])
     const onA = await a2aClient(a.base, '/a2a/claude_run', 'alice-secret')
     const onB = await a2aClient(b.base, '/a2a/claude_run', 'alice-secret', 'HTTP+JSON')
-    const task = await sendMessage(onA, userMessage(scenario.toolCalls(20, 50)), true)
+    // Its agent makes its calls and runs on until B has followed them: B reads it working, however slow the machine
+    // (steps B never saw leave it to its deadline).
+    const working = heldAgent(t, { calls: 3 })
+    const task = await sendMessage(onA, userMessage(working.task, { timeout: 30 }), true)
+    await readPidFile(working.pidFile)
     t.equal((await onB.getTask({ tenant: '', id: task.id })).status?.state, TaskState.TASK_STATE_WORKING,
       'B knows the task A runs')
     const events: StreamResponse[] = []
-    for await (const event of onB.resubscribeTask({ tenant: '', id: task.id })) events.push(event)
-    t.ok(events.filter((event) => event.payload?.$case === 'statusUpdate').length > 2, 'its steps, from B')
+    const updates = () => events.filter((event) => event.payload?.$case === 'statusUpdate').length
+    for await (const event of onB.resubscribeTask({ tenant: '', id: task.id })) {
+      events.push(event)
+      if (updates() > 2) working.release()
+    }
+    t.ok(updates() > 2, 'its steps, from B')
     t.match(events.at(-1)?.payload, { value: { status: { state: TaskState.TASK_STATE_COMPLETED } } }, 'to its end')
     const listRequest = allTasks()
     t.same((await onB.listTasks(listRequest)).tasks.map((each) => each.id), [task.id])

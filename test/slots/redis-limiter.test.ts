@@ -2,7 +2,8 @@ import t from 'tap'
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import {
-  build, call, listen, post, readPidFile, runTool, scenario, startServer, tempDir, until
+  build, buildLogged, call, heldAgent, listen, post, readPidFile, runTool, scenario, startServer, tempDir, until,
+  waitFor
 } from '../helpers/index.js'
 import { NO_REDIS, redisEnv, slowAtFirst, startRedis } from '../helpers/redis.js'
 import { pino } from 'pino'
@@ -149,14 +150,18 @@ t.test('redis-backed slots', { skip: NO_REDIS, jobs: 2 }, async (t) => {
   t.test('Redis away, then back', async (t) => {
     t.test('Redis gone: a prompt 503 SLOTS_UNAVAILABLE, never a hang; readyz says so', async (t) => {
       const { url, stop } = await startRedis(t)
-      const app = await build(t, redisEnv(url, { SLOTS_TTL_MS: '600' }))
+      const { app, lines } = await buildLogged(t, redisEnv(url, { SLOTS_TTL_MS: '2000' }))
       // A run in flight when Redis goes away is not disturbed: its slot just cannot be refreshed or given back. Redis
-      // stops once the run holds its slot and its agent runs (stopping it earlier would refuse the run instead).
-      const pidFile = join(tempDir(t), 'agent.pid')
-      const inFlight = runTool(app, 'crush_run', { task: scenario.writePid(pidFile, 1000) })
-      await readPidFile(pidFile)
+      // stops once the run holds its slot and its agent runs (stopping it earlier would refuse the run instead), and
+      // the agent ends once a refresh has failed under it (or none is left to fail: a stall past its TTL lost it).
+      const held = heldAgent(t)
+      const inFlight = runTool(app, 'crush_run', { task: held.task })
+      await readPidFile(held.pidFile)
       await stop()
-      t.match(await inFlight, { ok: true, output: 'done\n' }, 'the run in flight ended normally')
+      await waitFor(() => lines.some((line) => /could not refresh an agent slot|an agent slot was lost/.test(line)),
+        10_000, 'a refresh to fail')
+      held.release()
+      t.match(await inFlight, { ok: true, output: 'released\n' }, 'the run in flight ended normally')
       // Asked together: each answers within Redis's own timeout, none waits for another.
       const [refused, ready, tools, runs] = await Promise.all([
         call(app, 'POST', '/tools/crush_run', { body: { task: 'x' } }),
@@ -190,14 +195,16 @@ t.test('redis-backed slots', { skip: NO_REDIS, jobs: 2 }, async (t) => {
 
     t.test('Redis restarted mid-run, its data lost: the run ends normally, and the slots work again', async (t) => {
       const first = await startRedis(t)
-      const app = await build(t, redisEnv(first.url, { SLOTS_TTL_MS: '600', MAX_CRUSH_AGENTS: '1' }))
-      const pidFile = join(tempDir(t), 'agent.pid')
-      const inFlight = runTool(app, 'crush_run', { task: scenario.writePid(pidFile, 1500) })
-      await readPidFile(pidFile)
+      const { app, lines } = await buildLogged(t, redisEnv(first.url, { SLOTS_TTL_MS: '600', MAX_CRUSH_AGENTS: '1' }))
+      const held = heldAgent(t)
+      const inFlight = runTool(app, 'crush_run', { task: held.task })
+      await readPidFile(held.pidFile)
       await first.stop()
       await startRedis(t, first.port)
       // The run's next refresh finds its slot gone (an empty Redis): it is reported lost, and the run goes on.
-      t.match(await inFlight, { ok: true, output: 'done\n' })
+      await waitFor(() => lines.some((line) => line.includes('an agent slot was lost')), 10_000, 'the slot to be lost')
+      held.release()
+      t.match(await inFlight, { ok: true, output: 'released\n' })
       // As a caller would: asked again until the service has reconnected (ioredis backs off up to a second or so).
       t.equal(
         await until(

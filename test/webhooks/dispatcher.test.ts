@@ -93,7 +93,13 @@ t.test('410 Gone ends the delivery at once; past WEBHOOK_RETRY_FOR_MS it is give
     attempts: [{ status: 410 }]
   })
   const givenUp = await until(() => stateOf(outbox, second.run), (found) => found?.state === 'given_up', 10_000)
-  t.ok(givenUp!.attempts.length >= 2, `${String(givenUp!.attempts.length)} attempts before giving up`)
+  // Retried while the next attempt (30 ms, doubling, each ±20 %) fell within the 200 ms, given up once it could not:
+  // how many attempts that makes is the machine's pace (an early first failure is retried, a late one is not).
+  const since = givenUp!.attempts.map((attempt) => Date.parse(attempt.at) - Date.parse(second.createdAt))
+  const delay = (failed: number, share: number) => Math.round(30 * 2 ** (failed - 1) * share)
+  t.ok(since.slice(0, -1).every((at, index) => at + delay(index + 1, 0.8) <= 200),
+    `retried in time: attempts ${since.join(', ')} ms after the event`)
+  t.ok(since.at(-1)! + delay(since.length, 1.2) > 200, 'given up only once no retry could come within 200 ms')
   t.equal(gone.received.length, 1, 'never retried after 410')
   t.ok(verdicts.includes('gone') && verdicts.includes('given_up'))
   t.equal(await outbox.pendingDeliveries(), 0)

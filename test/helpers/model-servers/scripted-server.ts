@@ -3,10 +3,11 @@ import type { AddressInfo } from 'node:net'
 
 /**
  * One answer of a scripted model: call the CLI's own shell tool with a command the test chose, or end the turn with
- * text. A script is the list of answers, in order. `slowMs`: a model still thinking that long before it answers, so a
- * CLI stopped meanwhile (a limit crossed on the previous turn) never gets this answer, however quick the CLI is.
+ * text. A script is the list of answers, in order. `held`: a model that never gives this answer (the request stays
+ * open until the CLI leaves), so a CLI that is to be stopped on the turn before waits for that stop, however slow the
+ * machine and however quick the CLI.
  */
-export type ModelTurn = { run: string } | { say: string, slowMs?: number }
+export type ModelTurn = { run: string } | { say: string, held?: boolean }
 
 export interface RecordedRequest {
   method: string
@@ -85,11 +86,11 @@ async function readBody(req: IncomingMessage): Promise<unknown> {
   }
 }
 
-/** How long the model thinks before answering the main conversation's due turn (side requests: never). */
-function thinkingMs(protocol: WireProtocol, turns: readonly ModelTurn[], body: unknown): number {
-  if (protocol.conversation(body) === null) return 0
+/** Whether the main conversation's due turn is one the model never gives (side requests: always answered). */
+function withheld(protocol: WireProtocol, turns: readonly ModelTurn[], body: unknown): boolean {
+  if (protocol.conversation(body) === null) return false
   const turn = turnFor(turns, protocol.toolResults(body).length)
-  return 'slowMs' in turn ? turn.slowMs ?? 0 : 0
+  return 'held' in turn && turn.held === true
 }
 
 /** A dependency-free model server on loopback that follows the script, speaking one wire protocol. */
@@ -102,13 +103,9 @@ export async function startScriptedServer(
     readBody(req).then((body) => {
       const request: RecordedRequest = { method: req.method ?? 'GET', url: req.url ?? '/', headers: req.headers, body }
       requests.push(request)
-      const thinking = thinkingMs(protocol, script, body)
-      if (thinking === 0) {
-        protocol.answer(request, script, res)
-        return
-      }
-      const answering = setTimeout(() => { protocol.answer(request, script, res) }, thinking)
-      res.once('close', () => { clearTimeout(answering) })
+      // Left open: the CLI leaving, or the server closing, ends it.
+      if (withheld(protocol, script, body)) return
+      protocol.answer(request, script, res)
     }).catch((error: unknown) => { sendJson(res, 500, { error: String(error) }) })
   })
   // A CLI keeps its connections alive; closing must not wait for them.
