@@ -20,6 +20,10 @@ t.jobs = 2
  */
 const callsUntilStopped = (count: number) => ({ task: scenario.callsUntilStopped(count), timeout: 30 })
 
+/** The commands a run's steps say it ran, in order. */
+const commandsOf = (result: { steps_summary?: { commands: Array<{ command: string }> } | null }): string =>
+  (result.steps_summary?.commands ?? []).map(({ command }) => command).join(',')
+
 t.test('limits it cannot be held to: 400 before any slot, and no agent starts', async (t) => {
   const log = join(tempDir(t), 'starts.log')
   const app = await build(t, { MAX_CODEX_AGENTS: '1', MAX_CRUSH_AGENTS: '1', CODEX_MAX_TURNS: '5' },
@@ -67,7 +71,9 @@ t.test('max_turns held by the service: codex stopped as its next response begins
   const result = await runTool(app, 'codex_run', { ...callsUntilStopped(3), limits: { max_turns: 2 } })
   t.match(result, { ok: false, stop_reason: 'max_turns', timed_out: false })
   t.equal(result.steps_summary!.turns, 3, 'stopped as its third response began')
-  t.equal(result.steps_summary!.commands.length, 3, 'every call it made is in its steps')
+  // The third call comes in the turn that crossed the limit: read or not before the stop lands, depending on how its
+  // output was chunked; never a call it did not make.
+  t.match(commandsOf(result), /^echo call 1,echo call 2(,echo call 3)?$/, 'the calls before the limit, in order')
   const async = await createRun(app, { tool: 'codex_run', ...callsUntilStopped(2), limits: { max_turns: 1 } })
   t.match(await settled(app, async.id), {
     status: 'failed', limits: { max_turns: 1 }, result: { stop_reason: 'max_turns' }
@@ -84,7 +90,7 @@ t.test('a ceiling is every run’s limit when it names none, lowered by one that
   t.match(await runTool(app, 'gemini_run', callsUntilStopped(3)), { ok: false, stop_reason: 'max_turns' })
   const lowered = await runTool(app, 'gemini_run', { ...callsUntilStopped(2), limits: { max_turns: 1 } })
   t.match(lowered, { stop_reason: 'max_turns', steps_summary: { turns: 2 } })
-  t.same(lowered.steps_summary!.commands.map(({ command }) => command), ['echo call 1', 'echo call 2'])
+  t.match(commandsOf(lowered), /^echo call 1(,echo call 2)?$/, 'the call before the limit, and at most the one after')
   const claude = await runTool(app, 'claude_run', { task: scenario.toolCalls(1, 1) })
   t.ok(claude.command.includes('--max-turns=4'), 'the ceiling given to claude too')
 })
